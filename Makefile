@@ -1,0 +1,40 @@
+# Two entry points: `make demo` (the main job) and `make test` (lint, types, the whole test suite).
+# Each bootstraps its own virtual environment and installs what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+LINT_PATHS := $(wildcard src tests benchmarks examples scripts)
+
+.PHONY: demo test lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev,flower]"
+	touch $@ $(VENV)/.installed-base
+
+demo: $(VENV)/.installed-base
+	$(BIN)/adcs reproduce --quick
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest
+
+bench: $(VENV)/.installed-base
+	$(BIN)/adcs bench map
+	$(BIN)/adcs bench sim
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

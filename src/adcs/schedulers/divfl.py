@@ -1,0 +1,177 @@
+"""DivFL (Balakrishnan et al., 2022): facility location on update dissimilarity.
+
+Greedily choose S to minimise Σ_{k∈[N]} min_{j∈S} D_kj with D_kj = ‖g_k − g_j‖: the first pick is the
+client with the smallest Σ_k D_kj, each next pick the largest reduction (ties to the lowest index).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from adcs.schedulers._common import (
+    UPDATES_OF_ALL,
+    BasicState,
+    SchedulerBase,
+    fill_from,
+    probed_updates,
+)
+from adcs.schedulers.base import (
+    NO_PROBE,
+    BoolArray,
+    ClientStats,
+    FloatArray,
+    IntArray,
+    Probe,
+    Selection,
+    check_available,
+)
+
+
+def pairwise_distances(updates: FloatArray) -> FloatArray:
+    """D_kj = ‖g_k − g_j‖ for updates of shape (n, dim); returns shape (n, n)."""
+    g = np.asarray(updates, dtype=np.float64)
+    sq = np.einsum("ij,ij->i", g, g)
+    d2 = sq[:, None] + sq[None, :] - 2.0 * (g @ g.T)
+    np.fill_diagonal(d2, 0.0)
+    return np.sqrt(np.maximum(d2, 0.0))
+
+
+def facility_location_greedy(
+    dist: FloatArray,
+    m: int,
+    candidates: BoolArray,
+    rng: np.random.Generator | None = None,
+    sample_size: int | None = None,
+) -> IntArray:
+    """Greedy minimisation of Σ_k min_{j∈S} dist[k, j] over S ⊆ candidates, |S| = m.
+
+    Parameters
+    ----------
+    dist : ndarray of shape (n, n)
+        Dissimilarities; rows are the clients to cover, columns the candidate facilities.
+    m : int
+        Number of picks (at most the number of candidates).
+    candidates : ndarray of bool, shape (n,)
+        Columns that may be picked.
+    rng, sample_size : optional
+        Stochastic greedy (Mirzasoleiman et al. 2015): each step evaluates only ``sample_size``
+        candidates drawn at random.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        Picks in order.
+    """
+    n = dist.shape[0]
+    cover = np.full(n, np.inf)
+    remaining = candidates.copy()
+    picks: list[int] = []
+    for _ in range(m):
+        pool = np.flatnonzero(remaining)
+        if sample_size is not None and rng is not None and pool.size > sample_size:
+            pool = np.sort(rng.choice(pool, size=sample_size, replace=False))
+        cost = np.minimum(cover[:, None], dist[:, pool]).sum(axis=0)
+        j = int(pool[np.argmin(cost)])  # argmin takes the first minimum: lowest index
+        picks.append(j)
+        remaining[j] = False
+        cover = np.minimum(cover, dist[:, j])
+    return np.asarray(picks, dtype=np.intp)
+
+
+@dataclass(frozen=True, eq=False)
+class DivFLState(BasicState):
+    """Per-run DivFL state.
+
+    Attributes
+    ----------
+    n_clients : int
+    data_sizes : ndarray of shape (n_clients,) or None
+    updates : ndarray of shape (n_clients, dim) or None
+        Stale form only: the last update seen from each client.
+    known : ndarray of bool, shape (n_clients,) or None
+        Stale form only: rows of ``updates`` that hold a finite update.
+    """
+
+    updates: FloatArray | None = None
+    known: BoolArray | None = None
+
+
+@dataclass(frozen=True)
+class DivFL(SchedulerBase[DivFLState]):
+    """Diverse client selection by facility location on ‖g_k − g_j‖.
+
+    Parameters
+    ----------
+    m : int
+        Clients per round.
+    stale : bool
+        ``False`` (default, the strongest form): fresh updates of all clients every round.
+        ``True``: the original code's form — all clients' updates at round 0, then only the selected
+        clients' rows are refreshed (through :meth:`observe`).
+    stochastic_epsilon : float or None
+        Stochastic greedy: each step evaluates ⌈(N/m)·ln(1/ε)⌉ random candidates. ``None``
+        (default) evaluates all.
+
+    Notes
+    -----
+    Clients without a usable update are not candidates; they are used only to keep exactly ``m``.
+    """
+
+    stale: bool = False
+    stochastic_epsilon: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        eps = self.stochastic_epsilon
+        if eps is not None and not (isinstance(eps, (int, float)) and 0.0 < eps < 1.0):
+            raise ValueError(f"stochastic_epsilon must be in (0, 1) or None, got {eps!r}")
+
+    def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> DivFLState:
+        return DivFLState(n_clients, self._check_init(n_clients, data_sizes))
+
+    def probe(
+        self, state: DivFLState, round_idx: int, available: BoolArray, rng: np.random.Generator
+    ) -> Probe:
+        if self.stale and state.updates is not None:
+            return NO_PROBE
+        return UPDATES_OF_ALL
+
+    def select(
+        self, state: DivFLState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, DivFLState]:
+        available = check_available(stats.available, state.n_clients, self.m)
+        if self.stale and state.updates is not None and state.known is not None:
+            updates, known = state.updates, state.known
+        else:
+            fresh, known = probed_updates(stats)
+            updates = np.where(known[:, None], fresh, 0.0).astype(np.float64)
+            if self.stale:
+                state = replace(state, updates=updates, known=known.copy())
+        candidates = known & available
+        dist = pairwise_distances(updates)[np.ix_(known, np.arange(state.n_clients))]
+        sample = None
+        if self.stochastic_epsilon is not None:
+            sample = math.ceil(state.n_clients / self.m * math.log(1 / self.stochastic_epsilon))
+        k = min(self.m, int(candidates.sum()))
+        picks = facility_location_greedy(dist, k, candidates, rng, sample)
+        return Selection(fill_from(picks, available, self.m)), state
+
+    def observe(
+        self,
+        state: DivFLState,
+        round_idx: int,
+        clients: IntArray,
+        updates: FloatArray,
+        losses: FloatArray | None,
+    ) -> DivFLState:
+        if not self.stale or state.updates is None or state.known is None:
+            return state
+        rows = np.asarray(updates, dtype=np.float64)
+        ok = np.isfinite(rows).all(axis=1)
+        new_updates, new_known = state.updates.copy(), state.known.copy()
+        new_updates[clients[ok]] = rows[ok]
+        new_known[clients[ok]] = True
+        return replace(state, updates=new_updates, known=new_known)

@@ -1,0 +1,31 @@
+"""Uniform client scheduling (McMahan et al., 2017): m of the available clients without replacement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from adcs.schedulers._common import BasicState, SchedulerBase
+from adcs.schedulers.base import ClientStats, FloatArray, Selection, check_available
+
+
+@dataclass(frozen=True)
+class Uniform(SchedulerBase[BasicState]):
+    """Pick ``m`` of the available clients uniformly at random, without replacement.
+
+    Parameters
+    ----------
+    m : int
+        Clients per round, m ≥ 1.
+    """
+
+    def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> BasicState:
+        return BasicState(n_clients, self._check_init(n_clients, data_sizes))
+
+    def select(
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, BasicState]:
+        available = check_available(stats.available, state.n_clients, self.m)
+        clients = rng.choice(np.flatnonzero(available), size=self.m, replace=False)
+        return Selection(clients.astype(np.intp)), state

@@ -1,0 +1,310 @@
+"""Method-specific tests: each scheduler does what DESIGN.md §2 says it does."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from adcs.dpp import greedy_map, greedy_map_features
+from adcs.schedulers import (
+    ADCS,
+    OCS,
+    ClientStats,
+    DivFL,
+    PowerOfChoice,
+    ProbeKind,
+    StaticDPP,
+    Uniform,
+)
+from adcs.schedulers.adcs import alpha_of
+from adcs.schedulers.divfl import facility_location_greedy, pairwise_distances
+from adcs.schedulers.ocs import ocs_inclusion_probabilities, systematic_sample
+from tests.schedulers.fake_runtime import gather, run_rounds
+
+ALL = np.ones(30, dtype=bool)
+
+
+def full_stats(updates, losses):
+    n = updates.shape[0]
+    return ClientStats(np.ones(n, dtype=bool), np.ones(n, dtype=bool), losses, updates)
+
+
+def select_once(scheduler, updates, losses, seed=0):
+    state = scheduler.init(updates.shape[0])
+    selection, _ = scheduler.select(
+        state, 0, full_stats(updates, losses), np.random.default_rng(seed)
+    )
+    return selection.clients
+
+
+# --- ADCS ------------------------------------------------------------------------------------
+
+
+def test_adcs_equals_greedy_map_of_the_paper_kernel():
+    rng = np.random.default_rng(0)
+    updates = rng.normal(size=(30, 20))
+    losses = rng.uniform(0.5, 2.0, size=30)
+    theta = 0.6
+    phi = updates / np.linalg.norm(updates, axis=1, keepdims=True)
+    q_diag = np.diag(np.exp(alpha_of(theta) * losses))
+    kernel = q_diag @ (phi @ phi.T) @ q_diag  # L = Q C Q, eq. 7
+    picks = select_once(ADCS(m=18, theta=theta), updates, losses)
+    assert picks.tolist() == greedy_map(kernel, 18).tolist()
+
+
+def test_adcs_theta_one_is_top_m_by_quality():
+    rng = np.random.default_rng(1)
+    updates = rng.normal(size=(30, 5))
+    losses = rng.uniform(size=30)
+    picks = select_once(ADCS(m=18, theta=1.0), updates, losses)
+    assert picks.tolist() == np.argsort(-losses, kind="stable")[:18].tolist()
+
+
+def test_adcs_theta_zero_is_pure_diversity():
+    rng = np.random.default_rng(2)
+    updates = rng.normal(size=(30, 25))
+    losses = rng.uniform(size=30) * 100  # must be ignored at θ = 0
+    phi = updates / np.linalg.norm(updates, axis=1, keepdims=True)
+    picks = select_once(ADCS(m=18, theta=0.0), updates, losses)
+    assert picks.tolist() == greedy_map_features(phi, 18).tolist()
+
+
+def test_adcs_near_one_theta_is_finite_and_follows_quality_where_diversity_ties():
+    rng = np.random.default_rng(3)
+    updates = np.eye(30) * rng.uniform(0.1, 5.0, size=30)[:, None]  # orthogonal: diversity ties
+    losses = 10.0 + rng.normal(scale=0.05, size=30)
+    picks = select_once(ADCS(m=18, theta=0.999999), updates, losses)
+    assert picks.tolist() == np.argsort(-losses, kind="stable")[:18].tolist()
+
+
+def test_adcs_duplicate_groups_cover_all_groups_first():
+    rng = np.random.default_rng(4)
+    updates = np.repeat(rng.normal(size=(10, 40)), 3, axis=0)
+    groups = np.repeat(np.arange(10), 3)
+    losses = rng.uniform(1.0, 2.0, size=30)
+    picks = select_once(ADCS(m=18, theta=0.8), updates, losses)
+    assert len(set(picks.tolist())) == 18
+    assert sorted(groups[picks[:10]].tolist()) == list(range(10))
+
+
+def test_adcs_nan_and_zero_updates_are_documented_handling():
+    rng = np.random.default_rng(5)
+    updates = rng.normal(size=(30, 40))
+    updates[3] = np.nan
+    updates[7] = 0.0
+    losses = rng.uniform(size=30)
+    losses[11] = np.inf
+    picks = select_once(ADCS(m=18, theta=0.5), updates, losses)
+    assert len(set(picks.tolist())) == 18
+    assert not {3, 11} & set(picks.tolist())  # non-finite clients left out while others remain
+    assert 7 not in picks.tolist()  # a zero update has no direction: chosen only when needed
+    picks_all = select_once(ADCS(m=30, theta=0.5), updates, losses)
+    assert sorted(picks_all.tolist()) == list(range(30))  # still exactly m, no duplicates
+    assert set(picks_all[-3:].tolist()) == {3, 7, 11}
+
+
+def test_adcs_refreshes_every_r_rounds_and_holds_the_selection_between():
+    rng = np.random.default_rng(6)
+    scheduler = ADCS(m=10, theta=0.7, refresh_every=4)
+    state = scheduler.init(30)
+    kinds, selections = [], []
+    for t in range(12):
+        updates = rng.normal(size=(30, 8))
+        losses = rng.uniform(size=30)
+        kinds.append(scheduler.probe(state, t, ALL, rng).kind)
+        stats = gather(scheduler, state, t, ALL, updates, losses, rng)
+        selection, state = scheduler.select(state, t, stats, rng)
+        selections.append(selection.clients.tolist())
+    assert [k is ProbeKind.UPDATES for k in kinds] == [t % 4 == 0 for t in range(12)]
+    for t in range(12):
+        assert selections[t] == selections[t - t % 4]
+    assert selections[0] != selections[4] or selections[4] != selections[8]
+
+
+def test_adcs_unavailable_cached_client_reruns_map_on_cached_kernel():
+    rng = np.random.default_rng(7)
+    scheduler = ADCS(m=5, theta=0.5, refresh_every=10)
+    updates = rng.normal(size=(30, 8))
+    losses = rng.uniform(size=30)
+    state = scheduler.init(30)
+    first, state = scheduler.select(state, 0, full_stats(updates, losses), rng)
+    available = ALL.copy()
+    available[first.clients[0]] = False
+    assert scheduler.probe(state, 1, available, rng).kind is ProbeKind.NONE
+    second, _ = scheduler.select(state, 1, ClientStats.blind(available), rng)
+    assert first.clients[0] not in second.clients
+    eligible = np.flatnonzero(available)
+    phi = updates / np.linalg.norm(updates, axis=1, keepdims=True)
+    expected = eligible[greedy_map_features(phi[eligible], 5, 2 * alpha_of(0.5) * losses[eligible])]
+    assert second.clients.tolist() == expected.tolist()
+
+
+def test_adcs_quality_mix_with_comm_score():
+    losses = np.zeros(30)
+    comm = np.linspace(0.0, 1.0, 30)
+    scheduler = ADCS(m=5, theta=1.0, gamma=1.0, comm_score=tuple(comm))
+    picks = select_once(scheduler, np.eye(30), losses)
+    assert picks.tolist() == [29, 28, 27, 26, 25]
+    with pytest.raises(ValueError, match="comm_score"):
+        scheduler.init(10)
+
+
+# --- PowerOfChoice ---------------------------------------------------------------------------
+
+
+def test_power_of_choice_picks_largest_losses():
+    losses = np.array([0.3, 2.0, 1.0, 2.0, 0.1, 5.0])
+    scheduler = PowerOfChoice(m=3)
+    state = scheduler.init(6)
+    probe = scheduler.probe(state, 0, np.ones(6, dtype=bool), np.random.default_rng(0))
+    assert probe.kind is ProbeKind.LOSSES and probe.clients is None
+    selection, _ = scheduler.select(
+        state, 0, ClientStats(np.ones(6, bool), np.ones(6, bool), losses), np.random.default_rng(0)
+    )
+    assert selection.clients.tolist() == [5, 1, 3]  # tie 1 vs 3 to the lowest index
+
+
+def test_power_of_d_probes_d_candidates_proportional_to_size():
+    sizes = np.zeros(30)
+    sizes[:12] = np.arange(1, 13)
+    scheduler = PowerOfChoice(m=4, candidates=8)
+    state = scheduler.init(30, data_sizes=sizes)
+    rng = np.random.default_rng(1)
+    counts = np.zeros(30)
+    for _ in range(2000):
+        probe = scheduler.probe(state, 0, ALL, rng)
+        assert probe.clients is not None and probe.clients.size == 8
+        counts[probe.clients] += 1
+    assert counts[12:].sum() == 0  # zero-size clients are never drawn
+    assert counts[11] > counts[0] * 3  # larger clients are drawn more often
+
+
+# --- OCS -------------------------------------------------------------------------------------
+
+
+def test_ocs_top_norms():
+    norms = np.array([1.0, 5.0, 3.0, 5.0, 0.5])
+    updates = np.diag(norms)
+    picks = select_once(OCS(m=3), updates, np.zeros(5))
+    assert picks.tolist() == [1, 3, 2]
+
+
+def test_ocs_inclusion_probabilities_hand_worked():
+    # a = (4, 1, 1, 1, 1), m = 2: c = 2/8 gives 4c = 1 exactly, so π = (1, .25, .25, .25, .25)
+    pi = ocs_inclusion_probabilities(np.array([4.0, 1.0, 1.0, 1.0, 1.0]), 2)
+    np.testing.assert_allclose(pi, [1.0, 0.25, 0.25, 0.25, 0.25])
+    # a = (10, 1, 1, 1), m = 2: 10 is capped, the rest share 1: π = (1, 1/3, 1/3, 1/3)
+    pi = ocs_inclusion_probabilities(np.array([10.0, 1.0, 1.0, 1.0]), 2)
+    np.testing.assert_allclose(pi, [1.0, 1 / 3, 1 / 3, 1 / 3])
+
+
+def test_ocs_unbiased_variant_is_unbiased():
+    rng = np.random.default_rng(2)
+    updates = rng.normal(size=(12, 4)) * rng.uniform(0.1, 3.0, size=(12, 1))
+    target = updates.mean(axis=0)  # uniform p: the full-participation update
+    scheduler = OCS(m=4, unbiased=True)
+    state = scheduler.init(12)
+    stats = full_stats(updates, np.zeros(12))
+    draws = 20000
+    estimate = np.zeros(4)
+    inclusion = np.zeros(12)
+    for _ in range(draws):
+        selection, _ = scheduler.select(state, 0, stats, rng)
+        assert selection.weights is not None
+        estimate += selection.weights @ updates[selection.clients]
+        inclusion[selection.clients] += 1
+    pi = ocs_inclusion_probabilities(np.linalg.norm(updates, axis=1) / 12, 4)
+    np.testing.assert_allclose(inclusion / draws, pi, atol=0.02)
+    np.testing.assert_allclose(estimate / draws, target, atol=0.05 * np.abs(updates).max())
+
+
+def test_systematic_sample_is_exact_size_and_distinct():
+    rng = np.random.default_rng(3)
+    pi = ocs_inclusion_probabilities(rng.uniform(size=50), 17)
+    for _ in range(200):
+        picks = systematic_sample(pi, rng)
+        assert picks.size == 17 and len(set(picks.tolist())) == 17
+
+
+# --- DivFL -----------------------------------------------------------------------------------
+
+
+def test_facility_location_hand_example():
+    # points on a line at 0, 1, 10, 11: the 1-median is 1 (sum 1+0+9+10=20 vs 0: 0+1+10+11=22)
+    points = np.array([[0.0], [1.0], [10.0], [11.0]])
+    dist = pairwise_distances(points)
+    picks = facility_location_greedy(dist, 2, np.ones(4, dtype=bool))
+    assert picks.tolist() == [1, 2]  # then 2 covers {10, 11} best (ties 2 vs 3 to 2)
+
+
+def test_divfl_fresh_probes_every_round_and_stale_once():
+    rng = np.random.default_rng(4)
+    updates = [rng.normal(size=(30, 6)) for _ in range(5)]
+    losses = [np.ones(30)] * 5
+    available = [ALL] * 5
+    for stale, expected in ((False, [True] * 5), (True, [True] + [False] * 4)):
+        scheduler = DivFL(m=6, stale=stale)
+        state = scheduler.init(30)
+        kinds = []
+        for t in range(5):
+            kinds.append(scheduler.probe(state, t, ALL, rng).kind is ProbeKind.UPDATES)
+            stats = gather(scheduler, state, t, ALL, updates[t], losses[t], rng)
+            selection, state = scheduler.select(state, t, stats, rng)
+            state = scheduler.observe(
+                state, t, selection.clients, updates[t][selection.clients], None
+            )
+        assert kinds == expected
+    fresh = run_rounds(DivFL(m=6), updates, losses, available)
+    for t, selection in enumerate(fresh):
+        dist = pairwise_distances(updates[t])
+        assert selection.clients.tolist() == facility_location_greedy(dist, 6, ALL.copy()).tolist()
+
+
+def test_divfl_stale_refreshes_only_selected_rows():
+    scheduler = DivFL(m=2, stale=True)
+    state = scheduler.init(4)
+    updates = np.arange(8, dtype=float).reshape(4, 2)
+    selection, state = scheduler.select(
+        state, 0, full_stats(updates, np.zeros(4)), np.random.default_rng(0)
+    )
+    new = np.full((2, 2), 100.0)
+    state = scheduler.observe(state, 0, selection.clients, new, None)
+    changed = np.flatnonzero((state.updates != updates).any(axis=1))
+    assert sorted(changed.tolist()) == sorted(selection.clients.tolist())
+
+
+# --- StaticDPP and Uniform -------------------------------------------------------------------
+
+
+def test_static_dpp_probes_once_and_keeps_its_subset():
+    rng = np.random.default_rng(5)
+    updates = [rng.normal(size=(30, 10)) for _ in range(6)]
+    scheduler = StaticDPP(m=8)
+    state = scheduler.init(30)
+    kinds = []
+    chosen = []
+    for t in range(6):
+        kinds.append(scheduler.probe(state, t, ALL, rng).kind)
+        stats = gather(scheduler, state, t, ALL, updates[t], np.ones(30), rng)
+        selection, state = scheduler.select(state, t, stats, rng)
+        chosen.append(selection.clients.tolist())
+    assert kinds[0] is ProbeKind.UPDATES and all(k is ProbeKind.NONE for k in kinds[1:])
+    assert all(c == chosen[0] for c in chosen)
+    phi = updates[0] / np.linalg.norm(updates[0], axis=1, keepdims=True)
+    assert chosen[0] == greedy_map_features(phi, 8).tolist()
+
+
+def test_uniform_inclusion_frequency_is_m_over_n():
+    rng = np.random.default_rng(6)
+    scheduler = Uniform(m=18)
+    state = scheduler.init(30)
+    counts = np.zeros(30)
+    draws = 6000
+    for _ in range(draws):
+        selection, _ = scheduler.select(state, 0, ClientStats.blind(ALL), rng)
+        counts[selection.clients] += 1
+    freq = counts / draws
+    sd = math.sqrt(0.6 * 0.4 / draws)
+    assert np.abs(freq - 0.6).max() < 5 * sd
