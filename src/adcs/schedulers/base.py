@@ -146,7 +146,10 @@ class Selection:
 class Scheduler(Protocol):
     """The protocol every scheduler implements; see the module docstring for the round order."""
 
-    m: int
+    @property
+    def m(self) -> int:
+        """Clients selected per round."""
+        ...
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> Any:
         """Fresh per-run state for ``n_clients`` clients (``data_sizes`` of shape (n_clients,))."""
