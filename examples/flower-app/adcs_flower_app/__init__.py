@@ -1,0 +1,1 @@
+"""ADCS on the paper's Fashion-MNIST workload as a Flower app (ServerApp + ClientApp)."""

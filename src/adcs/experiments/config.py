@@ -1,0 +1,681 @@
+"""Experiment configurations: TOML → validated frozen dataclasses (DESIGN §3, §6).
+
+A configuration describes one experiment of the paper's Sec. 6 kind: the data and its partition
+over clients, the simulator settings, the grid of scheduling methods (with sweeps over their
+hyperparameters, e.g. θ and R for ADCS), the seeds and m. Everything is checked when the file is
+read — unknown keys, wrong types, impossible values, hyperparameters a scheduler refuses — so a bad
+configuration fails with a message naming the key before any work starts.
+
+Example (``experiments/fig2.toml``)::
+
+    name = "fig2"
+    m = 18
+    seeds = [0, 1, 2, 3, 4]
+    outputs = ["fig2"]
+
+    [data]
+    partition = "paper_groups"   # or "dirichlet", "iid"
+    dominance = 1.0
+
+    [sim]
+    rounds = 20000
+    eval_every = 100
+
+    [[methods]]
+    name = "uniform"
+
+    [[methods]]
+    name = "adcs"
+    refresh_every = 20
+    sweep = { theta = [0.2, 0.4, 0.6, 0.8, 1.0] }
+
+Schedulers are built only through the name → class table :data:`adcs.schedulers.SCHEDULERS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import itertools
+import math
+import sys
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from adcs.schedulers import SCHEDULERS
+from adcs.schedulers.base import Scheduler
+
+__all__ = [
+    "OUTPUTS",
+    "PAPER_CONFIGS",
+    "PARTITIONS",
+    "ConfigError",
+    "DataConfig",
+    "ExperimentConfig",
+    "MethodConfig",
+    "SimSettings",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "merge_configs",
+    "packaged_config",
+    "packaged_config_path",
+    "with_overrides",
+]
+
+PARTITIONS = ("paper_groups", "dirichlet", "iid")
+"""Partition kinds of :mod:`adcs.data`."""
+
+OUTPUTS = ("fig1", "fig2", "fig3", "table1", "curves")
+"""Figures and tables a configuration may ask for (``curves``: every method on one plot)."""
+
+PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
+"""Configurations shipped with the project (``experiments/<name>.toml``)."""
+
+WEIGHTINGS = ("uniform", "data_size")
+
+_PARTITION_KEYS: dict[str, frozenset[str]] = {
+    "paper_groups": frozenset({"n_groups", "clients_per_group", "dominance"}),
+    "dirichlet": frozenset({"n_clients", "alpha"}),
+    "iid": frozenset({"n_clients"}),
+}
+_COMMON_DATA_KEYS = frozenset(
+    {
+        "path",
+        "partition",
+        "partition_seed",
+        "partition_per_seed",
+        "train_per_client",
+        "test_per_client",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be run; the message names the file, key and value."""
+
+
+# ---------------------------------------------------------------------------------------------
+# small checkers: each raises ConfigError naming the dotted key
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(key: str, value: Any, minimum: int) -> int:
+    if not _is_int(value) or value < minimum:
+        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _float(key: str, value: Any, low: float, high: float, *, low_open: bool = False) -> float:
+    ok = (_is_int(value) or isinstance(value, float)) and math.isfinite(float(value))
+    if ok:
+        v = float(value)
+        ok = (v > low if low_open else v >= low) and v <= high
+    if not ok:
+        bracket = "(" if low_open else "["
+        raise ConfigError(f"{key} must be a number in {bracket}{low}, {high}], got {value!r}")
+    return float(value)
+
+
+def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{key} must be one of {list(allowed)}, got {value!r}")
+    return str(value)
+
+
+def _no_unknown(section: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        where = f"{section}." if section else ""
+        raise ConfigError(
+            f"unknown key(s) {', '.join(where + k for k in unknown)}; allowed: {sorted(allowed)}"
+        )
+
+
+def _table(key: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key} must be a table, got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# sections
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the data comes from and how it is split over clients (DESIGN §3, §5).
+
+    Attributes
+    ----------
+    path : str or None
+        Fashion-MNIST folder; ``None`` uses the lookup of :func:`adcs.data.load_fashion_mnist`.
+    partition : {"paper_groups", "dirichlet", "iid"}
+        ``paper_groups``: ``n_groups`` groups of ``clients_per_group`` clients, group k holding
+        class k with share ``dominance`` (the paper's setting: 10 × 3, dominance 1).
+    n_groups, clients_per_group : int
+        For ``paper_groups``.
+    dominance : float in [0, 1]
+        For ``paper_groups``: share of the group's own class in each client's data.
+    n_clients : int or None
+        For ``dirichlet`` and ``iid``.
+    alpha : float > 0
+        For ``dirichlet``: concentration of the per-client label distribution.
+    partition_seed : int
+        Seed of the partition's random draw.
+    partition_per_seed : bool
+        ``False`` (default): one partition for every run, so the seeds vary the training only.
+        ``True``: each training seed s gets its own partition, drawn from ``(s, partition_seed)``.
+    train_per_client, test_per_client : int or None
+        Samples per client; ``None`` gives each client the most the data allows (DESIGN §3).
+    """
+
+    path: str | None = None
+    partition: str = "paper_groups"
+    n_groups: int = 10
+    clients_per_group: int = 3
+    dominance: float = 1.0
+    n_clients: int | None = None
+    alpha: float = 0.5
+    partition_seed: int = 0
+    partition_per_seed: bool = False
+    train_per_client: int | None = None
+    test_per_client: int | None = None
+
+    def __post_init__(self) -> None:
+        _choice("data.partition", self.partition, PARTITIONS)
+        _int("data.n_groups", self.n_groups, 1)
+        _int("data.clients_per_group", self.clients_per_group, 1)
+        _float("data.dominance", self.dominance, 0.0, 1.0)
+        _float("data.alpha", self.alpha, 0.0, math.inf, low_open=True)
+        if self.partition == "paper_groups":
+            if self.n_clients is not None:
+                raise ConfigError("data.n_clients is fixed by n_groups × clients_per_group")
+        elif self.n_clients is None:
+            raise ConfigError(f"data.n_clients is required for partition = {self.partition!r}")
+        else:
+            _int("data.n_clients", self.n_clients, 1)
+        _int("data.partition_seed", self.partition_seed, 0)
+        if not isinstance(self.partition_per_seed, bool):
+            raise ConfigError(
+                f"data.partition_per_seed must be true or false, got {self.partition_per_seed!r}"
+            )
+        for key in ("train_per_client", "test_per_client"):
+            if getattr(self, key) is not None:
+                _int(f"data.{key}", getattr(self, key), 1)
+        if self.path is not None and (not isinstance(self.path, str) or not self.path):
+            raise ConfigError(f"data.path must be a non-empty string, got {self.path!r}")
+
+    @property
+    def total_clients(self) -> int:
+        """N, the number of clients the partition produces."""
+        if self.partition == "paper_groups":
+            return self.n_groups * self.clients_per_group
+        assert self.n_clients is not None
+        return self.n_clients
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """Simulator settings; mirrors :class:`adcs.sim.engine.SimConfig` (paper defaults, Sec. 6).
+
+    Attributes
+    ----------
+    rounds : int
+        T, the number of communication rounds (paper: 20 000).
+    local_steps : int
+        E, local SGD steps per round (paper: 1).
+    batch_size : int
+        B, local minibatch size (paper: 16).
+    local_lr, server_lr : float
+        η_ℓ and η_s (paper: 0.001 and 1).
+    eval_every : int
+        Rounds between evaluations of per-client test accuracy.
+    weighting : {"uniform", "data_size"}
+        Aggregation weights p_n.
+    common_minibatches : bool
+        Runs of the same seed draw the same client minibatches (common random numbers across
+        methods; also faster). ``False``: every run has its own minibatch stream.
+    """
+
+    rounds: int = 20_000
+    local_steps: int = 1
+    batch_size: int = 16
+    local_lr: float = 1e-3
+    server_lr: float = 1.0
+    eval_every: int = 100
+    weighting: str = "uniform"
+    common_minibatches: bool = True
+
+    def __post_init__(self) -> None:
+        _int("sim.rounds", self.rounds, 1)
+        _int("sim.local_steps", self.local_steps, 1)
+        _int("sim.batch_size", self.batch_size, 1)
+        _float("sim.local_lr", self.local_lr, 0.0, math.inf, low_open=True)
+        _float("sim.server_lr", self.server_lr, 0.0, math.inf, low_open=True)
+        _int("sim.eval_every", self.eval_every, 1)
+        _choice("sim.weighting", self.weighting, WEIGHTINGS)
+        if not isinstance(self.common_minibatches, bool):
+            raise ConfigError(
+                f"sim.common_minibatches must be true or false, got {self.common_minibatches!r}"
+            )
+
+
+def _freeze(value: Any) -> Any:
+    """TOML arrays → tuples, so hyperparameters are hashable and immutable."""
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """One entry of the methods grid.
+
+    Attributes
+    ----------
+    name : str
+        A key of :data:`adcs.schedulers.SCHEDULERS`.
+    params : tuple of (str, value)
+        Fixed hyperparameters passed to the scheduler's constructor (``m`` is the config's).
+    sweep : tuple of (str, tuple of values)
+        Hyperparameters swept over; the grid is their Cartesian product.
+    """
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+    sweep: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+    @property
+    def scheduler_class(self) -> type[Any]:
+        return SCHEDULERS[self.name]
+
+    def grid(self) -> list[dict[str, Any]]:
+        """Every hyperparameter combination of this entry, fixed params first."""
+        base = dict(self.params)
+        keys = [k for k, _ in self.sweep]
+        points = []
+        for values in itertools.product(*(v for _, v in self.sweep)):
+            point = dict(base)
+            point.update(zip(keys, values, strict=True))
+            points.append(point)
+        return points
+
+    def build(self, m: int, params: Mapping[str, Any]) -> Scheduler:
+        """The scheduler for one grid point, constructed through the name → class table.
+
+        A string given for an enum-typed hyperparameter (e.g. ``quality = "grad_norm"``) is turned
+        into the enum member of that value.
+        """
+        cls = self.scheduler_class
+        kwargs = {k: _coerce_enum(cls, k, v) for k, v in params.items()}
+        scheduler: Scheduler = cls(m=m, **kwargs)
+        return scheduler
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A whole experiment: data, simulator, methods grid, seeds and m.
+
+    Attributes
+    ----------
+    name : str
+    description : str
+    m : int
+        Clients selected per round (paper: 18).
+    seeds : tuple of int
+        Training seeds; each (method, hyperparameters) point runs once per seed.
+    data : DataConfig
+    sim : SimSettings
+    methods : tuple of MethodConfig
+    outputs : tuple of str
+        Figures/tables to produce, from :data:`OUTPUTS`.
+    source : str
+        Where the configuration came from (a file path or ``"<dict>"``), for messages.
+    """
+
+    name: str
+    m: int
+    seeds: tuple[int, ...]
+    data: DataConfig
+    sim: SimSettings
+    methods: tuple[MethodConfig, ...]
+    outputs: tuple[str, ...] = ("curves",)
+    description: str = ""
+    source: str = field(default="<dict>", compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or "/" in self.name:
+            raise ConfigError(f"name must be a non-empty string without '/', got {self.name!r}")
+        _int("m", self.m, 1)
+        if self.m > self.data.total_clients:
+            raise ConfigError(
+                f"m={self.m} exceeds the number of clients N={self.data.total_clients}"
+            )
+        if not self.seeds:
+            raise ConfigError("seeds must list at least one seed")
+        for s in self.seeds:
+            _int("seeds[]", s, 0)
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"seeds must be distinct, got {list(self.seeds)}")
+        if not self.methods:
+            raise ConfigError("methods must list at least one method ([[methods]] tables)")
+        for o in self.outputs:
+            _choice("outputs[]", o, OUTPUTS)
+        for i, method in enumerate(self.methods):
+            _check_method(f"methods[{i}]", method, self.m)
+
+
+def _check_method(key: str, method: MethodConfig, m: int) -> None:
+    """Refuse unknown hyperparameters and build every grid point once, so bad values fail now."""
+    if method.name not in SCHEDULERS:
+        raise ConfigError(f"{key}.name must be one of {sorted(SCHEDULERS)}, got {method.name!r}")
+    allowed = _hyperparameters(method.scheduler_class)
+    for k, _ in method.params:
+        if k == "m":
+            raise ConfigError(f"{key}.m: m is set once, at the top level of the configuration")
+        if k not in allowed:
+            raise ConfigError(
+                f"unknown key {key}.{k} for method {method.name!r}; allowed: {sorted(allowed)}"
+            )
+    seen = {k for k, _ in method.params}
+    for k, values in method.sweep:
+        if k not in allowed:
+            raise ConfigError(
+                f"unknown key {key}.sweep.{k} for method {method.name!r}; "
+                f"allowed: {sorted(allowed)}"
+            )
+        if k in seen:
+            raise ConfigError(f"{key}: {k!r} is both fixed and swept; keep one")
+        if not values:
+            raise ConfigError(f"{key}.sweep.{k} must be a non-empty array")
+        if len(set(map(repr, values))) != len(values):
+            raise ConfigError(f"{key}.sweep.{k} repeats a value: {list(values)}")
+    for point in method.grid():
+        try:
+            method.build(m, point)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{key} ({method.name}, {point}): {exc}") from exc
+
+
+def _enum_types(cls: type[Any], name: str) -> list[type[enum.Enum]]:
+    """Enum classes named in the type hint of hyperparameter ``name`` of ``cls``."""
+    try:
+        hint = typing.get_type_hints(cls).get(name)
+    except Exception:  # unresolvable hints: no coercion, the constructor will judge the value
+        return []
+    candidates = [hint, *typing.get_args(hint)]
+    return [c for c in candidates if isinstance(c, type) and issubclass(c, enum.Enum)]
+
+
+def _coerce_enum(cls: type[Any], name: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    for enum_cls in _enum_types(cls, name):
+        allowed = [member.value for member in enum_cls]
+        if value in allowed:
+            return enum_cls(value)
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def _hyperparameters(cls: type[Any]) -> frozenset[str]:
+    """Constructor arguments of a scheduler class, other than ``m``."""
+    if dataclasses.is_dataclass(cls):
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+    else:
+        names = set(inspect.signature(cls).parameters)
+    return frozenset(names - {"m"})
+
+
+# ---------------------------------------------------------------------------------------------
+# TOML ↔ dataclasses
+
+_TOP_KEYS = frozenset({"name", "description", "m", "seeds", "outputs", "data", "sim", "methods"})
+_SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimSettings))
+
+
+def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
+    partition = raw.get("partition", "paper_groups")
+    _choice("data.partition", partition, PARTITIONS)
+    _no_unknown("data", raw, _COMMON_DATA_KEYS | _PARTITION_KEYS[partition])
+    kwargs = dict(raw)
+    path = kwargs.get("path")
+    if path is not None:
+        if not isinstance(path, str) or not path:
+            raise ConfigError(f"data.path must be a non-empty string, got {path!r}")
+        resolved = Path(path).expanduser()
+        if not resolved.is_absolute() and base_dir is not None:
+            resolved = base_dir / resolved
+        if not resolved.is_dir():
+            raise ConfigError(f"data.path {path!r} is not a folder (looked at {resolved})")
+        kwargs["path"] = str(resolved)
+    return DataConfig(**kwargs)
+
+
+def _parse_method(i: int, raw: Any) -> MethodConfig:
+    key = f"methods[{i}]"
+    table = _table(key, raw)
+    if "name" not in table:
+        raise ConfigError(f"{key}.name is required (one of {sorted(SCHEDULERS)})")
+    name = table["name"]
+    sweep_raw = _table(f"{key}.sweep", table.get("sweep", {}))
+    sweep = []
+    for k, values in sweep_raw.items():
+        if not isinstance(values, list):
+            raise ConfigError(f"{key}.sweep.{k} must be an array of values, got {values!r}")
+        sweep.append((k, tuple(_freeze(v) for v in values)))
+    params = tuple((k, _freeze(v)) for k, v in table.items() if k not in ("name", "sweep"))
+    return MethodConfig(name=name, params=params, sweep=tuple(sweep))
+
+
+def config_from_dict(
+    raw: Mapping[str, Any], *, source: str = "<dict>", base_dir: Path | None = None
+) -> ExperimentConfig:
+    """Validate a parsed TOML document and build the configuration.
+
+    Parameters
+    ----------
+    raw : mapping
+        The document (as ``tomllib.load`` returns it).
+    source : str
+        Named in error messages.
+    base_dir : Path, optional
+        Folder against which a relative ``data.path`` is resolved (the TOML file's folder).
+
+    Raises
+    ------
+    ConfigError
+        On an unknown key or an impossible value; the message starts with ``source``.
+    """
+    try:
+        _no_unknown("", raw, _TOP_KEYS)
+        for key in ("name", "m", "seeds", "methods"):
+            if key not in raw:
+                raise ConfigError(f"{key} is required")
+        data_raw = _table("data", raw.get("data", {}))
+        sim_raw = _table("sim", raw.get("sim", {}))
+        _no_unknown("sim", sim_raw, _SIM_KEYS)
+        seeds = raw["seeds"]
+        if not isinstance(seeds, list):
+            raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")
+        methods_raw = raw["methods"]
+        if not isinstance(methods_raw, list):
+            raise ConfigError("methods must be an array of tables ([[methods]])")
+        outputs = raw.get("outputs", ["curves"])
+        if not isinstance(outputs, list):
+            raise ConfigError(f"outputs must be an array of strings, got {outputs!r}")
+        description = raw.get("description", "")
+        if not isinstance(description, str):
+            raise ConfigError(f"description must be a string, got {description!r}")
+        return ExperimentConfig(
+            name=raw["name"],
+            description=description,
+            m=raw["m"],
+            seeds=tuple(seeds),
+            data=_parse_data(data_raw, base_dir),
+            sim=SimSettings(**sim_raw),
+            methods=tuple(_parse_method(i, t) for i, t in enumerate(methods_raw)),
+            outputs=tuple(outputs),
+            source=source,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Read and validate a TOML configuration file.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing, is not valid TOML, or fails validation.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such configuration file")
+    try:
+        with path.open("rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return config_from_dict(raw, source=str(path), base_dir=path.parent)
+
+
+def _value_to_toml(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_value_to_toml(v) for v in value]
+    return value
+
+
+def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
+    """The configuration as a plain TOML/JSON-able document; ``config_from_dict`` inverts it."""
+    data = {k: v for k, v in dataclasses.asdict(config.data).items() if v is not None}
+    for k in set(data) - _COMMON_DATA_KEYS - _PARTITION_KEYS[config.data.partition]:
+        del data[k]
+    methods = []
+    for method in config.methods:
+        entry: dict[str, Any] = {"name": method.name}
+        entry.update({k: _value_to_toml(v) for k, v in method.params})
+        if method.sweep:
+            entry["sweep"] = {k: [_value_to_toml(v) for v in vs] for k, vs in method.sweep}
+        methods.append(entry)
+    doc: dict[str, Any] = {
+        "name": config.name,
+        "description": config.description,
+        "m": config.m,
+        "seeds": list(config.seeds),
+        "outputs": list(config.outputs),
+        "data": data,
+        "sim": dataclasses.asdict(config.sim),
+        "methods": methods,
+    }
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# the shipped configurations, overrides and merging
+
+
+def packaged_config_path(name: str) -> Path:
+    """Path of a shipped configuration (``fig1``, ``fig2``, ``fig3``, ``table1``, ``quick``).
+
+    Looked up in the source checkout's ``experiments/`` folder (the source of truth), then in the
+    installed package's data (``adcs/experiments/configs/``).
+    """
+    if name not in PAPER_CONFIGS:
+        raise ConfigError(f"no shipped configuration {name!r}; known: {list(PAPER_CONFIGS)}")
+    checkout = Path(__file__).resolve().parents[3] / "experiments" / f"{name}.toml"
+    if checkout.is_file():
+        return checkout
+    packaged = resources.files("adcs.experiments") / "configs" / f"{name}.toml"
+    if packaged.is_file():
+        return Path(str(packaged))
+    raise ConfigError(
+        f"the shipped configuration {name}.toml is missing: not in {checkout.parent} nor in the "
+        "installed package data (adcs/experiments/configs)"
+    )
+
+
+def packaged_config(name: str) -> ExperimentConfig:
+    """Load a shipped configuration by name."""
+    return load_config(packaged_config_path(name))
+
+
+def with_overrides(
+    config: ExperimentConfig,
+    *,
+    rounds: int | None = None,
+    seeds: Sequence[int] | None = None,
+    eval_every: int | None = None,
+    data_path: str | None = None,
+    name: str | None = None,
+) -> ExperimentConfig:
+    """A copy with command-line overrides applied and validated.
+
+    ``eval_every`` is capped at ``rounds`` so that a short run is still evaluated.
+    """
+    sim = config.sim
+    if rounds is not None:
+        _int("rounds", rounds, 1)
+        sim = dataclasses.replace(sim, rounds=rounds)
+    if eval_every is not None:
+        sim = dataclasses.replace(sim, eval_every=eval_every)
+    if sim.eval_every > sim.rounds:
+        sim = dataclasses.replace(sim, eval_every=sim.rounds)
+    data = config.data
+    if data_path is not None:
+        if not Path(data_path).is_dir():
+            raise ConfigError(f"data path {data_path!r} is not a folder")
+        data = dataclasses.replace(data, path=str(Path(data_path).resolve()))
+    return dataclasses.replace(
+        config,
+        sim=sim,
+        data=data,
+        seeds=tuple(seeds) if seeds is not None else config.seeds,
+        name=name if name is not None else config.name,
+    )
+
+
+def merge_configs(configs: Sequence[ExperimentConfig], name: str) -> ExperimentConfig:
+    """One configuration running the union of several configurations' methods.
+
+    The configurations must agree on data, simulator settings, seeds and m (the paper's figures
+    all do); duplicate runs are removed later, when the runs are expanded.
+    """
+    if not configs:
+        raise ConfigError("nothing to merge")
+    first = configs[0]
+    for other in configs[1:]:
+        for attr in ("data", "sim", "seeds", "m"):
+            if getattr(other, attr) != getattr(first, attr):
+                raise ConfigError(
+                    f"cannot merge {first.source} and {other.source}: they differ in {attr} "
+                    f"({getattr(first, attr)!r} vs {getattr(other, attr)!r})"
+                )
+    methods: list[MethodConfig] = []
+    outputs: list[str] = []
+    for c in configs:
+        methods.extend(mc for mc in c.methods if mc not in methods)
+        outputs.extend(o for o in c.outputs if o not in outputs)
+    return dataclasses.replace(
+        first,
+        name=name,
+        description="; ".join(c.description for c in configs if c.description),
+        methods=tuple(methods),
+        outputs=tuple(outputs),
+        source=" + ".join(c.source for c in configs),
+    )

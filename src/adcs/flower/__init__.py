@@ -1,0 +1,36 @@
+"""Run any adcs scheduler in a Flower deployment (the optional extra ``adcs[flower]``).
+
+:class:`SchedulerStrategy` is a Flower Message-API strategy (a FedAvg whose participants an adcs
+scheduler chooses); :func:`make_client_app` builds the matching ClientApp, which computes its update
+with :func:`adcs.sim.model.local_update` so a Flower run and adcs's simulator compute the same thing.
+"""
+
+from __future__ import annotations
+
+try:
+    import flwr  # noqa: F401
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "adcs.flower needs Flower: install the extra with `pip install 'adcs[flower]'`"
+    ) from err
+
+from adcs.flower.client import ClientData, TrainDefaults, make_client_app, minibatch_indices
+from adcs.flower.strategy import (
+    EvaluationRecord,
+    RejectedReply,
+    RoundRecord,
+    SchedulerStrategy,
+    ServerSettings,
+)
+
+__all__ = [
+    "ClientData",
+    "EvaluationRecord",
+    "RejectedReply",
+    "RoundRecord",
+    "SchedulerStrategy",
+    "ServerSettings",
+    "TrainDefaults",
+    "make_client_app",
+    "minibatch_indices",
+]

@@ -1,0 +1,275 @@
+"""The client side of the adcs Flower protocol: a ClientApp computing what the simulator computes.
+
+The strategy (:mod:`adcs.flower.strategy`) and a ClientApp talk through four message types. Every
+request carries the global model as an ``ArrayRecord`` under ``"arrays"`` (one array, the model's
+parameters w⁽ᵗ⁾) and a ``ConfigRecord`` under ``"config"`` holding at least ``"server-round"``
+(Flower's round, from 1) and ``"adcs-seed"``. Every reply carries one ``MetricRecord`` with the
+client's ``"partition-id"`` (its stable index in 0..N−1; Flower's node ids are random):
+
+=====================  =====================================================================
+message type           reply
+=====================  =====================================================================
+``query.adcs_hello``   metrics ``partition-id``, ``num-examples`` (no arrays are sent)
+``query.adcs_loss``    metrics ``partition-id``, ``num-examples``, ``loss`` (loss at w⁽ᵗ⁾)
+``train``              one ArrayRecord holding the local update Δ = w^{(t,E)} − w⁽ᵗ⁾ under the
+                       request's key; metrics ``partition-id``, ``num-examples``, ``loss``
+                       (the loss at w⁽ᵗ⁾ on the first minibatch, the probe's free quality score)
+``evaluate``           metrics ``partition-id``, ``num-examples``, ``loss``, ``accuracy``
+=====================  =====================================================================
+
+The local update is :func:`adcs.sim.model.local_update` (E local SGD steps, batch B, rate η_ℓ;
+DESIGN §2), on minibatches drawn by :func:`minibatch_indices` from a generator seeded by
+(``adcs-seed``, round, partition id) alone, so anyone holding the same data can recompute it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from numpy.typing import NDArray
+
+from adcs.schedulers.base import check_positive_int
+
+if TYPE_CHECKING:
+    from adcs.sim.model import Model
+
+HELLO = "query.adcs_hello"
+"""Message type of the handshake that maps a Flower node id to a client index."""
+LOSS_PROBE = "query.adcs_loss"
+"""Message type of a loss probe (PowerOfChoice)."""
+
+ARRAYS_KEY = "arrays"
+CONFIG_KEY = "config"
+METRICS_KEY = "metrics"
+PARTITION_ID = "partition-id"
+NUM_EXAMPLES = "num-examples"
+LOSS = "loss"
+ACCURACY = "accuracy"
+SERVER_ROUND = "server-round"
+SEED = "adcs-seed"
+LOCAL_STEPS = "local-steps"
+BATCH_SIZE = "batch-size"
+LOCAL_LR = "local-lr"
+LOSS_SOURCE = "loss-source"
+"""Loss probes: ``"minibatch"`` (default, the first training minibatch) or ``"full"``."""
+
+
+@dataclass(frozen=True, eq=False)
+class ClientData:
+    """One client's local data.
+
+    Attributes
+    ----------
+    x_train : ndarray of shape (n_train, n_features)
+        Inputs in [0, 1]; stored as float32.
+    y_train : ndarray of shape (n_train,)
+        Labels; stored as intp.
+    x_test : ndarray of shape (n_test, n_features)
+    y_test : ndarray of shape (n_test,)
+    """
+
+    x_train: NDArray[Any]
+    y_train: NDArray[Any]
+    x_test: NDArray[Any]
+    y_test: NDArray[Any]
+
+    def __post_init__(self) -> None:
+        for name in ("x_train", "x_test"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float32))
+        for name in ("y_train", "y_test"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.intp))
+        for x, y, part in (
+            (self.x_train, self.y_train, "train"),
+            (self.x_test, self.y_test, "test"),
+        ):
+            if x.ndim != 2 or y.shape != (x.shape[0],):
+                raise ValueError(
+                    f"{part} data must be x of shape (n, n_features) and y of shape (n,), "
+                    f"got {x.shape} and {y.shape}"
+                )
+        if self.x_train.shape[0] == 0:
+            raise ValueError("a client needs at least one training example")
+
+
+@dataclass(frozen=True)
+class TrainDefaults:
+    """Local-training hyperparameters used when the server's config does not set them.
+
+    The paper's experiment (Sec. 6): E = 1 local step, B = 16, η_ℓ = 0.001.
+    """
+
+    local_steps: int = 1
+    batch_size: int = 16
+    local_lr: float = 1e-3
+
+    def __post_init__(self) -> None:
+        check_positive_int("local_steps", self.local_steps)
+        check_positive_int("batch_size", self.batch_size)
+        lr = self.local_lr
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < np.inf:
+            raise ValueError(f"local_lr must be a finite number > 0, got {self.local_lr!r}")
+
+
+def minibatch_indices(
+    seed: int,
+    server_round: int,
+    partition_id: int,
+    n_examples: int,
+    local_steps: int,
+    batch_size: int,
+) -> NDArray[np.intp]:
+    """The minibatches a client trains on in one round, as indices into its training data.
+
+    Each of the E steps draws B distinct examples (with replacement only when the client holds
+    fewer than B). The generator is seeded by (seed, round, partition id) alone, so the draw does
+    not depend on which node, process or order computes it.
+
+    Returns
+    -------
+    ndarray of shape (local_steps, batch_size)
+    """
+    if min(seed, server_round, partition_id) < 0:
+        raise ValueError("seed, server_round and partition_id must be >= 0")
+    rng = np.random.default_rng([seed, server_round, partition_id])
+    replace = n_examples < batch_size
+    rows = [rng.choice(n_examples, size=batch_size, replace=replace) for _ in range(local_steps)]
+    return np.asarray(rows, dtype=np.intp).reshape(local_steps, batch_size)
+
+
+def _int_config(
+    config: Mapping[str, Any], key: str, default: int | None = None, minimum: int = 0
+) -> int:
+    value = config.get(key, default)
+    check_positive_int(f"config[{key!r}]", value, minimum=minimum)
+    return int(value)
+
+
+def _float_config(config: Mapping[str, Any], key: str, default: float) -> float:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise ValueError(f"config[{key!r}] must be a finite number, got {value!r}")
+    return float(value)
+
+
+def partition_id_of(context: Context) -> int:
+    """The client index this node serves: ``node_config["partition-id"]``."""
+    value = context.node_config.get(PARTITION_ID)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(
+            f"this node has no integer node_config['{PARTITION_ID}'] (got {value!r}); start the "
+            f'SuperNode with --node-config "{PARTITION_ID}=<index>"'
+        )
+    return value
+
+
+def _global_params(message: Message) -> tuple[str, NDArray[Any]]:
+    record = message.content.array_records.get(ARRAYS_KEY)
+    if record is None or len(record) != 1:
+        raise ValueError(f"the request must hold one array under '{ARRAYS_KEY}'")
+    key = next(iter(record.keys()))
+    return key, record[key].numpy()
+
+
+def _reply(message: Message, metrics: dict[str, Any], arrays: ArrayRecord | None = None) -> Message:
+    content = RecordDict({METRICS_KEY: MetricRecord(metrics)})
+    if arrays is not None:
+        content[ARRAYS_KEY] = arrays
+    return Message(content, reply_to=message)
+
+
+def make_client_app(
+    load_data: Callable[[int, Context], ClientData],
+    model: Model | None = None,
+    defaults: TrainDefaults | None = None,
+) -> ClientApp:
+    """A ClientApp answering the adcs strategy's messages (see the module docstring).
+
+    Parameters
+    ----------
+    load_data : callable
+        ``load_data(partition_id, context) -> ClientData`` (the context gives the run config).
+        Called on every message; cache inside it (for example with :func:`functools.lru_cache` on
+        a module-level function, so the cache lives in the worker process) when loading is costly.
+    model : Model, optional
+        The model of :mod:`adcs.sim.model` (default: the paper's 784 → 10 logistic regression).
+    defaults : TrainDefaults, optional
+        E, B, η_ℓ when the server's config omits ``local-steps``, ``batch-size``, ``local-lr``.
+    """
+    from adcs.sim.model import LogisticRegression, local_update
+
+    net: Model = model if model is not None else LogisticRegression()
+    hyper = defaults if defaults is not None else TrainDefaults()
+    app = ClientApp()
+
+    def batches(data: ClientData, config: Mapping[str, Any], pid: int) -> NDArray[np.intp]:
+        return minibatch_indices(
+            _int_config(config, SEED, 0),
+            _int_config(config, SERVER_ROUND),
+            pid,
+            data.x_train.shape[0],
+            _int_config(config, LOCAL_STEPS, hyper.local_steps, minimum=1),
+            _int_config(config, BATCH_SIZE, hyper.batch_size, minimum=1),
+        )
+
+    @app.query("adcs_hello")
+    def hello(message: Message, context: Context) -> Message:
+        pid = partition_id_of(context)
+        n = load_data(pid, context).x_train.shape[0]
+        return _reply(message, {PARTITION_ID: pid, NUM_EXAMPLES: n})
+
+    @app.query("adcs_loss")
+    def loss_probe(message: Message, context: Context) -> Message:
+        pid = partition_id_of(context)
+        data = load_data(pid, context)
+        config: Mapping[str, Any] = message.content.config_records.get(CONFIG_KEY, {})
+        _, params = _global_params(message)
+        if config.get(LOSS_SOURCE, "minibatch") == "full":
+            x, y = data.x_train, data.y_train
+        else:
+            first = batches(data, config, pid)[0]
+            x, y = data.x_train[first], data.y_train[first]
+        loss, _ = net.loss_and_grad(params[None], x[None], y[None])
+        metrics = {PARTITION_ID: pid, NUM_EXAMPLES: data.x_train.shape[0], LOSS: float(loss[0])}
+        return _reply(message, metrics)
+
+    @app.train()
+    def train(message: Message, context: Context) -> Message:
+        pid = partition_id_of(context)
+        data = load_data(pid, context)
+        config: Mapping[str, Any] = message.content.config_records.get(CONFIG_KEY, {})
+        key, params = _global_params(message)
+        idx = batches(data, config, pid)
+        update, first_loss = local_update(
+            net,
+            params[None],
+            data.x_train[idx][None],
+            data.y_train[idx][None],
+            _float_config(config, LOCAL_LR, hyper.local_lr),
+        )
+        metrics = {
+            PARTITION_ID: pid,
+            NUM_EXAMPLES: data.x_train.shape[0],
+            LOSS: float(first_loss[0]),
+        }
+        return _reply(message, metrics, ArrayRecord({key: Array(np.ascontiguousarray(update[0]))}))
+
+    @app.evaluate()
+    def evaluate(message: Message, context: Context) -> Message:
+        pid = partition_id_of(context)
+        data = load_data(pid, context)
+        _, params = _global_params(message)
+        loss, correct = net.evaluate(params[None], data.x_test, data.y_test)
+        metrics = {
+            PARTITION_ID: pid,
+            NUM_EXAMPLES: data.x_test.shape[0],
+            LOSS: float(loss[0].mean()) if loss.size else float("nan"),
+            ACCURACY: float(correct[0].mean()) if correct.size else float("nan"),
+        }
+        return _reply(message, metrics)
+
+    return app

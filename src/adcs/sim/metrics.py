@@ -1,0 +1,112 @@
+"""Selection and accuracy metrics of the paper's experiment (Sec. 6.1 and 6.3, Table 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "group_share",
+    "selection_counts",
+    "tv_distance",
+    "uniform_group_share",
+    "worst_and_average",
+]
+
+FloatArray = NDArray[np.float64]
+
+
+def _int_array(name: str, values: ArrayLike) -> NDArray[np.intp]:
+    array = np.asarray(values)
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name} must hold integers, got dtype {array.dtype}")
+    return array.astype(np.intp, copy=False)
+
+
+def selection_counts(selected: ArrayLike, n_clients: int) -> NDArray[np.intp]:
+    """How many times each client was selected.
+
+    Parameters
+    ----------
+    selected : ndarray of shape (rounds, m), int
+        Client indices selected in each round.
+    n_clients : int
+
+    Returns
+    -------
+    ndarray of shape (n_clients,), int
+    """
+    sel = _int_array("selected", selected).ravel()
+    if sel.size and (sel.min() < 0 or sel.max() >= n_clients):
+        raise ValueError(f"selected holds a client index outside [0, {n_clients})")
+    return np.bincount(sel, minlength=n_clients).astype(np.intp)
+
+
+def group_share(selected: ArrayLike, groups: ArrayLike, n_groups: int) -> FloatArray:
+    """Share of all selection slots that went to each group (paper Table 1).
+
+    Parameters
+    ----------
+    selected : ndarray of shape (rounds, m), int
+        Client indices selected in each round.
+    groups : ndarray of shape (n_clients,), int
+        Group of each client, in [0, n_groups).
+    n_groups : int
+
+    Returns
+    -------
+    ndarray of shape (n_groups,)
+        s_k = #{(t, i): groups[selected[t, i]] = k} / (rounds · m); sums to 1 (all zeros if nothing
+        was selected).
+    """
+    grp = _int_array("groups", groups)
+    if grp.size and (grp.min() < 0 or grp.max() >= n_groups):
+        raise ValueError(f"groups must lie in [0, n_groups={n_groups})")
+    counts = selection_counts(selected, grp.shape[0])
+    per_group = np.bincount(grp, weights=counts, minlength=n_groups).astype(np.float64)
+    total = per_group.sum()
+    return per_group / total if total > 0 else per_group
+
+
+def uniform_group_share(groups: ArrayLike, n_groups: int) -> FloatArray:
+    """The group shares uniform client selection gives in expectation: |group k| / n_clients.
+
+    With equally sized groups (the paper's 10 groups of 3) this is 1/n_groups for every group, the
+    target distribution the paper measures the TV distance against (Sec. 6.3).
+    """
+    grp = _int_array("groups", groups)
+    if grp.size == 0:
+        raise ValueError("groups must name at least one client")
+    return np.bincount(grp, minlength=n_groups) / grp.size
+
+
+def tv_distance(p: ArrayLike, q: ArrayLike) -> float:
+    """Total variation distance TV(p, q) = ½ Σ_k |p_k − q_k| (paper Sec. 6.3).
+
+    Parameters
+    ----------
+    p, q : ndarray of shape (K,)
+        Distributions on the same K outcomes.
+    """
+    a = np.asarray(p, dtype=np.float64)
+    b = np.asarray(q, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"p and q must be 1-D of the same length, got {a.shape} and {b.shape}")
+    return 0.5 * float(np.abs(a - b).sum())
+
+
+def worst_and_average(client_acc: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Worst (min over clients) and average test accuracy (paper Fig. 1).
+
+    Parameters
+    ----------
+    client_acc : ndarray of shape (..., n_clients)
+
+    Returns
+    -------
+    worst, average : ndarrays of shape client_acc.shape[:-1]
+    """
+    acc: NDArray[Any] = np.asarray(client_acc, dtype=np.float64)
+    return acc.min(axis=-1), acc.mean(axis=-1)

@@ -1,0 +1,214 @@
+"""Configuration loading: the shipped configs, and refusal of bad ones before any work."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adcs.experiments.config import (
+    PAPER_CONFIGS,
+    ConfigError,
+    ExperimentConfig,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    merge_configs,
+    packaged_config,
+    packaged_config_path,
+    with_overrides,
+)
+from adcs.schedulers import ADCS, SCHEDULERS, Quality
+
+BASE: dict[str, Any] = {
+    "name": "t",
+    "m": 3,
+    "seeds": [0, 1],
+    "data": {"partition": "paper_groups", "n_groups": 2, "clients_per_group": 3},
+    "sim": {"rounds": 10, "eval_every": 5},
+    "methods": [{"name": "uniform"}, {"name": "adcs", "sweep": {"theta": [0.2, 0.8]}}],
+}
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    """BASE with one dotted key set (``methods.1.theta`` style for lists)."""
+    doc = copy.deepcopy(BASE)
+    *parents, last = path.split(".")
+    node: Any = doc
+    for p in parents:
+        node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
+    node[last] = value
+    return doc
+
+
+def test_base_config_builds_and_expands_the_sweep() -> None:
+    config = config_from_dict(BASE)
+    assert config.data.total_clients == 6
+    adcs = config.methods[1]
+    assert [p["theta"] for p in adcs.grid()] == [0.2, 0.8]
+    built = adcs.build(config.m, adcs.grid()[0])
+    assert isinstance(built, ADCS) and built.theta == 0.2 and built.m == 3
+
+
+@pytest.mark.parametrize("name", PAPER_CONFIGS)
+def test_shipped_configs_load_with_the_paper_settings(name: str) -> None:
+    config = packaged_config(name)
+    assert config.m == 18
+    assert config.data.total_clients == 30
+    assert (config.sim.local_steps, config.sim.batch_size) == (1, 16)
+    assert (config.sim.local_lr, config.sim.server_lr) == (0.001, 1.0)
+    for method in config.methods:
+        assert method.name in SCHEDULERS
+    if name != "quick":
+        assert config.sim.rounds == 20_000
+        assert config.seeds == (0, 1, 2, 3, 4)
+
+
+def test_shipped_grids_are_the_papers() -> None:
+    fig1 = packaged_config("fig1")
+    assert {m.name for m in fig1.methods} == set(SCHEDULERS)
+    fig2 = [p for m in packaged_config("fig2").methods if m.name == "adcs" for p in m.grid()]
+    assert sorted(p["theta"] for p in fig2) == [0.2, 0.4, 0.6, 0.8, 1.0]
+    assert {p["refresh_every"] for p in fig2} == {20}
+    fig3 = [p for m in packaged_config("fig3").methods for p in m.grid()]
+    assert sorted(p["refresh_every"] for p in fig3) == [1, 5, 20, 100, 500]
+    assert {p["theta"] for p in fig3} == {0.8}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "needle"),
+    [
+        ("colour", "red", "colour"),
+        ("sim.round", 10, "sim.round"),
+        ("data.alpha", 0.5, "data.alpha"),  # not a key of the paper_groups partition
+        ("methods.1.thta", 0.5, "methods[1].thta"),
+        ("methods.0.m", 4, "methods[0].m"),
+        ("methods.1.sweep.refresh", [1, 2], "sweep.refresh"),
+    ],
+)
+def test_unknown_keys_are_refused_by_name(path: str, value: Any, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        config_from_dict(_with(path, value))
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "needle"),
+    [
+        ("sim.rounds", 0, "sim.rounds"),
+        ("sim.local_lr", -1.0, "sim.local_lr"),
+        ("sim.batch_size", 2.5, "sim.batch_size"),
+        ("sim.weighting", "mean", "sim.weighting"),
+        ("data.dominance", 1.5, "data.dominance"),
+        ("data.partition", "shards", "data.partition"),
+        ("m", 7, "exceeds the number of clients"),
+        ("m", True, "m must be an integer"),
+        ("seeds", [0, 0], "distinct"),
+        ("seeds", [], "at least one seed"),
+        ("seeds", 5, "seeds must be an array"),
+        ("methods.0.name", "random", "methods[0].name"),
+        ("methods.1.sweep.theta", [0.5, 1.5], "theta"),
+        ("methods.1.sweep.theta", [], "non-empty"),
+        ("methods.1.sweep.theta", 0.5, "must be an array"),
+        ("methods.1.refresh_every", 0, "refresh_every"),
+        ("methods.1.quality", "accuracy", "quality"),
+        ("outputs", ["fig9"], "outputs"),
+    ],
+)
+def test_impossible_values_are_refused_by_name(path: str, value: Any, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        config_from_dict(_with(path, value))
+
+
+def test_fixed_and_swept_at_once_is_refused() -> None:
+    with pytest.raises(ConfigError, match="both fixed and swept"):
+        config_from_dict(_with("methods.1.theta", 0.5))
+
+
+def test_enum_hyperparameters_are_given_by_value() -> None:
+    config = config_from_dict(_with("methods.1.quality", "grad_norm"))
+    scheduler = config.methods[1].build(config.m, config.methods[1].grid()[0])
+    assert scheduler.quality is Quality.GRAD_NORM  # type: ignore[attr-defined]
+
+
+def test_dirichlet_needs_its_client_count() -> None:
+    doc = copy.deepcopy(BASE)
+    doc["data"] = {"partition": "dirichlet", "alpha": 0.3}
+    with pytest.raises(ConfigError, match=r"data\.n_clients is required"):
+        config_from_dict(doc)
+    doc["data"]["n_clients"] = 8
+    assert config_from_dict(doc).data.total_clients == 8
+
+
+def test_file_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nm = [\n')
+    with pytest.raises(ConfigError, match=r"bad\.toml: not valid TOML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="no such configuration file"):
+        load_config(tmp_path / "missing.toml")
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text(
+        packaged_config_path("fig1").read_text().replace("rounds = 20000", "rounds = -5")
+    )
+    with pytest.raises(ConfigError, match=r"wrong\.toml: sim\.rounds must be an integer >= 1"):
+        load_config(wrong)
+
+
+def test_relative_data_path_is_resolved_against_the_file(tmp_path: Path) -> None:
+    (tmp_path / "fm").mkdir()
+    text = packaged_config_path("quick").read_text()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        text.replace('partition = "paper_groups"', 'partition = "paper_groups"\npath = "fm"')
+    )
+    assert load_config(cfg).data.path == str(tmp_path / "fm")
+    cfg.write_text(
+        text.replace('partition = "paper_groups"', 'partition = "paper_groups"\npath = "nope"')
+    )
+    with pytest.raises(ConfigError, match=r"data\.path 'nope' is not a folder"):
+        load_config(cfg)
+
+
+@pytest.mark.parametrize("name", PAPER_CONFIGS)
+def test_to_dict_round_trips(name: str) -> None:
+    config = packaged_config(name)
+    again = config_from_dict(config_to_dict(config))
+    assert again == config
+
+
+def test_overrides_cap_eval_every_and_replace_seeds() -> None:
+    config = config_from_dict(BASE)
+    short = with_overrides(config, rounds=3, seeds=[4])
+    assert (short.sim.rounds, short.sim.eval_every, short.seeds) == (3, 3, (4,))
+    with pytest.raises(ConfigError, match="rounds"):
+        with_overrides(config, rounds=0)
+    with pytest.raises(ConfigError, match="seeds"):
+        with_overrides(config, seeds=[])
+
+
+def test_merge_takes_the_union_and_refuses_different_settings() -> None:
+    merged = merge_configs([packaged_config(n) for n in ("fig1", "fig2", "fig3")], name="all")
+    assert set(merged.outputs) == {"fig1", "fig2", "fig3"}
+    assert {m.name for m in merged.methods} == set(SCHEDULERS)
+    other = dataclasses.replace(packaged_config("fig2"), sim=packaged_config("quick").sim)
+    with pytest.raises(ConfigError, match="differ in sim"):
+        merge_configs([packaged_config("fig1"), other], name="x")
+
+
+def test_config_is_frozen() -> None:
+    config: ExperimentConfig = config_from_dict(BASE)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.m = 4  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name", PAPER_CONFIGS)
+def test_package_data_holds_the_same_configs(name: str) -> None:
+    """The installed package finds the configs as package data (adcs/experiments/configs/);
+    they must be exactly the source-of-truth files under experiments/."""
+    packaged = resources.files("adcs.experiments") / "configs" / f"{name}.toml"
+    assert packaged.is_file(), "adcs/experiments/configs must hold (or link to) experiments/*.toml"
+    assert packaged.read_text() == packaged_config_path(name).read_text()

@@ -1,0 +1,87 @@
+"""Figures: the paper's three figures and the generic curves are written as real PNGs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from adcs.experiments.figures import curve_series, plot_accuracy, write_figures
+from adcs.experiments.report import FIGURE_SERIES, RunRecord, Series
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+ROUNDS = np.arange(0, 501, 50)
+
+
+def record(
+    method: str,
+    worst: float,
+    avg: float,
+    seed: int = 0,
+    theta: float | None = None,
+    refresh_every: int | None = None,
+) -> RunRecord:
+    rng = np.random.default_rng(seed)
+    ramp = np.minimum(1.0, np.linspace(0.2, 1.5, ROUNDS.size))
+    variant = method if theta is None else f"{method}-theta={theta}-refresh_every={refresh_every}"
+    return RunRecord(
+        run_id=f"{variant}-seed={seed}", variant=variant, method=method, seed=seed, theta=theta,
+        refresh_every=refresh_every, params={}, eval_rounds=ROUNDS,
+        worst_acc=worst * ramp + 0.01 * rng.standard_normal(ROUNDS.size),
+        avg_acc=avg * ramp, test_loss=np.ones(ROUNDS.size), group_share=np.full(10, 0.1),
+        tv_to_uniform=0.0, client_updates=1, loss_evals=0, wall_s=0.0,
+    )  # fmt: skip
+
+
+def paper_like(seeds: int = 2) -> list[RunRecord]:
+    """Runs of Fig. 1, part of Fig. 2 (θ = 0.2, 0.6, 0.8) and all of Fig. 3."""
+    out = []
+    for s in range(seeds):
+        for i, method in enumerate(("uniform", "powerofchoice", "ocs", "divfl", "staticdpp")):
+            out.append(record(method, 0.3 + 0.02 * i, 0.8, seed=s))
+        for theta in (0.2, 0.6, 0.8):
+            out.append(record("adcs", 0.4, 0.8, seed=s, theta=theta, refresh_every=20))
+        for r in (1, 5, 100, 500):
+            out.append(record("adcs", 0.45, 0.8, seed=s, theta=0.8, refresh_every=r))
+    return out
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    raw = path.read_bytes()
+    assert raw[:8] == PNG_MAGIC
+    return int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
+
+
+def test_paper_figures_are_drawn_from_their_series(tmp_path: Path) -> None:
+    written = write_figures(tmp_path, paper_like(), ["fig1", "fig2", "fig3", "curves"])
+    assert written == ["fig1.png", "fig2.png", "fig3.png", "curves.png"]
+    for name in written:
+        width, height = _png_size(tmp_path / name)
+        assert width > 600 and height > 300
+
+
+def test_only_series_with_runs_are_drawn(tmp_path: Path) -> None:
+    runs = paper_like()
+    drawn = plot_accuracy(runs, FIGURE_SERIES["fig2"], tmp_path / "f.png", "t")
+    # the constructed runs have θ = 0.2, 0.6, 0.8 (R = 20) but not 0.4 or 1.0
+    assert drawn == ["Uniform", "ADCS θ=0.2", "ADCS θ=0.6", "ADCS θ=0.8"]
+
+
+def test_a_figure_without_any_of_its_runs_is_skipped(tmp_path: Path) -> None:
+    only_uniform = [record("uniform", 0.3, 0.8, seed=s) for s in range(2)]
+    assert write_figures(tmp_path, only_uniform, ["fig3", "curves"]) == ["curves.png"]
+    assert not (tmp_path / "fig3.png").exists()
+
+
+def test_curve_series_has_one_series_per_variant() -> None:
+    runs = paper_like(seeds=2)
+    series = curve_series(runs)
+    variants = {r.variant for r in runs}
+    assert len(series) == len(variants)
+    assert all(isinstance(s, Series) for s in series)
+    adcs_r = {s.refresh_every for s in series if s.method == "adcs"}
+    assert adcs_r == {1, 5, 20, 100, 500}
+    assert {s.theta for s in series if s.method == "adcs"} == {0.2, 0.6, 0.8}
+    assert all(s.theta is None for s in series if s.method != "adcs")

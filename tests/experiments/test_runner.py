@@ -1,0 +1,278 @@
+"""The runner: run expansion and de-duplication, and the results folder of a tiny real run."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from adcs.data import FashionMNIST
+from adcs.experiments import runner
+from adcs.experiments.config import (
+    ConfigError,
+    config_from_dict,
+    merge_configs,
+    packaged_config,
+    with_overrides,
+)
+from adcs.experiments.runner import RunError, expand_runs, load_records, run_experiment
+
+TINY: dict[str, Any] = {
+    "name": "tiny",
+    "m": 3,
+    "seeds": [0, 1],
+    "outputs": ["fig1", "table1", "curves"],
+    "data": {
+        "partition": "paper_groups", "n_groups": 3, "clients_per_group": 2,
+        "train_per_client": 40, "test_per_client": 10,
+    },
+    "sim": {"rounds": 6, "eval_every": 2, "batch_size": 4, "local_lr": 0.05},
+    "methods": [
+        {"name": "uniform"}, {"name": "ocs"}, {"name": "staticdpp"},
+        {"name": "adcs", "refresh_every": 2, "sweep": {"theta": [0.5, 0.8]}},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> FashionMNIST:
+    """Small labelled data with a class signal (class c lights up pixels 78c … 78c+77)."""
+    rng = np.random.default_rng(0)
+
+    def split(n_per_class: int) -> tuple[np.ndarray, np.ndarray]:
+        labels = np.repeat(np.arange(10, dtype=np.uint8), n_per_class)
+        images = rng.integers(0, 60, size=(labels.size, 784), dtype=np.uint8)
+        for c in range(10):
+            images[labels == c, 78 * c : 78 * c + 78] += 150
+        return images, labels
+
+    train_x, train_y = split(100)
+    test_x, test_y = split(30)
+    return FashionMNIST(train_x, train_y, test_x, test_y, source="synthetic", is_subset=False)
+
+
+def test_all_figures_share_their_common_runs() -> None:
+    configs = [packaged_config(n) for n in ("fig1", "fig2", "fig3", "table1")]
+    merged = with_overrides(merge_configs(configs, name="all"), seeds=[0, 1])
+    runs = expand_runs(merged)
+    # fig1: 6 methods; fig2 adds θ ∈ {0.2, 0.4, 0.6, 1.0}; fig3 adds R ∈ {1, 5, 100, 500}
+    assert len(runs) == 14 * 2
+    ids = [r.run_id for r in runs]
+    assert len(set(ids)) == len(ids)
+    assert ids.count("adcs-theta=0.8-refresh_every=20-seed=0") == 1
+    assert ids.count("uniform-seed=1") == 1
+    assert {r.seed for r in runs} == {0, 1}
+
+
+def test_explicit_defaults_are_the_same_run() -> None:
+    doc = {**TINY, "methods": [{"name": "adcs"}, {"name": "adcs", "theta": 0.8}]}
+    runs = expand_runs(config_from_dict(doc))
+    assert [r.run_id for r in runs] == [
+        "adcs-theta=0.8-refresh_every=20-seed=0",
+        "adcs-theta=0.8-refresh_every=20-seed=1",
+    ]
+    assert runs[0].theta == 0.8 and runs[0].refresh_every == 20
+    assert runs[0].params["quality"] == "loss"  # resolved defaults, JSON-able
+
+
+def test_off_default_hyperparameters_name_the_variant() -> None:
+    doc = {**TINY, "methods": [{"name": "ocs", "unbiased": True}, {"name": "ocs"}]}
+    variants = [r.variant for r in expand_runs(config_from_dict(doc))]
+    assert variants == ["ocs-unbiased=true", "ocs-unbiased=true", "ocs", "ocs"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, synthetic: FashionMNIST) -> Path:
+    out = tmp_path_factory.mktemp("res") / "tiny"
+    calls: list[tuple[int, int]] = []
+
+    def add_extra(folder: Path) -> dict[str, Any]:
+        (folder / "extra").mkdir()
+        (folder / "extra" / "report.md").write_text("# extra\n")
+        return {"extra": {"written": True}}
+
+    outcome = run_experiment(
+        config_from_dict(TINY), out, dataset=synthetic, finalize=add_extra,
+        progress=lambda d, t: calls.append((d, t)),
+    )  # fmt: skip
+    assert outcome.folder == out
+    assert calls[-1] == (6, 6) and all(d <= t for d, t in calls)
+    return out
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_results_folder_holds_every_file(tiny_run: Path) -> None:
+    names = {p.name for p in tiny_run.iterdir()}
+    expected = {
+        "metrics.csv", "runs.csv", "group_share.csv", "client_acc.npz", "summary.json",
+        "manifest.json", "report.md", "table1.csv", "table1.md", "fig1.png", "curves.png",
+    }  # fmt: skip
+    assert expected <= names
+    leftovers = [p.name for p in tiny_run.parent.iterdir() if p.name != "tiny"]
+    assert leftovers == []
+
+
+def test_metrics_csv_is_tidy(tiny_run: Path) -> None:
+    rows = _read(tiny_run / "metrics.csv")
+    assert list(rows[0]) == [
+        "run_id", "method", "seed", "theta", "refresh_every", "round", "worst_acc", "avg_acc",
+        "test_loss",
+    ]  # fmt: skip
+    runs = {r["run_id"] for r in rows}
+    assert len(runs) == 5 * 2  # uniform, ocs, staticdpp, adcs θ=0.5, adcs θ=0.8; two seeds
+    per_run = {rid: [int(r["round"]) for r in rows if r["run_id"] == rid] for rid in runs}
+    lengths = {len(v) for v in per_run.values()}
+    assert len(lengths) == 1 and lengths.pop() >= 3  # evaluations every 2 of 6 rounds
+    for r in rows:
+        assert 0.0 <= float(r["worst_acc"]) <= float(r["avg_acc"]) <= 1.0
+        assert (r["theta"] == "") == (r["method"] != "adcs")
+
+
+def test_summary_json_schema(tiny_run: Path) -> None:
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    assert len(summary["runs"]) == 10
+    for run in summary["runs"]:
+        for key in ("method", "seed", "final_worst_acc", "final_avg_acc", "tv_to_uniform"):
+            assert run[key] is not None
+        assert len(run["group_share"]) == 3
+        assert sum(run["group_share"]) == pytest.approx(1.0)
+        assert isinstance(run["client_updates"], int) and run["client_updates"] >= 3 * 6
+        assert isinstance(run["loss_evals"], int) and isinstance(run["wall_s"], float)
+        if run["method"] == "adcs":
+            assert run["theta"] in (0.5, 0.8) and run["refresh_every"] == 2
+            # ADCS computes m·T + (N − m)·⌈T/R⌉ updates
+            assert run["client_updates"] == 3 * 6 + (6 - 3) * 3
+        else:
+            assert run["theta"] is None and run["refresh_every"] is None
+        if run["method"] == "uniform":
+            assert run["client_updates"] == 3 * 6 and run["loss_evals"] == 0
+
+
+def test_manifest_records_provenance(tiny_run: Path) -> None:
+    manifest = json.loads((tiny_run / "manifest.json").read_text())
+    assert manifest["config"]["name"] == "tiny"
+    assert manifest["seeds"] == [0, 1]
+    assert manifest["data"]["source"] == "synthetic"
+    assert manifest["data"]["is_subset"] is False
+    assert manifest["data"]["n_clients"] == 6
+    assert manifest["versions"]["numpy"] == np.__version__
+    assert "commit" in manifest["git"]
+    assert manifest["wall_s"] > 0
+    assert len(manifest["runs"]) == 10
+    assert manifest["extra"] == {"written": True}  # from finalize
+
+
+def test_report_links_what_finalize_added(tiny_run: Path) -> None:
+    report = (tiny_run / "report.md").read_text()
+    assert "[extra/report.md](extra/report.md)" in report
+    assert (tiny_run / "extra" / "report.md").is_file()
+    assert "![fig1](fig1.png)" in report
+
+
+def test_records_read_back_equal_the_files(tiny_run: Path) -> None:
+    records = load_records(tiny_run)
+    summary = json.loads((tiny_run / "summary.json").read_text())["runs"]
+    assert [r.run_id for r in records] == [s["run_id"] for s in summary]
+    for rec, s in zip(records, summary, strict=True):
+        assert rec.worst_acc[-1] == s["final_worst_acc"]
+        np.testing.assert_array_equal(rec.group_share, s["group_share"])
+    acc = np.load(tiny_run / "client_acc.npz")
+    assert acc[records[0].run_id].shape == (records[0].eval_rounds.size, 6)
+
+
+def test_a_shared_run_gives_the_same_numbers_in_any_batch(
+    tmp_path: Path, synthetic: FashionMNIST, tiny_run: Path
+) -> None:
+    alone = {**TINY, "methods": [{"name": "uniform"}], "outputs": []}
+    run_experiment(config_from_dict(alone), tmp_path / "alone", dataset=synthetic)
+    a = {r.run_id: r for r in load_records(tmp_path / "alone")}
+    b = {r.run_id: r for r in load_records(tiny_run)}
+    for rid in a:
+        np.testing.assert_array_equal(a[rid].worst_acc, b[rid].worst_acc)
+        np.testing.assert_array_equal(a[rid].group_share, b[rid].group_share)
+
+
+def test_existing_output_is_refused_before_any_work(
+    tmp_path: Path, synthetic: FashionMNIST, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("simulate must not be called")
+
+    monkeypatch.setattr(runner, "simulate", boom)
+    with pytest.raises(RunError, match="not empty"):
+        run_experiment(config_from_dict(TINY), out, dataset=synthetic)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_data_that_cannot_be_partitioned_is_a_config_error(
+    tmp_path: Path, synthetic: FashionMNIST
+) -> None:
+    doc = {**TINY, "data": {**TINY["data"], "train_per_client": 10_000}}
+    with pytest.raises(ConfigError, match="data"):
+        run_experiment(config_from_dict(doc), tmp_path / "x" / "out", dataset=synthetic)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_run_leaves_nothing(
+    tmp_path: Path, synthetic: FashionMNIST, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(runner, "simulate", fail)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_experiment(config_from_dict(TINY), tmp_path / "new" / "out", dataset=synthetic)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_overwrite_replaces_only_when_complete(tmp_path: Path, synthetic: FashionMNIST) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    doc = {**TINY, "methods": [{"name": "uniform"}], "seeds": [0], "outputs": []}
+    run_experiment(config_from_dict(doc), out, dataset=synthetic, overwrite=True)
+    names = {p.name for p in out.iterdir()}
+    assert "old.txt" not in names and "summary.json" in names
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_batches_split_by_memory_budget_change_nothing(
+    tmp_path: Path, synthetic: FashionMNIST, tiny_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "MEMORY_BUDGET_BYTES", 1)  # one run per batch
+    calls: list[tuple[int, int]] = []
+    run_experiment(
+        config_from_dict({**TINY, "outputs": []}), tmp_path / "split", dataset=synthetic,
+        progress=lambda d, t: calls.append((d, t)),
+    )  # fmt: skip
+    assert calls[-1] == (6 * 10, 6 * 10)  # ten batches of six rounds
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    split = {r.run_id: r for r in load_records(tmp_path / "split")}
+    together = {r.run_id: r for r in load_records(tiny_run)}
+    assert split.keys() == together.keys()
+    for rid, rec in split.items():
+        np.testing.assert_array_equal(rec.group_share, together[rid].group_share)
+        np.testing.assert_allclose(rec.avg_acc, together[rid].avg_acc, atol=1e-12)
+
+
+def test_partition_per_seed(tmp_path: Path, synthetic: FashionMNIST) -> None:
+    doc = {
+        **TINY, "outputs": [], "methods": [{"name": "uniform"}],
+        "data": {**TINY["data"], "partition_per_seed": True},
+    }  # fmt: skip
+    run_experiment(config_from_dict(doc), tmp_path / "per_seed", dataset=synthetic)
+    manifest = json.loads((tmp_path / "per_seed" / "manifest.json").read_text())
+    assert sorted(manifest["data"]["data_sizes"]) == ["0", "1"]
+    assert manifest["config"]["data"]["partition_per_seed"] is True

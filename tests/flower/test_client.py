@@ -1,0 +1,91 @@
+"""The ClientApp side of the protocol: validation, and replies that match adcs's computation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower extra (adcs[flower]) is not installed")
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.supercore.task_identity import TaskIdentity
+
+from adcs.flower import ClientData, TrainDefaults, make_client_app
+
+from .conftest import TRAIN_CONFIG, client_update, small_model, synthetic_clients
+
+
+@pytest.fixture(autouse=True)
+def task_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
+
+
+def ask(app: ClientApp, kind: str, config: dict[str, Any], node_config: dict[str, Any]) -> Message:
+    params = small_model().init_params(1)[0] + 0.1
+    content = RecordDict(
+        {"arrays": ArrayRecord({"w": Array(params)}), "config": ConfigRecord(config)}
+    )
+    request = Message(content, 5, kind)
+    request.metadata.__dict__["_message_id"] = "m1"
+    context = Context(1, 5, node_config, RecordDict(), {})
+    return app(request, context)
+
+
+@pytest.fixture
+def app() -> ClientApp:
+    clients = synthetic_clients(4)
+    return make_client_app(lambda pid, context: clients[pid], model=small_model())
+
+
+def test_train_reply_is_local_update_under_the_request_key(app: ClientApp) -> None:
+    config = {**TRAIN_CONFIG, "server-round": 3, "adcs-seed": 11}
+    reply = ask(app, "train", config, {"partition-id": 2})
+    metrics = reply.content.metric_records["metrics"]
+    update = reply.content.array_records["arrays"]["w"].numpy()
+    params = small_model().init_params(1)[0] + 0.1
+    expected, loss = client_update(small_model(), params, synthetic_clients(4)[2], 11, 3, 2)
+    np.testing.assert_array_equal(update, expected)
+    assert metrics["partition-id"] == 2 and metrics["loss"] == pytest.approx(loss)
+    assert metrics["num-examples"] == 12
+
+
+def test_loss_probe_is_the_first_minibatch_loss(app: ClientApp) -> None:
+    config = {**TRAIN_CONFIG, "server-round": 3, "adcs-seed": 11}
+    reply = ask(app, "query.adcs_loss", config, {"partition-id": 1})
+    params = small_model().init_params(1)[0] + 0.1
+    _, loss = client_update(small_model(), params, synthetic_clients(4)[1], 11, 3, 1)
+    assert reply.content.metric_records["metrics"]["loss"] == pytest.approx(loss, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("config", "node_config", "match"),
+    [
+        ({"server-round": 1, "local-steps": 0}, {"partition-id": 0}, "local-steps"),
+        ({"server-round": 1, "local-lr": float("inf")}, {"partition-id": 0}, "local-lr"),
+        ({}, {"partition-id": 0}, "server-round"),
+        ({"server-round": 1}, {}, "partition-id"),
+    ],
+)
+def test_bad_requests_raise_naming_the_problem(
+    app: ClientApp, config: dict[str, Any], node_config: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(Exception, match=match):
+        ask(app, "train", config, node_config)
+
+
+def test_client_data_and_defaults_are_validated() -> None:
+    x = np.zeros((3, 2))
+    with pytest.raises(ValueError, match="train data"):
+        ClientData(x, np.zeros(2, dtype=int), x, np.zeros(3, dtype=int))
+    with pytest.raises(ValueError, match="at least one training example"):
+        ClientData(x[:0], np.zeros(0, dtype=int), x, np.zeros(3, dtype=int))
+    assert ClientData(x, np.zeros(3), x, np.zeros(3)).x_train.dtype == np.float32
+    with pytest.raises(ValueError, match="local_lr"):
+        TrainDefaults(local_lr=0.0)
+    with pytest.raises(ValueError, match="batch_size"):
+        TrainDefaults(batch_size=0)
