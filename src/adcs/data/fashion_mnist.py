@@ -363,6 +363,15 @@ def _load_directory(
     )
 
 
+def _display(path: Path) -> str:
+    """``path`` with the home folder written as ``~``, for messages and result manifests."""
+    home = Path.home()
+    try:
+        return str(Path("~") / Path(path).resolve().relative_to(home.resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _read_md5sums(path: Path) -> dict[str, str]:
     """Parse an ``md5sum``-style file: ``<hex>  <name>`` per line."""
     sums: dict[str, str] = {}
@@ -596,7 +605,7 @@ def load_fashion_mnist(
         description, directory = found
         return _load_directory(
             directory,
-            f"{description} ({directory})",
+            f"{description} ({_display(directory)})",
             expected=OFFICIAL_MD5,
             expected_raw=OFFICIAL_MD5_UNCOMPRESSED,
         )
@@ -609,7 +618,7 @@ def load_fashion_mnist(
         else:
             return _load_directory(
                 directory,
-                f"downloaded from {BASE_URL} into the user cache ({directory})",
+                f"downloaded from {BASE_URL} into the user cache ({_display(directory)})",
                 expected=OFFICIAL_MD5,
                 expected_raw=OFFICIAL_MD5_UNCOMPRESSED,
             )

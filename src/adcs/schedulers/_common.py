@@ -7,7 +7,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from adcs.dpp import greedy_map_features
+from adcs.dpp import greedy_map
 from adcs.schedulers.base import (
     NO_PROBE,
     BoolArray,
@@ -74,6 +74,9 @@ class SchedulerBase(Generic[StateT]):
 
 
 UPDATES_OF_ALL = Probe(ProbeKind.UPDATES)
+KERNEL_RTOL = 1e-5
+"""Residual (squared sine of the angle to the span of the clients already chosen) below which a
+client's update direction counts as dependent; float32 Gram matrices are accurate to about 1e-6."""
 
 
 def probed_updates(stats: ClientStats) -> tuple[FloatArray, BoolArray]:
@@ -101,20 +104,43 @@ def fill_from(order: IntArray, available: BoolArray, m: int) -> IntArray:
     return np.asarray(picked, dtype=np.intp)
 
 
+def gram_matrix(updates: FloatArray, usable: BoolArray) -> FloatArray:
+    """G = U Uᵀ of the usable updates, returned in float64, shape (n_clients, n_clients).
+
+    The product runs in the updates' own precision (float32 updates: float32, no copy). Rows and
+    columns of unusable clients (not probed, non-finite) are zero, so they carry no direction; a
+    non-finite update only spoils its own row and column. Every kernel a scheduler needs (C of
+    eq. 5, norms, distances) follows from G, computed once per probe.
+    """
+    u = np.asarray(updates)
+    if u.dtype not in (np.float32, np.float64):
+        u = u.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        gram = (u @ u.T).astype(np.float64)
+    gram[~usable] = 0.0
+    gram[:, ~usable] = 0.0
+    return gram
+
+
+def unit_gram(gram: FloatArray) -> FloatArray:
+    """C_ij = G_ij / (‖g_i‖‖g_j‖) = φ_iᵀφ_j (eq. 5); rows of zero updates stay zero."""
+    norms = np.sqrt(np.maximum(np.diag(gram), 0.0))
+    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    c = gram * inv[:, None] * inv[None, :]
+    np.fill_diagonal(c, (norms > 0).astype(np.float64))
+    return c
+
+
 def map_subset(
-    features: FloatArray, log_weights: FloatArray, eligible: BoolArray, m: int
+    kernel: FloatArray, log_weights: FloatArray, eligible: BoolArray, m: int
 ) -> IntArray:
-    """Greedy MAP over the eligible rows, as global indices (all of them if fewer than ``m``)."""
+    """Greedy MAP over the eligible clients of ``kernel`` (shape (n, n)), as global indices.
+
+    Returns all eligible clients (in greedy order) when fewer than ``m`` are eligible.
+    """
     idx = np.flatnonzero(eligible)
     k = min(m, idx.size)
     if k == 0:
         return np.empty(0, dtype=np.intp)
-    return idx[greedy_map_features(features[idx], k, log_weights[idx])].astype(np.intp)
-
-
-def unit_rows(updates: FloatArray, usable: BoolArray) -> FloatArray:
-    """φ_n = g_n / ‖g_n‖ (eq. 5) in float64; zero rows stay zero, unusable rows become zero."""
-    phi = np.where(usable[:, None], updates, 0.0).astype(np.float64)
-    norms = np.linalg.norm(phi, axis=1)
-    np.divide(phi, norms[:, None], out=phi, where=norms[:, None] > 0)
-    return phi
+    sub = kernel[np.ix_(idx, idx)]
+    return idx[greedy_map(sub, k, log_weights[idx], rtol=KERNEL_RTOL)].astype(np.intp)

@@ -20,9 +20,10 @@ from adcs.schedulers._common import (
     BasicState,
     SchedulerBase,
     fill_from,
+    gram_matrix,
     map_subset,
     probed_updates,
-    unit_rows,
+    unit_gram,
 )
 from adcs.schedulers.base import (
     NO_PROBE,
@@ -59,8 +60,8 @@ class ADCSState(BasicState):
 
     Attributes
     ----------
-    features : ndarray of shape (n_clients, dim) or None
-        φ_n of the last refresh (zero rows for clients without a usable update).
+    kernel : ndarray of shape (n_clients, n_clients) or None
+        C = ΦᵀΦ of the last refresh (eq. 5; zero rows for clients without a usable update).
     quality : ndarray of shape (n_clients,) or None
         q_n of the last refresh (NaN for clients without one).
     usable : ndarray of bool, shape (n_clients,) or None
@@ -71,7 +72,7 @@ class ADCSState(BasicState):
         The MAP subset of the current kernel when every client was available.
     """
 
-    features: FloatArray | None = None
+    kernel: FloatArray | None = None
     quality: FloatArray | None = None
     usable: BoolArray | None = None
     refreshed_at: int = -1
@@ -143,35 +144,35 @@ class ADCS(SchedulerBase[ADCSState]):
         return ADCSState(n_clients, sizes)
 
     def _due(self, state: ADCSState, round_idx: int) -> bool:
-        return state.features is None or round_idx - state.refreshed_at >= self.refresh_every
+        return state.kernel is None or round_idx - state.refreshed_at >= self.refresh_every
 
     def probe(
         self, state: ADCSState, round_idx: int, available: BoolArray, rng: np.random.Generator
     ) -> Probe:
         return UPDATES_OF_ALL if self._due(state, round_idx) else NO_PROBE
 
-    def quality_scores(self, stats: ClientStats) -> FloatArray:
-        """q_n for every client from probed statistics, shape (n_clients,) (NaN where unknown)."""
-        updates, usable = probed_updates(stats)
+    def quality_scores(self, stats: ClientStats, gram: FloatArray) -> FloatArray:
+        """q_n for every client, shape (n_clients,) (NaN where unknown), given G = U Uᵀ."""
+        usable = stats.usable()
         if self.quality is Quality.LOSS:
             if stats.losses is None:
                 raise ValueError("ADCS with quality=LOSS needs the probe's losses (stats.losses)")
-            q_learn = np.asarray(stats.losses, dtype=np.float64).copy()
+            q_learn = np.asarray(stats.losses, dtype=np.float64)
         else:
-            q_learn = np.linalg.norm(np.where(usable[:, None], updates, 0.0), axis=1)
+            q_learn = np.sqrt(np.maximum(np.diag(gram), 0.0))  # ‖g_n‖
         q = np.where(usable, q_learn, np.nan)
         if self.comm_score is not None:
             q = (1.0 - self.gamma) * q + self.gamma * np.asarray(self.comm_score)
         return q
 
     def _choose(self, state: ADCSState, available: BoolArray) -> IntArray:
-        assert state.features is not None and state.quality is not None
+        assert state.kernel is not None and state.quality is not None
         assert state.usable is not None
         eligible = state.usable & available
         if self.theta >= 1.0:
             return top_m(np.where(eligible, state.quality, np.nan), self.m, available)
         log_weights = np.where(eligible, 2.0 * self.alpha * state.quality, 0.0)
-        order = map_subset(state.features, log_weights, eligible, self.m)
+        order = map_subset(state.kernel, log_weights, eligible, self.m)
         return fill_from(order, available, self.m)
 
     def select(
@@ -179,12 +180,13 @@ class ADCS(SchedulerBase[ADCSState]):
     ) -> tuple[Selection, ADCSState]:
         available = check_available(stats.available, state.n_clients, self.m)
         if self._due(state, round_idx):
-            updates, _ = probed_updates(stats)
-            quality = self.quality_scores(stats)
-            usable = stats.usable() & np.isfinite(quality)
+            updates, usable = probed_updates(stats)
+            gram = gram_matrix(updates, usable)
+            quality = self.quality_scores(stats, gram)
+            usable = usable & np.isfinite(quality)
             state = replace(
                 state,
-                features=unit_rows(updates, usable),
+                kernel=unit_gram(np.where(np.outer(usable, usable), gram, 0.0)),
                 quality=quality,
                 usable=usable,
                 refreshed_at=round_idx,

@@ -16,6 +16,7 @@ from adcs.schedulers._common import (
     BasicState,
     SchedulerBase,
     fill_from,
+    gram_matrix,
     probed_updates,
 )
 from adcs.schedulers.base import (
@@ -33,8 +34,13 @@ from adcs.schedulers.base import (
 def pairwise_distances(updates: FloatArray) -> FloatArray:
     """D_kj = ‖g_k − g_j‖ for updates of shape (n, dim); returns shape (n, n)."""
     g = np.asarray(updates, dtype=np.float64)
-    sq = np.einsum("ij,ij->i", g, g)
-    d2 = sq[:, None] + sq[None, :] - 2.0 * (g @ g.T)
+    return distances_from_gram(g @ g.T)
+
+
+def distances_from_gram(gram: FloatArray) -> FloatArray:
+    """D_kj = sqrt(G_kk + G_jj − 2 G_kj) from the Gram matrix G of shape (n, n)."""
+    sq = np.diag(gram)
+    d2 = sq[:, None] + sq[None, :] - 2.0 * gram
     np.fill_diagonal(d2, 0.0)
     return np.sqrt(np.maximum(d2, 0.0))
 
@@ -146,12 +152,12 @@ class DivFL(SchedulerBase[DivFLState]):
         if self.stale and state.updates is not None and state.known is not None:
             updates, known = state.updates, state.known
         else:
-            fresh, known = probed_updates(stats)
-            updates = np.where(known[:, None], fresh, 0.0).astype(np.float64)
+            updates, known = probed_updates(stats)
             if self.stale:
-                state = replace(state, updates=updates, known=known.copy())
+                stored = np.where(known[:, None], updates, 0.0).astype(np.float64)
+                state = replace(state, updates=stored, known=known.copy())
         candidates = known & available
-        dist = pairwise_distances(updates)[np.ix_(known, np.arange(state.n_clients))]
+        dist = distances_from_gram(gram_matrix(updates, known))[known]
         sample = None
         if self.stochastic_epsilon is not None:
             sample = math.ceil(state.n_clients / self.m * math.log(1 / self.stochastic_epsilon))

@@ -109,8 +109,9 @@ class OCS(SchedulerBase[BasicState]):
     ) -> tuple[Selection, BasicState]:
         available = check_available(stats.available, state.n_clients, self.m)
         updates, usable = probed_updates(stats)
-        norms = np.full(state.n_clients, np.nan)
-        norms[usable] = np.linalg.norm(updates[usable].astype(np.float64), axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            norms = np.sqrt(np.einsum("ij,ij->i", updates, updates).astype(np.float64))
+        norms[~usable] = np.nan
         if not self.unbiased:
             return Selection(top_m(norms, self.m, available)), state
         pool = np.flatnonzero(available)

@@ -15,9 +15,10 @@ from adcs.schedulers._common import (
     BasicState,
     SchedulerBase,
     fill_from,
+    gram_matrix,
     map_subset,
     probed_updates,
-    unit_rows,
+    unit_gram,
 )
 from adcs.schedulers.base import (
     NO_PROBE,
@@ -39,13 +40,13 @@ class StaticDPPState(BasicState):
     ----------
     n_clients : int
     data_sizes : ndarray of shape (n_clients,) or None
-    features : ndarray of shape (n_clients, dim) or None
-        φ_n from the one probe (zero rows for clients without a usable update); None before it.
+    kernel : ndarray of shape (n_clients, n_clients) or None
+        C = ΦᵀΦ from the one probe (zero rows for clients without a usable update); None before it.
     subset : ndarray of shape (m,) or None
         The fixed MAP subset.
     """
 
-    features: FloatArray | None = None
+    kernel: FloatArray | None = None
     subset: IntArray | None = None
 
 
@@ -76,18 +77,18 @@ class StaticDPP(SchedulerBase[StaticDPPState]):
         self, state: StaticDPPState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, StaticDPPState]:
         available = check_available(stats.available, state.n_clients, self.m)
-        if state.subset is None or state.features is None:
+        if state.subset is None or state.kernel is None:
             updates, usable = probed_updates(stats)
-            features = unit_rows(updates, usable)
+            kernel = unit_gram(gram_matrix(updates, usable))
             subset = fill_from(
-                map_subset(features, np.zeros(state.n_clients), usable & available, self.m),
+                map_subset(kernel, np.zeros(state.n_clients), usable & available, self.m),
                 available,
                 self.m,
             )
-            state = replace(state, features=features, subset=subset)
+            state = replace(state, kernel=kernel, subset=subset)
             return Selection(subset.copy()), state
         if available[state.subset].all():
             return Selection(state.subset.copy()), state
-        usable = np.linalg.norm(state.features, axis=1) > 0
-        order = map_subset(state.features, np.zeros(state.n_clients), usable & available, self.m)
+        usable = np.diag(state.kernel) > 0
+        order = map_subset(state.kernel, np.zeros(state.n_clients), usable & available, self.m)
         return Selection(fill_from(order, available, self.m)), state
