@@ -137,3 +137,9 @@ def gather_blind(available):
     return ClientStats(
         available, np.ones(n, dtype=bool), np.ones(n), np.ones((n, DIM)) + np.arange(n)[:, None]
     )
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_observes_updates_flag_matches_behaviour(name):
+    scheduler = FACTORIES[name]()
+    assert scheduler.observes_updates is (name == "divfl-stale")

@@ -46,6 +46,11 @@ class SchedulerBase(Generic[StateT]):
     def __post_init__(self) -> None:
         check_positive_int("m", self.m)
 
+    @property
+    def observes_updates(self) -> bool:
+        """``observe`` ignores the updates unless a subclass says otherwise."""
+        return False
+
     def _check_init(self, n_clients: int, data_sizes: FloatArray | None) -> FloatArray | None:
         check_positive_int("n_clients", n_clients)
         if n_clients < self.m:

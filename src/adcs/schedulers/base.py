@@ -12,6 +12,10 @@ one scheduler object can drive many independent runs at once. One round is:
 4. the runtime trains the selected clients (reusing probed updates), aggregates, steps the model,
    then calls ``state = scheduler.observe(state, round_idx, selection.clients, updates, losses)``
    with the selected clients' updates (most methods ignore it).
+
+A scheduler may declare ``observes_updates = False`` (the built-in ones do, except DivFL's stale
+form) to tell runtimes that :meth:`Scheduler.observe` does not need individual updates, so rounds
+without a probe can skip computing them; runtimes assume ``True`` when it is absent.
 """
 
 from __future__ import annotations

@@ -135,6 +135,11 @@ class DivFL(SchedulerBase[DivFLState]):
         if eps is not None and not (isinstance(eps, (int, float)) and 0.0 < eps < 1.0):
             raise ValueError(f"stochastic_epsilon must be in (0, 1) or None, got {eps!r}")
 
+    @property
+    def observes_updates(self) -> bool:
+        """The stale form refreshes the selected clients' rows from their updates."""
+        return self.stale
+
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> DivFLState:
         return DivFLState(n_clients, self._check_init(n_clients, data_sizes))
 

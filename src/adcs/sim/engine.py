@@ -546,12 +546,8 @@ class MinibatchSampler:
 
 def _observes_updates(scheduler: Scheduler) -> bool:
     """Whether ``observe`` uses the updates (they are then computed for every selected client)."""
-    flag = getattr(scheduler, "observes_updates", None)
-    if flag is not None:
-        return bool(flag)
-    from adcs.schedulers._common import SchedulerBase
-
-    return type(scheduler).observe is not SchedulerBase.observe
+    # a scheduler that does not say is assumed to need them
+    return bool(getattr(scheduler, "observes_updates", True))
 
 
 @dataclass
