@@ -16,6 +16,7 @@ import enum
 import importlib.util
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -357,9 +358,12 @@ Force = Annotated[bool, typer.Option("--force", help="Replace a non-empty --out 
 Workers = Annotated[
     int,
     typer.Option(
-        "--workers", min=1, help="Threads advancing different seeds at once (results unchanged)."
+        "--workers",
+        min=1,
+        help="Processes advancing different seeds at once (results unchanged; default: CPUs).",
     ),
 ]
+DEFAULT_WORKERS = os.cpu_count() or 1
 
 
 @app.command()
@@ -374,7 +378,7 @@ def reproduce(
     out: Out = None,
     data: DataDir = None,
     force: Force = False,
-    workers: Workers = 1,
+    workers: Workers = DEFAULT_WORKERS,
 ) -> None:
     """Reproduce the paper's Figures 1–3, Table 1 and the theory check (Sec. 5–6)."""
     try:
@@ -416,7 +420,7 @@ def run(
     rounds: Rounds = None,
     data: DataDir = None,
     force: Force = False,
-    workers: Workers = 1,
+    workers: Workers = DEFAULT_WORKERS,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
     try:
