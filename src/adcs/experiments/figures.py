@@ -98,10 +98,11 @@ def plot_accuracy(
             mean, half = t_interval(values)
             (line,) = ax.plot(rounds, 100 * mean, label=label, lw=1.4)
             if np.isfinite(half).all():
+                # an accuracy lies in [0, 1]: the t-interval is clipped to it
+                low, high = np.clip(mean - half, 0.0, 1.0), np.clip(mean + half, 0.0, 1.0)
                 ax.fill_between(
-                    rounds, 100 * (mean - half), 100 * (mean + half),
-                    color=line.get_color(), alpha=0.2, lw=0,
-                )  # fmt: skip
+                    rounds, 100 * low, 100 * high, color=line.get_color(), alpha=0.2, lw=0
+                )
         drawn.append(s.label)
     for ax, name in zip(axes, ("Worst", "Average"), strict=True):
         ax.set_xlabel("round")

@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from adcs import theory
 from adcs.dpp import exact_map, greedy_map_features
+from adcs.experiments.runner import _umask
 
 __all__ = [
     "EXACT_MAX_N",
@@ -864,6 +865,7 @@ def run_theory_check(
         raise FileExistsError(f"{out_dir} exists and is not empty (pass overwrite=True)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the results are ordinary files
     try:
         specs = synthetic_grid(quick)
         rows = []
