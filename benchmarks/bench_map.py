@@ -102,7 +102,8 @@ def _measure(method: str, n: int, m: int, k: int, seed: int, queue: Any) -> None
 
 
 def measure(method: str, n: int, m: int, k: int, seed: int = 0) -> Measurement:
-    ctx = mp.get_context("spawn")
+    # fork: the child inherits this module however it was loaded (``adcs bench`` loads it by path)
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=_measure, args=(method, n, m, k, seed, queue))
     proc.start()
@@ -191,15 +192,23 @@ def render(results: list[Measurement]) -> None:
         )
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(","))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small grid (seconds)")
+    parser.add_argument("--sizes", type=_ints, help="N values, comma-separated (overrides)")
+    parser.add_argument("--ms", type=_ints, help="m values, comma-separated (overrides)")
+    parser.add_argument("--ks", type=_ints, help="k values, comma-separated (overrides)")
     parser.add_argument("--budget-gb", type=float, default=4.0, help="skip runs needing more")
     parser.add_argument("--naive-limit-s", type=float, default=60.0, help="skip slower naive runs")
     args = parser.parse_args(argv)
     if args.quick:
         args.naive_limit_s = min(args.naive_limit_s, 5.0)
-    grid = (QUICK_N, QUICK_M, QUICK_K) if args.quick else (GRID_N, GRID_M, GRID_K)
+    grid_n, grid_m, grid_k = (QUICK_N, QUICK_M, QUICK_K) if args.quick else (GRID_N, GRID_M, GRID_K)
+    grid = (args.sizes or grid_n, args.ms or grid_m, args.ks or grid_k)
     render(run(*grid, budget_gb=args.budget_gb, naive_s=args.naive_limit_s))
     return 0
 

@@ -134,3 +134,11 @@ def test_bench_without_its_script_says_where_it_looked(
     assert result.exit_code == 1
     assert "bench_flower.py not found" in result.output
     assert str(tmp_path) in result.output.replace("\n", "")
+
+
+def test_bench_map_runs_its_measurements_through_the_cli():
+    # the real script, loaded by path: its measuring child processes must work from there too
+    result = runner.invoke(cli.app, ["bench", "map", "--sizes", "200", "--ms", "5", "--ks", "8"])
+    assert result.exit_code == 0, result.output
+    assert "failed" not in result.output
+    assert result.output.count("200 │") >= 3  # features, dense and naive rows were measured
