@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import resource
 import sys
 import time
@@ -70,7 +71,10 @@ def estimate_skip(method: str, n: int, m: int, k: int, budget_gb: float, naive_s
     return ""
 
 
-def _measure(method: str, n: int, m: int, k: int, seed: int, queue: Any) -> None:
+def _measure(method: str, n: int, m: int, k: int, seed: int, threads: int, queue: Any) -> None:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads, user_api="blas")  # this child's BLAS, whatever the parent set
     from adcs.dpp import greedy_map, greedy_map_features, naive_greedy_map
 
     rng = np.random.default_rng(seed)
@@ -101,11 +105,11 @@ def _measure(method: str, n: int, m: int, k: int, seed: int, queue: Any) -> None
     queue.put((prep, elapsed, peak / 1e6, rss_mb))
 
 
-def measure(method: str, n: int, m: int, k: int, seed: int = 0) -> Measurement:
+def measure(method: str, n: int, m: int, k: int, seed: int = 0, threads: int = 1) -> Measurement:
     # fork: the child inherits this module however it was loaded (``adcs bench`` loads it by path)
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_measure, args=(method, n, m, k, seed, queue))
+    proc = ctx.Process(target=_measure, args=(method, n, m, k, seed, threads, queue))
     proc.start()
     proc.join()
     if proc.exitcode != 0:
@@ -120,6 +124,7 @@ def run(
     grid_k: tuple[int, ...],
     budget_gb: float,
     naive_s: float,
+    threads: int = 1,
 ) -> list[Measurement]:
     results = []
     for n in grid_n:
@@ -130,7 +135,7 @@ def run(
                     results.append(
                         Measurement(method, n, m, k, skipped=reason)
                         if reason
-                        else measure(method, n, m, k)
+                        else measure(method, n, m, k, threads=threads)
                     )
     return results
 
@@ -199,6 +204,9 @@ def _ints(text: str) -> tuple[int, ...]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small grid (seconds)")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count() or 1, help="BLAS threads (default: all CPUs)"
+    )
     parser.add_argument("--sizes", type=_ints, help="N values, comma-separated (overrides)")
     parser.add_argument("--ms", type=_ints, help="m values, comma-separated (overrides)")
     parser.add_argument("--ks", type=_ints, help="k values, comma-separated (overrides)")
@@ -209,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         args.naive_limit_s = min(args.naive_limit_s, 5.0)
     grid_n, grid_m, grid_k = (QUICK_N, QUICK_M, QUICK_K) if args.quick else (GRID_N, GRID_M, GRID_K)
     grid = (args.sizes or grid_n, args.ms or grid_m, args.ks or grid_k)
-    render(run(*grid, budget_gb=args.budget_gb, naive_s=args.naive_limit_s))
+    print(f"{os.cpu_count()} CPUs; BLAS threads per measurement: {args.threads}")
+    render(run(*grid, budget_gb=args.budget_gb, naive_s=args.naive_limit_s, threads=args.threads))
     return 0
 
 
