@@ -71,19 +71,22 @@ def facility_location_greedy(
     ndarray of shape (m,)
         Picks in order.
     """
-    n = dist.shape[0]
-    cover = np.full(n, np.inf)
-    remaining = candidates.copy()
+    cover = np.full(dist.shape[0], np.inf)
+    blocked = ~np.asarray(candidates, dtype=bool)
     picks: list[int] = []
     for _ in range(m):
-        pool = np.flatnonzero(remaining)
-        if sample_size is not None and rng is not None and pool.size > sample_size:
-            pool = np.sort(rng.choice(pool, size=sample_size, replace=False))
-        cost = np.minimum(cover[:, None], dist[:, pool]).sum(axis=0)
-        j = int(pool[np.argmin(cost)])  # argmin takes the first minimum: lowest index
+        cost = np.minimum(cover[:, None], dist).sum(axis=0)
+        if sample_size is not None and rng is not None:
+            pool = np.flatnonzero(~blocked)
+            if pool.size > sample_size:
+                unsampled = np.ones_like(blocked)
+                unsampled[rng.choice(pool, size=sample_size, replace=False)] = False
+                cost[unsampled] = np.inf
+        cost[blocked] = np.inf
+        j = int(np.argmin(cost))  # argmin takes the first minimum: lowest index
         picks.append(j)
-        remaining[j] = False
-        cover = np.minimum(cover, dist[:, j])
+        blocked[j] = True
+        np.minimum(cover, dist[:, j], out=cover)
     return np.asarray(picks, dtype=np.intp)
 
 
