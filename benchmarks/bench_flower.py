@@ -29,7 +29,6 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 APP_DIR = REPO / "examples" / "flower-app"
-SHARED_DATA = REPO.parent / "shared" / "data" / "fashion-mnist"
 
 
 @dataclass(frozen=True)
@@ -143,8 +142,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs Ray may use (default 2)")
     parser.add_argument(
         "--data-dir",
-        default=str(SHARED_DATA) if SHARED_DATA.is_dir() else None,
-        help="Fashion-MNIST folder (default: the workplace copy if present, else adcs's lookup)",
+        default=None,
+        help="Fashion-MNIST folder (default: adcs's usual lookup)",
     )
     parser.add_argument("--skip-flower", action="store_true", help="time the simulator only")
     args = parser.parse_args(argv)

@@ -3,7 +3,7 @@
 ``flwr run .`` is the normal way (see README.md); this entry point needs no SuperLink and lets the
 benchmark and the tests drive the same ServerApp and ClientApp::
 
-    python -m adcs_flower_app.local --rounds 20 --data-dir ../../../shared/data/fashion-mnist
+    python -m adcs_flower_app.local --rounds 20 --data-dir /path/to/fashion-mnist
 """
 
 from __future__ import annotations
