@@ -70,10 +70,6 @@ class Probe:
     clients: IntArray | None = None
     loss_source: LossSource = LossSource.MINIBATCH
 
-    @staticmethod
-    def none() -> Probe:
-        return Probe(ProbeKind.NONE)
-
     def targets(self, available: BoolArray) -> IntArray:
         """Indices the runtime must probe, given the availability mask of shape (n_clients,)."""
         if self.kind is ProbeKind.NONE:
