@@ -611,8 +611,9 @@ def packaged_config_path(name: str) -> Path:
 
 
 def packaged_config(name: str) -> ExperimentConfig:
-    """Load a shipped configuration by name."""
-    return load_config(packaged_config_path(name))
+    """Load a shipped configuration by name (its source reads ``experiments/<name>.toml``)."""
+    config = load_config(packaged_config_path(name))
+    return dataclasses.replace(config, source=f"experiments/{name}.toml")
 
 
 def with_overrides(
