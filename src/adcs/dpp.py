@@ -26,7 +26,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["exact_map", "greedy_map", "greedy_map_features", "log_det", "naive_greedy_map"]
+from adcs._validate import check_unit_interval
+
+__all__ = [
+    "alpha_of",
+    "exact_map",
+    "gram_matrix",
+    "greedy_map",
+    "greedy_map_features",
+    "log_det",
+    "naive_greedy_map",
+    "unit_gram",
+    "unit_rows",
+]
 
 FloatArray = NDArray[np.floating[Any]]
 IntArray = NDArray[np.intp]
@@ -34,6 +46,69 @@ IntArray = NDArray[np.intp]
 EXACT_MAP_MAX_N = 25
 _TIE_RTOL = 1e-12
 _FEATURE_CHUNK = 65_536
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels (eq. 5 and 7): the one home of the Gram matrix, the cosine kernel and α
+
+
+def alpha_of(theta: float) -> float:
+    """α = θ / (2(1 − θ)) (eq. 7), the log-weight scale of the quality term; +inf at θ = 1.
+
+    Parameters
+    ----------
+    theta : float
+        The quality–diversity trade-off θ ∈ [0, 1] of eq. 6.
+    """
+    theta = check_unit_interval("theta", theta)
+    return math.inf if theta >= 1.0 else theta / (2.0 * (1.0 - theta))
+
+
+def gram_matrix(features: ArrayLike, usable: ArrayLike | None = None) -> FloatArray:
+    """G = F Fᵀ, returned in float64, shape (n, n), for ``features`` of shape (n, k).
+
+    The product runs in the features' own precision (float32 stays float32, no copy). Rows and
+    columns of items that are not ``usable`` (e.g. a failed probe, non-finite entries) are zero,
+    so a non-finite row spoils only its own row and column.
+    """
+    f = np.asarray(features)
+    if f.dtype not in (np.float32, np.float64):
+        f = f.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        gram = (f @ f.T).astype(np.float64)
+    if usable is not None:
+        bad = ~np.asarray(usable, dtype=bool)
+        gram[bad] = 0.0
+        gram[:, bad] = 0.0
+    return gram
+
+
+def unit_gram(gram: ArrayLike) -> FloatArray:
+    """C_ij = G_ij / (‖g_i‖‖g_j‖) = φ_iᵀφ_j (eq. 5) from G = U Uᵀ; rows of zero vectors stay zero."""
+    g = np.asarray(gram, dtype=np.float64)
+    norms = np.sqrt(np.maximum(np.diag(g), 0.0))
+    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    c = g * inv[:, None] * inv[None, :]
+    np.fill_diagonal(c, (norms > 0).astype(np.float64))
+    return c
+
+
+def unit_rows(features: ArrayLike, dtype: Any = np.float32) -> FloatArray:
+    """φ_n = g_n / ‖g_n‖ (eq. 5), shape (n, k); zero rows stay zero.
+
+    The scale is removed before anything is squared, so rows of any finite size (even 1e200) are
+    safe; non-finite rows must be excluded by the caller.
+    """
+    f = np.asarray(features, dtype=np.float64)
+    peak = np.abs(f).max(axis=1, initial=0.0)
+    scaled = f / np.where(peak > 0, peak, 1.0)[:, None]
+    norms = np.linalg.norm(scaled, axis=1)
+    out = scaled / np.where(norms > 0, norms, 1.0)[:, None]
+    return np.asarray(out, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# MAP inference
 
 
 def _default_rtol(dtype: np.dtype[Any]) -> float:

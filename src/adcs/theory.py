@@ -17,11 +17,14 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
+
+from adcs._validate import check_int
+from adcs.dpp import alpha_of
+from adcs.dpp import gram_matrix as dpp_gram_matrix
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -47,12 +50,6 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # input validation
 # ---------------------------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _check_updates(updates: ArrayLike, name: str = "updates") -> FloatArray:
@@ -128,12 +125,10 @@ def _check_nonneg(name: str, value: float, *, positive: bool = False) -> float:
 
 
 def alpha_from_theta(theta: float) -> float:
-    """α = θ / (2(1 − θ)) (eq. 7), for θ in [0, 1)."""
-    if isinstance(theta, bool) or not isinstance(theta, (int, float, np.integer, np.floating)):
-        raise ValueError(f"theta must be a number in [0, 1), got {theta!r}")
-    if not 0.0 <= float(theta) < 1.0:
+    """α = θ / (2(1 − θ)) (eq. 7), for θ in [0, 1) (θ = 1 has no DPP form); see :func:`adcs.dpp.alpha_of`."""
+    if alpha_of(theta) == math.inf:
         raise ValueError(f"theta must be in [0, 1) (theta = 1 has no DPP form), got {theta!r}")
-    return float(theta) / (2.0 * (1.0 - float(theta)))
+    return alpha_of(theta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +345,7 @@ def cluster_geometry(
     n = g.shape[0]
     z, c = _resolve_centers(g, clusters, centers)
     k = c.shape[0]
-    m = _check_int("m", m, 1)
+    m = check_int("m", m, 1)
     if m > n:
         raise ValueError(f"m must be <= n_clients={n}, got {m}")
     if theta is not None and alpha is None:
@@ -462,9 +457,8 @@ def theorem1_bound(
 
 
 def gram_matrix(updates: ArrayLike) -> FloatArray:
-    """L = GᵀG of Sec. 5.1 with clients as rows: ``updates @ updates.T``, shape (N, N)."""
-    g = _check_updates(updates)
-    return g @ g.T
+    """L = GᵀG of Sec. 5.1 with clients as rows, shape (N, N) (:func:`adcs.dpp.gram_matrix`)."""
+    return np.asarray(dpp_gram_matrix(_check_updates(updates)), dtype=np.float64)
 
 
 def _check_gram(gram: ArrayLike) -> FloatArray:
@@ -490,7 +484,7 @@ def rayleigh_bound(gram: ArrayLike, m: int) -> float:
     """
     L = _check_gram(gram)
     n = L.shape[0]
-    m = _check_int("m", m, 1)
+    m = check_int("m", m, 1)
     if m > n:
         raise ValueError(f"m must be <= N={n}, got {m}")
     lam = max(float(np.linalg.eigvalsh(L)[-1]), 0.0)
@@ -499,8 +493,8 @@ def rayleigh_bound(gram: ArrayLike, m: int) -> float:
 
 def corollary1_bound(n_clusters: int, m: int) -> float:
     """Corollary 1 (eq. 16): √((K − m)/(K m)) = √(1/m − 1/K), for 1 ≤ m ≤ K."""
-    k = _check_int("n_clusters", n_clusters, 1)
-    m = _check_int("m", m, 1)
+    k = check_int("n_clusters", n_clusters, 1)
+    m = check_int("m", m, 1)
     if m > k:
         raise ValueError(f"Corollary 1 needs m <= K: got m={m}, K={k}")
     return math.sqrt((k - m) / (k * m))
@@ -511,9 +505,9 @@ def corollary1_rayleigh_bound(n_clients: int, n_clusters: int, m: int) -> float:
 
     The strong cluster setting has balanced clusters, so K must divide N; 1 ≤ m ≤ N.
     """
-    n = _check_int("n_clients", n_clients, 1)
-    k = _check_int("n_clusters", n_clusters, 1)
-    m = _check_int("m", m, 1)
+    n = check_int("n_clients", n_clients, 1)
+    k = check_int("n_clusters", n_clusters, 1)
+    m = check_int("m", m, 1)
     if k > n or n % k:
         raise ValueError(f"n_clusters must divide n_clients (balanced clusters): N={n}, K={k}")
     if m > n:
@@ -586,14 +580,14 @@ def theorem2_bound(
     """
     gap = _check_nonneg("initial_gap", initial_gap)
     lr = _check_nonneg("local_lr", local_lr, positive=True)
-    e = _check_int("local_steps", local_steps, 1)
-    t = _check_int("rounds", rounds, 1)
+    e = check_int("local_steps", local_steps, 1)
+    t = check_int("rounds", rounds, 1)
     lsm = _check_nonneg("smoothness", smoothness, positive=True)
     eps = _check_nonneg("bias_bound", bias_bound)
     nu = _check_nonneg("selection_variance", selection_variance)
     sigma2 = _check_nonneg("gradient_variance", gradient_variance)
     gmax = _check_nonneg("second_moment", second_moment)
-    m = _check_int("m", m, 1)
+    m = check_int("m", m, 1)
     eta = e * lr
     if eta > (1.0 / (8.0 * lsm)) * (1.0 + 1e-12):
         raise ValueError(
@@ -688,11 +682,11 @@ def expected_uniform_bias(
     """
     g = _check_updates(updates)
     n = g.shape[0]
-    m = _check_int("m", m, 1)
+    m = check_int("m", m, 1)
     if m > n:
         raise ValueError(f"m must be <= n_clients={n}, got {m}")
-    n_draws = _check_int("n_draws", n_draws, 2)
-    max_enumerate = _check_int("max_enumerate", max_enumerate, 1)
+    n_draws = check_int("n_draws", n_draws, 2)
+    max_enumerate = check_int("max_enumerate", max_enumerate, 1)
     centred = g - g.mean(axis=0)
     spread = float((centred**2).sum(axis=1).mean())
     rms = math.sqrt((n - m) / (m * (n - 1)) * spread) if n > 1 else 0.0

@@ -212,3 +212,48 @@ def test_package_data_holds_the_same_configs(name: str) -> None:
     packaged = resources.files("adcs.experiments") / "configs" / f"{name}.toml"
     assert packaged.is_file(), "adcs/experiments/configs must hold (or link to) experiments/*.toml"
     assert packaged.read_text() == packaged_config_path(name).read_text()
+
+
+def test_availability_and_dropout_build_the_simulator_config(tmp_path: Path) -> None:
+    from adcs.sim import BernoulliAvailability, CyclicAvailability, TraceAvailability
+
+    doc = _with("sim.availability", {"kind": "bernoulli", "p": 0.5})
+    doc["sim"]["dropout"] = 0.1
+    config = config_from_dict(doc)
+    sim = config.sim.build(config.data.total_clients)
+    assert sim.availability == BernoulliAvailability(0.5) and sim.dropout == 0.1
+    assert config_from_dict(config_to_dict(config)) == config
+    cyclic = config_from_dict(
+        _with("sim.availability", {"kind": "cyclic", "period": 8, "duty": 0.5})
+    )
+    assert cyclic.sim.build(6).availability == CyclicAvailability(8, 0.5, "group")
+    import numpy as np
+
+    np.savez(tmp_path / "trace.npz", available=np.ones((10, 6), dtype=bool))
+    (tmp_path / "c.toml").write_text(
+        'name = "t"\nm = 3\nseeds = [0]\n[data]\nn_groups = 2\n[sim]\nrounds = 10\n'
+        '[sim.availability]\nkind = "trace"\npath = "trace.npz"\n[[methods]]\nname = "uniform"\n'
+    )
+    traced = load_config(tmp_path / "c.toml")
+    assert isinstance(traced.sim.build(6).availability, TraceAvailability)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"kind": "sometimes"}, "sim.availability.kind"),
+        ({"kind": "bernoulli"}, "sim.availability.p is required"),
+        ({"kind": "bernoulli", "p": 1.5}, "sim.availability.p"),
+        ({"kind": "bernoulli", "p": 0.5, "period": 3}, "sim.availability.period"),
+        ({"kind": "cyclic", "period": 0, "duty": 0.5}, "sim.availability.period"),
+        ({"kind": "trace"}, "sim.availability.path is required"),
+    ],
+)
+def test_bad_availability_tables_name_the_key(table: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(_with("sim.availability", table))
+
+
+def test_dropout_must_be_below_one() -> None:
+    with pytest.raises(ConfigError, match=r"sim\.dropout"):
+        config_from_dict(_with("sim.dropout", 1.0))

@@ -110,25 +110,21 @@ def reference_run(
         ok = np.zeros(n, dtype=bool)
         ok[targets] = True
         ok[list(broken)] = False
-        failed = np.isin(np.arange(n), targets) & ~ok
-        available = ~failed if (~failed).sum() >= scheduler.m else everyone
+        available = ~(np.isin(np.arange(n), targets) & ~ok)
+        got = np.flatnonzero(ok)
         if probe.kind is ProbeKind.NONE:
             stats = ClientStats.blind(everyone)
         elif probe.kind is ProbeKind.LOSSES:
-            stats = ClientStats(available, ok, np.where(ok, losses, np.nan))
+            stats = ClientStats(available, got, losses[got])
         else:
-            stats = ClientStats(available, ok, np.where(ok, losses, np.nan), updates)
+            stats = ClientStats(available, got, losses[got], updates[got])
         selection, state = scheduler.select(state, t, stats, rng)
         chosen = np.asarray(selection.clients, dtype=np.intp)
         aggregated = np.asarray([c for c in chosen if c not in broken], dtype=np.intp)
         if aggregated.size:
             mean = np.mean([computed[c][0].astype(np.float64) for c in aggregated], axis=0)
             params = (params + server_lr * mean).astype(params.dtype)
-        delivered = np.isin(chosen, aggregated)
-        rows = np.where(delivered[:, None], updates[chosen], np.nan)
-        state = scheduler.observe(
-            state, t, chosen, rows, np.where(delivered, losses[chosen], np.nan)
-        )
+        state = scheduler.observe(state, t, aggregated, updates[aggregated], losses[aggregated])
         out.append(ReferenceRound(probe.kind, targets, chosen, aggregated, params.copy()))
     return out
 

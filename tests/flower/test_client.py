@@ -89,3 +89,27 @@ def test_client_data_and_defaults_are_validated() -> None:
         TrainDefaults(local_lr=0.0)
     with pytest.raises(ValueError, match="batch_size"):
         TrainDefaults(batch_size=0)
+
+
+def test_the_client_trains_on_the_simulators_minibatch_rows() -> None:
+    from adcs.flower.client import minibatch_indices
+    from adcs.sim import FederatedData, SimConfig
+    from adcs.sim.engine import _Context
+    from adcs.streams import stream_key
+
+    clients = synthetic_clients(4)
+    sizes = np.array([c.x_train.shape[0] for c in clients])
+    x = np.concatenate([c.x_train for c in clients])
+    y = np.concatenate([c.y_train for c in clients])
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    data = FederatedData(
+        x, y, x, y, tuple(np.arange(o, o + s) for o, s in zip(offsets, sizes, strict=True)),
+        tuple(np.arange(o, o + s) for o, s in zip(offsets, sizes, strict=True)),
+        np.zeros(4, dtype=np.intp), 1, int(y.max()) + 1,
+    )  # fmt: skip
+    ctx = _Context(data, SimConfig(rounds=1, local_steps=2, batch_size=3), small_model())
+    for t in (0, 5):
+        engine_rows = ctx.minibatch(stream_key(11), t, np.arange(4))
+        for c in range(4):
+            local = minibatch_indices(11, t + 1, c, int(sizes[c]), 2, 3)
+            np.testing.assert_array_equal(engine_rows[c], offsets[c] + local.ravel())

@@ -289,7 +289,7 @@ class _SubsetProbe(Uniform):
         return Probe(ProbeKind.UPDATES, clients=np.array([0, 1, 2]))
 
     def select(self, state: Any, round_idx: int, stats: Any, rng: Any) -> Any:
-        assert stats.probed.tolist() == [True] * 3 + [False] * (N - 3)
+        assert stats.clients.tolist() == [0, 1, 2]
         return Selection(np.array([7, 8, 9]), weights=np.array([1.0, 2.0, 3.0])), state
 
 

@@ -10,14 +10,11 @@ from adcs.schedulers.base import ClientStats, ProbeKind, Selection
 def gather(scheduler, state, round_idx, available, updates, losses, rng) -> ClientStats:
     """Answer the scheduler's probe from the given arrays (copies, so inputs stay untouched)."""
     probe = scheduler.probe(state, round_idx, available, rng)
-    targets = probe.targets(available)
-    probed = np.zeros(len(available), dtype=bool)
-    probed[targets] = True
     if probe.kind is ProbeKind.NONE:
         return ClientStats.blind(available)
-    stat_losses = np.where(probed, losses, np.nan)
-    stat_updates = updates.copy() if probe.kind is ProbeKind.UPDATES else None
-    return ClientStats(available, probed, stat_losses, stat_updates)
+    targets = np.unique(probe.targets(available))
+    stat_updates = updates[targets].copy() if probe.kind is ProbeKind.UPDATES else None
+    return ClientStats(available, targets, losses[targets].copy(), stat_updates)
 
 
 def run_rounds(scheduler, updates_per_round, losses_per_round, available_per_round, seed=0):

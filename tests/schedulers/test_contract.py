@@ -5,27 +5,33 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adcs.schedulers import ADCS, OCS, SCHEDULERS, DivFL, PowerOfChoice, StaticDPP, Uniform
+from adcs.rounds import check_selection
+from adcs.schedulers import ADCS, SCHEDULERS, DivFL, PowerOfChoice, Uniform
 from adcs.schedulers.adcs import Quality
 from tests.schedulers.fake_runtime import gather, run_rounds
 
 N, M, DIM, ROUNDS = 30, 18, 12, 12
 
+VARIANTS: dict[str, list[dict]] = {
+    "uniform": [{}],
+    "powerofchoice": [{}, {"candidates": 24}],
+    "ocs": [{}, {"unbiased": True}],
+    "divfl": [{}, {"stale": True}, {"stochastic_epsilon": 0.1}],
+    "staticdpp": [{}],
+    "adcs": [
+        {"theta": 0.8, "refresh_every": 3},
+        {"theta": 0.0, "refresh_every": 1},
+        {"theta": 1.0, "refresh_every": 1},
+        {"quality": Quality.GRAD_NORM},
+        {"gamma": 0.5, "comm_score": tuple(np.linspace(0, 1, N))},
+    ],
+}
+"""Hyperparameter variants of every row of ``SCHEDULERS``; a row without one fails the table test."""
+
 FACTORIES = {
-    "uniform": lambda: Uniform(m=M),
-    "powerofchoice": lambda: PowerOfChoice(m=M),
-    "powerofchoice-d": lambda: PowerOfChoice(m=M, candidates=24),
-    "ocs": lambda: OCS(m=M),
-    "ocs-unbiased": lambda: OCS(m=M, unbiased=True),
-    "divfl": lambda: DivFL(m=M),
-    "divfl-stale": lambda: DivFL(m=M, stale=True),
-    "divfl-stochastic": lambda: DivFL(m=M, stochastic_epsilon=0.1),
-    "staticdpp": lambda: StaticDPP(m=M),
-    "adcs": lambda: ADCS(m=M, theta=0.8, refresh_every=3),
-    "adcs-theta0": lambda: ADCS(m=M, theta=0.0, refresh_every=1),
-    "adcs-theta1": lambda: ADCS(m=M, theta=1.0, refresh_every=1),
-    "adcs-gradnorm": lambda: ADCS(m=M, quality=Quality.GRAD_NORM),
-    "adcs-comm": lambda: ADCS(m=M, gamma=0.5, comm_score=tuple(np.linspace(0, 1, N))),
+    f"{name}-{i}" if i else name: (lambda cls=SCHEDULERS[name], kw=kw: cls(m=M, **kw))
+    for name, variants in VARIANTS.items()
+    for i, kw in enumerate(variants)
 }
 
 BAD_HYPERPARAMETERS = [
@@ -59,8 +65,8 @@ def clustered_data(seed: int, rounds: int = ROUNDS):
     return updates, losses, available
 
 
-def test_table_lists_every_method():
-    assert set(SCHEDULERS) == {"uniform", "powerofchoice", "ocs", "divfl", "staticdpp", "adcs"}
+def test_every_table_row_is_under_contract():
+    assert set(VARIANTS) == set(SCHEDULERS), "give every SCHEDULERS row its VARIANTS entry"
     for name, cls in SCHEDULERS.items():
         assert isinstance(cls(m=3), cls), name
 
@@ -118,28 +124,25 @@ def test_bad_hyperparameters_raise_naming_the_argument(cls, kwargs, argument):
 
 
 @pytest.mark.parametrize("name", FACTORIES)
-def test_too_few_clients_or_available_raise(name):
+def test_too_few_clients_raise_and_too_few_available_are_all_selected(name):
     scheduler = FACTORIES[name]()
     with pytest.raises(ValueError, match="n_clients"):
         scheduler.init(M - 1)
-    state = scheduler.init(N)
-    available = np.zeros(N, dtype=bool)
-    available[: M - 1] = True
-    with pytest.raises(ValueError, match="available"):
-        scheduler.probe(state, 0, available, np.random.default_rng(0))
-        scheduler.select(state, 0, gather_blind(available), np.random.default_rng(0))
-
-
-def gather_blind(available):
-    from adcs.schedulers.base import ClientStats
-
-    n = available.shape[0]
-    return ClientStats(
-        available, np.ones(n, dtype=bool), np.ones(n), np.ones((n, DIM)) + np.arange(n)[:, None]
-    )
+    updates, losses, _ = clustered_data(seed=4, rounds=4)
+    few = np.zeros(N, dtype=bool)
+    few[[2, 5, 11, 17, 29]] = True
+    none = np.zeros(N, dtype=bool)
+    everyone = np.ones(N, dtype=bool)
+    masks = [few, none, everyone, few]
+    for t, selection in enumerate(run_rounds(scheduler, updates, losses, masks)):
+        clients = check_selection(selection.clients, masks[t], M)  # min(m, available) distinct
+        if masks[t].sum() <= M:
+            assert sorted(clients.tolist()) == np.flatnonzero(masks[t]).tolist()
+        if selection.weights is not None:
+            assert selection.weights.shape == clients.shape
 
 
 @pytest.mark.parametrize("name", FACTORIES)
 def test_observes_updates_flag_matches_behaviour(name):
     scheduler = FACTORIES[name]()
-    assert scheduler.observes_updates is (name == "divfl-stale")
+    assert scheduler.observes_updates is (name == "divfl-1")

@@ -28,7 +28,7 @@ ALL = np.ones(30, dtype=bool)
 
 def full_stats(updates, losses):
     n = updates.shape[0]
-    return ClientStats(np.ones(n, dtype=bool), np.ones(n, dtype=bool), losses, updates)
+    return ClientStats(np.ones(n, dtype=bool), np.arange(n), losses, updates)
 
 
 def select_once(scheduler, updates, losses, seed=0):
@@ -161,7 +161,7 @@ def test_power_of_choice_picks_largest_losses():
     probe = scheduler.probe(state, 0, np.ones(6, dtype=bool), np.random.default_rng(0))
     assert probe.kind is ProbeKind.LOSSES and probe.clients is None
     selection, _ = scheduler.select(
-        state, 0, ClientStats(np.ones(6, bool), np.ones(6, bool), losses), np.random.default_rng(0)
+        state, 0, ClientStats(np.ones(6, bool), np.arange(6), losses), np.random.default_rng(0)
     )
     assert selection.clients.tolist() == [5, 1, 3]  # tie 1 vs 3 to the lowest index
 
@@ -308,3 +308,28 @@ def test_uniform_inclusion_frequency_is_m_over_n():
     freq = counts / draws
     sd = math.sqrt(0.6 * 0.4 / draws)
     assert np.abs(freq - 0.6).max() < 5 * sd
+
+
+@pytest.mark.parametrize("factory", [lambda: ADCS(m=6, theta=0.7), lambda: StaticDPP(m=6)])
+def test_dense_and_feature_kernels_pick_the_same(monkeypatch, factory):
+    from adcs.schedulers import _common
+
+    rng = np.random.default_rng(11)
+    centres = rng.normal(size=(8, 40))
+    updates = np.repeat(centres, 5, axis=0) + 0.2 * rng.normal(size=(40, 40))
+    losses = rng.uniform(0.5, 2.0, size=40)
+    available = np.ones(40, dtype=bool)
+    available[rng.choice(40, 9, replace=False)] = False
+    picks = {}
+    for limit in (10_000, 0):  # dense kernel, then unit features only
+        monkeypatch.setattr(_common, "DENSE_KERNEL_MAX", limit)
+        scheduler = factory()
+        state = scheduler.init(40)
+        stats = ClientStats(np.ones(40, dtype=bool), np.arange(40), losses, updates)
+        first, state = scheduler.select(state, 0, stats, np.random.default_rng(0))
+        assert (state.pool.kernel is None) == (limit == 0)
+        later, _ = scheduler.select(
+            state, 1, ClientStats.blind(available), np.random.default_rng(0)
+        )
+        picks[limit] = (first.clients.tolist(), later.clients.tolist())
+    assert picks[10_000] == picks[0]

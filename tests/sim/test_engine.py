@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,15 +24,17 @@ from adcs.schedulers import (
     Uniform,
 )
 from adcs.sim import (
+    BernoulliAvailability,
+    CyclicAvailability,
     FederatedData,
-    MinibatchSampler,
+    LogisticRegression,
     RunSpec,
     SimConfig,
-    draw_local_indices,
-    minibatch_seed_sequence,
+    TraceAvailability,
     simulate,
     to_unit_float,
 )
+from adcs.streams import minibatch_indices, stream_key
 
 from .conftest import make_data
 from .test_model import reference_loss, reference_sample_grads
@@ -47,12 +50,11 @@ def reference_rounds(
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """Full participation, computed client by client in float64 from the stream's minibatch rows."""
-    sampler = MinibatchSampler(data, steps * batch, minibatch_seed_sequence(seed))
     n = data.n_clients
     coef = np.full(n, 1.0 / n) if weights is None else weights
-    w = np.zeros((data.n_features + 1, data.n_classes))
+    w = np.zeros((data.input_shape[0] + 1, data.n_classes))
     for t in range(rounds):
-        rows = sampler.rows(t)
+        rows = stream_rows(data, seed, t, steps * batch)
         total = np.zeros_like(w)
         for c in range(n):
             local = w.copy()
@@ -62,7 +64,14 @@ def reference_rounds(
                 local -= lr * reference_sample_grads(local, x, data.train_labels[r]).mean(axis=0)
             total += coef[c] * (local - w)
         w = w + total
-    return w
+    return w.ravel()
+
+
+def stream_rows(data: FederatedData, seed: int, t: int, per_round: int) -> np.ndarray:
+    """Every client's training rows at round t of seed's shared stream, shape (n_clients, E·B)."""
+    clients = np.arange(data.n_clients)
+    local = minibatch_indices(stream_key(seed), clients, t, data.data_sizes, 1, per_round)
+    return data.train_rows(clients, local[:, 0])
 
 
 # ------------------------------------------------------------------ exact maths on small cases
@@ -118,6 +127,7 @@ class FixedWeights:
 
     m: int
     weights: tuple[float, ...]
+    observes_updates = False
 
     def init(self, n_clients: int, data_sizes: Any = None) -> None:
         return None
@@ -148,6 +158,7 @@ class RecordingLosses:
     m: int
     source: LossSource
     seen: list[np.ndarray] = field(default_factory=list, compare=False)
+    observes_updates = False
 
     def init(self, n_clients: int, data_sizes: Any = None) -> None:
         return None
@@ -174,9 +185,7 @@ def test_loss_probes_measure_the_requested_loss(data: FederatedData, source: Los
         data,
         SimConfig(rounds=1, batch_size=4, local_lr=0.5),
     )[0].final_params  # w⁽¹⁾ of the same run (a run's first rounds do not depend on T)
-    sampler = MinibatchSampler(data, 4, minibatch_seed_sequence(0))
-    sampler.rows(0)
-    rows = sampler.rows(1)
+    rows = stream_rows(data, 0, 1, 4)
     for c in range(data.n_clients):
         idx = data.train_indices[c] if source is LossSource.FULL else rows[c]
         x = to_unit_float(data.train_images[idx])
@@ -201,8 +210,8 @@ def test_metrics_are_those_of_the_final_model(data: FederatedData) -> None:
     config = SimConfig(rounds=25, batch_size=4, local_lr=0.5, eval_every=10)
     (result,) = simulate([RunSpec(ADCS(m=3, refresh_every=4), 3, "a")], data, config)
     np.testing.assert_array_equal(result.eval_rounds, [0, 10, 20, 25])
-    w = result.final_params.astype(np.float64)
-    f = data.n_features
+    f = data.input_shape[0]
+    w = result.final_params.astype(np.float64).reshape(f + 1, data.n_classes)
     accuracies, losses = [], []
     for idx in data.test_indices:
         x = to_unit_float(data.test_images[idx]).astype(np.float64)
@@ -323,34 +332,6 @@ def test_progress_reports_rounds_done(data: FederatedData) -> None:
     assert seen == [50, 100, 120]
 
 
-# ------------------------------------------------------------------ minibatch streams
-
-
-def test_minibatch_indices_are_distinct_uniform_and_in_range() -> None:
-    rng = np.random.default_rng(0)
-    sizes = np.array([5, 40, 3])
-    idx = draw_local_indices(rng, sizes, n_rounds=6000, per_round=4)
-    assert idx.shape == (6000, 3, 4)
-    for c, size in enumerate(sizes):
-        assert idx[:, c].min() >= 0 and idx[:, c].max() < size
-    assert all(len(set(row)) == 4 for row in idx[:, :2].reshape(-1, 4).tolist())
-    # client 2 has 3 samples: each round is one full shuffle plus one more sample
-    assert all(set(row[:3]) == {0, 1, 2} for row in idx[:, 2].tolist())
-    freq = np.bincount(idx[:, 0].ravel(), minlength=5) / (6000 * 4)
-    np.testing.assert_allclose(freq, 0.2, atol=5 * math.sqrt(0.2 * 0.8 / 24000))
-
-
-def test_sampler_is_reproducible_across_blocks(data: FederatedData) -> None:
-    a = MinibatchSampler(data, 6, minibatch_seed_sequence(3))
-    b = MinibatchSampler(data, 6, minibatch_seed_sequence(3))
-    rows_a = [a.rows(t).copy() for t in range(0, 600, 7)]
-    assert all(np.array_equal(r, b.rows(t)) for r, t in zip(rows_a, range(0, 600, 7), strict=True))
-    for c, idx in enumerate(data.train_indices):
-        assert np.isin(rows_a[-1][c], idx).all()
-    with pytest.raises(ValueError, match="later block"):
-        a.rows(0)
-
-
 # ------------------------------------------------------------------ bad input
 
 
@@ -365,6 +346,8 @@ def test_sampler_is_reproducible_across_blocks(data: FederatedData) -> None:
         ({"rounds": 5, "eval_every": 0}, "eval_every"),
         ({"rounds": 5, "weighting": "size"}, "weighting"),
         ({"rounds": True}, "rounds"),
+        ({"rounds": 5, "dropout": 1.0}, "dropout"),
+        ({"rounds": 5, "availability": "always"}, "availability"),
     ],
 )
 def test_config_validation_names_the_argument(kwargs: dict[str, Any], name: str) -> None:
@@ -391,6 +374,7 @@ def test_bad_runs_are_rejected(data: FederatedData) -> None:
 @dataclass(frozen=True)
 class Duplicates:
     m: int
+    observes_updates = False
 
     def init(self, n_clients: int, data_sizes: Any = None) -> None:
         return None
@@ -484,9 +468,7 @@ def test_observe_receives_the_selected_updates(data: FederatedData, kind: ProbeK
         data,
         SimConfig(rounds=1, batch_size=4, local_lr=0.5),
     )[0].final_params
-    sampler = MinibatchSampler(data, 4, minibatch_seed_sequence(0))
-    sampler.rows(0)
-    rows = sampler.rows(1)
+    rows = stream_rows(data, 0, 1, 4)
     clients, updates, losses = recorder.seen[1]
     np.testing.assert_array_equal(clients, [1, 2, 3])
     for i, c in enumerate(clients):
@@ -509,6 +491,7 @@ class KeepsUpdates:
 
     m: int
     kept: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, compare=False)
+    observes_updates = False
 
     def init(self, n_clients: int, data_sizes: Any = None) -> None:
         return None
@@ -531,3 +514,129 @@ def test_updates_a_scheduler_keeps_are_not_overwritten(data: FederatedData) -> N
     for kept, snapshot in keeper.kept:
         np.testing.assert_array_equal(kept, snapshot)
     assert not np.array_equal(keeper.kept[0][1], keeper.kept[1][1])
+
+
+# ------------------------------------------------------------------ active set, availability, dropout
+
+
+class CountingModel(LogisticRegression):
+    """Logistic regression that counts the samples it sees, by path."""
+
+    def __init__(self, n_features: int, n_classes: int) -> None:
+        super().__init__(n_features, n_classes)
+        object.__setattr__(self, "seen", {"shared": 0, "jobs": 0})
+
+    def shared_forward(self, params: Any, x: Any, y: Any) -> Any:
+        self.seen["shared"] += x.shape[0]  # type: ignore[attr-defined]
+        return super().shared_forward(params, x, y)
+
+    def loss_and_grad(self, params: Any, x: Any, y: Any) -> Any:
+        self.seen["jobs"] += x.shape[0] * x.shape[1]  # type: ignore[attr-defined]
+        return super().loss_and_grad(params, x, y)
+
+
+@pytest.mark.parametrize("local_steps", [1, 2])
+def test_a_blind_round_touches_only_the_selected_clients(local_steps: int) -> None:
+    data = make_data(seed=3, n_clients=60, clients_per_group=6, train_per_client=30)
+    model = CountingModel(data.input_shape[0], data.n_classes)
+    rounds, m, batch = 7, 4, 5
+    config = SimConfig(rounds=rounds, batch_size=batch, local_steps=local_steps, eval_every=100)
+    simulate([RunSpec(Uniform(m), 0, "u")], data, config, model=model)
+    seen = model.seen  # type: ignore[attr-defined]
+    assert seen["shared"] + seen["jobs"] == rounds * m * batch * local_steps  # never all 60
+    assert seen["shared" if local_steps == 1 else "jobs"] > 0
+
+
+def test_selections_records_pad_when_fewer_than_m_are_available() -> None:
+    data = make_data(seed=2, n_clients=12, clients_per_group=3)
+    availability = TraceAvailability(np.tile(np.arange(12) < [[2], [12], [0], [7]], (2, 1)))
+    config = SimConfig(rounds=8, batch_size=4, local_lr=0.5, availability=availability)
+    results = simulate([RunSpec(Uniform(5), 0, "u"), RunSpec(ADCS(5, refresh_every=2), 0, "a")],
+                       data, config)  # fmt: skip
+    for r in results:
+        counts = (r.selected >= 0).sum(axis=1)
+        np.testing.assert_array_equal(counts, [2, 5, 0, 5] * 2)
+        np.testing.assert_array_equal(r.n_available, [2, 12, 0, 7] * 2)
+        assert r.available is not None
+        masks = np.unpackbits(r.available, axis=1, count=12).astype(bool)
+        for t in range(8):
+            chosen = r.selected[t][r.selected[t] >= 0]
+            assert masks[t][chosen].all() and len(set(chosen.tolist())) == chosen.size
+        assert (r.returned == (r.selected >= 0)).all()  # no dropout
+    # round 2 selects nobody: the model does not move (nothing to aggregate)
+    a = simulate([RunSpec(Uniform(5), 0, "u")], data, dataclasses.replace(config, rounds=2))[0]
+    b = simulate([RunSpec(Uniform(5), 0, "u")], data, dataclasses.replace(config, rounds=3))[0]
+    np.testing.assert_array_equal(a.final_params, b.final_params)
+
+
+def test_availability_is_shared_by_the_methods_of_a_seed(data: FederatedData) -> None:
+    config = SimConfig(rounds=40, batch_size=4, local_lr=0.5,
+                       availability=BernoulliAvailability(0.5))  # fmt: skip
+    specs = [*_mixed_specs(), RunSpec(DivFL(m=3), 0, "divfl/0"), RunSpec(Uniform(3), 1, "u/1")]
+    results = simulate(specs, data, config)
+    by_seed: dict[int, list[Any]] = {}
+    for r in results:
+        assert r.available is not None
+        masks = np.unpackbits(r.available, axis=1, count=data.n_clients).astype(bool)
+        for t in range(config.rounds):
+            chosen = r.selected[t][r.selected[t] >= 0]
+            assert masks[t][chosen].all(), f"{r.spec.run_id} chose an unavailable client"
+            assert chosen.size == min(3, masks[t].sum())
+        by_seed.setdefault(r.spec.seed, []).append(masks)
+    for masks in by_seed.values():
+        assert all(np.array_equal(masks[0], other) for other in masks[1:])
+    assert not np.array_equal(by_seed[0][0], by_seed[1][0])
+    share = np.mean(by_seed[0][0])
+    assert 0.35 < share < 0.65
+
+
+def test_cyclic_availability_follows_the_group_phases() -> None:
+    data = make_data(seed=4, n_clients=8, clients_per_group=2)
+    cyclic = CyclicAvailability(period=4, duty=0.5, phase="group")
+    (r,) = simulate([RunSpec(Uniform(2), 0, "u")], data,
+                    SimConfig(rounds=8, batch_size=4, availability=cyclic))  # fmt: skip
+    assert r.available is not None
+    masks = np.unpackbits(r.available, axis=1, count=8).astype(bool)
+    phase = data.groups  # 4 groups over a period of 4: phases 0, 1, 2, 3
+    for t in range(8):
+        np.testing.assert_array_equal(masks[t], (t + phase) % 4 < 2)
+
+
+def test_dropout_renormalises_over_the_returned_clients_and_is_recorded(
+    data: FederatedData,
+) -> None:
+    n = data.n_clients
+    config = SimConfig(rounds=5, batch_size=4, local_lr=0.3, dropout=0.4)
+    (result,) = simulate([RunSpec(Uniform(m=n), 6, "all")], data, config)
+    returned = result.returned
+    assert 0 < (~returned).sum() < returned.size and result.dropped == (~returned).sum()
+    assert result.client_updates == returned.sum()
+    # replay: one SGD step per round on the union of the clients that returned
+    w = np.zeros((data.input_shape[0] + 1, data.n_classes))
+    for t in range(config.rounds):
+        rows = stream_rows(data, 6, t, 4)
+        back = result.selected[t][returned[t]]
+        step = np.zeros_like(w)
+        for c in back:
+            x = to_unit_float(data.train_images[rows[c]])
+            step -= 0.3 * reference_sample_grads(w, x, data.train_labels[rows[c]]).mean(axis=0)
+        w = w + step / max(back.size, 1)
+    np.testing.assert_allclose(result.final_params, w.ravel(), rtol=1e-4, atol=1e-6)
+    # the same clients drop out whichever method selects them
+    (ocs,) = simulate([RunSpec(OCS(m=n), 6, "ocs")], data, config)
+    for t in range(config.rounds):
+        dropped_u = set(result.selected[t][~returned[t]].tolist())
+        dropped_o = set(ocs.selected[t][~ocs.returned[t]].tolist())
+        assert dropped_u == dropped_o
+
+
+def test_dropout_keeps_scheduler_weights_at_their_total(data: FederatedData) -> None:
+    n = data.n_clients
+    weights = tuple(np.linspace(0.1, 1.5, n))
+    config = SimConfig(rounds=1, batch_size=4, local_lr=0.3, dropout=0.5)
+    (result,) = simulate([RunSpec(FixedWeights(n, weights), 3, "fw")], data, config)
+    back = result.returned[0]
+    w = np.asarray(weights)
+    coef = np.where(back, w * w.sum() / w[back].sum(), 0.0)
+    expected = reference_rounds(data, 3, 1, lr=0.3, batch=4, weights=coef)
+    np.testing.assert_allclose(result.final_params, expected, rtol=1e-4, atol=1e-6)

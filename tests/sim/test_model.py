@@ -8,11 +8,20 @@ import numpy as np
 import pytest
 
 from adcs.sim import LogisticRegression, local_update, to_unit_float
-from adcs.sim.model import PIXEL_SCALE
+from adcs.sim.model import PIXEL_SCALE, Model, SharedInputs
+
+
+def as_matrix(params: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """A flat logistic-regression parameter vector as its (F + 1, C) matrix (matrices pass)."""
+    if params.ndim == 2:
+        return params
+    f = x.shape[-1]
+    return params.reshape(f + 1, params.size // (f + 1))
 
 
 def reference_loss(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
     """Mean softmax cross-entropy in float64, written directly from the definition."""
+    params = as_matrix(params, x)
     f = x.shape[1]
     z = x.astype(np.float64) @ params[:f].astype(np.float64) + params[f].astype(np.float64)
     lse = np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(axis=1)) + z.max(axis=1)
@@ -21,6 +30,7 @@ def reference_loss(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
 
 def reference_sample_grads(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Per-sample gradients (S, F+1, C) in float64: [x_s; 1] ⊗ (softmax(z_s) − e_{y_s})."""
+    params = as_matrix(params, x)
     f = x.shape[1]
     x64 = x.astype(np.float64)
     z = x64 @ params[:f].astype(np.float64) + params[f].astype(np.float64)
@@ -34,8 +44,9 @@ def reference_sample_grads(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> 
 def random_problem(
     seed: int, r: int, b: int, f: int = 6, c: int = 5
 ) -> tuple[LogisticRegression, np.ndarray, np.ndarray, np.ndarray]:
+    """A model, flat parameters (r, dim), inputs (r, b, f) and labels (r, b)."""
     rng = np.random.default_rng(seed)
-    params = rng.normal(0, 0.5, size=(r, f + 1, c)).astype(np.float32)
+    params = rng.normal(0, 0.5, size=(r, (f + 1) * c)).astype(np.float32)
     x = rng.random((r, b, f), dtype=np.float32)
     y = rng.integers(0, c, size=(r, b))
     return LogisticRegression(f, c), params, x, y
@@ -43,7 +54,7 @@ def random_problem(
 
 def test_loss_matches_hand_computation() -> None:
     model = LogisticRegression(n_features=2, n_classes=3)
-    params = np.array([[[0.0, 1.0, 2.0], [5.0, 5.0, 5.0], [0.0, 0.0, 1.0]]], dtype=np.float32)
+    params = np.array([[0.0, 1.0, 2.0, 5.0, 5.0, 5.0, 0.0, 0.0, 1.0]], dtype=np.float32)
     x = np.array([[[1.0, 0.0]]], dtype=np.float32)  # logits z = (0, 1, 2) + (0, 0, 1) = (0, 1, 3)
     loss, _ = model.loss_and_grad(params, x, np.array([[1]]))
     expected = math.log(math.exp(0) + math.exp(1) + math.exp(3)) - 1.0
@@ -55,7 +66,7 @@ def test_gradient_equals_finite_differences() -> None:
     _, grad = model.loss_and_grad(params, x, y)
     eps = 1e-5
     for r in range(params.shape[0]):
-        base = params[r].astype(np.float64)
+        base = as_matrix(params[r], x).astype(np.float64)
         numeric = np.empty_like(base)
         for idx in np.ndindex(base.shape):
             up, down = base.copy(), base.copy()
@@ -64,7 +75,7 @@ def test_gradient_equals_finite_differences() -> None:
             numeric[idx] = (reference_loss(up, x[r], y[r]) - reference_loss(down, x[r], y[r])) / (
                 2 * eps
             )
-        np.testing.assert_allclose(grad[r], numeric, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(grad[r], numeric.ravel(), rtol=1e-4, atol=1e-6)
 
 
 def test_batched_problems_are_independent() -> None:
@@ -89,18 +100,21 @@ def test_shared_forward_and_backward_match_reference() -> None:
     weighted = model.weighted_grads(forward, [2, 0], weights)
     for i, j in enumerate([2, 0]):
         expected = np.einsum("s,sfc->fc", weights[i], per_sample[j])
-        np.testing.assert_allclose(weighted[i], expected, rtol=1e-5, atol=1e-6)
-    grouped = model.group_grads(forward, [1, 2], group_size=4, scale=-0.5)
-    for i, j in enumerate([1, 2]):
-        expected = -0.5 * per_sample[j].reshape(5, 4, 7, 5).mean(axis=1)
-        np.testing.assert_allclose(grouped[i], expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(weighted[i], expected.ravel(), rtol=1e-5, atol=1e-6)
+    for j, blocks in ((1, np.arange(5)), (2, np.array([4, 1]))):  # all blocks, or some
+        grouped = model.block_grads(forward, j, blocks, block_size=4, scale=-0.5)
+        expected = -0.5 * per_sample[j].reshape(5, 4, 7, 5).mean(axis=1)[blocks]
+        np.testing.assert_allclose(grouped, expected.reshape(len(blocks), -1), rtol=1e-5, atol=1e-6)
 
 
-def test_group_grads_rejects_ragged_blocks() -> None:
-    model, params, x3, y3 = random_problem(seed=5, r=1, b=10)
-    forward = model.shared_forward(params, x3[0], y3[0])
-    with pytest.raises(ValueError, match="blocks of 4"):
-        model.group_grads(forward, [0], group_size=4)
+def test_inputs_of_any_shape_with_the_right_size_are_flattened() -> None:
+    model, params, x, y = random_problem(seed=5, r=2, b=6, f=6)
+    loss, grad = model.loss_and_grad(params, x, y)
+    loss_2d, grad_2d = model.loss_and_grad(params, x.reshape(2, 6, 2, 3), y)
+    np.testing.assert_array_equal(loss, loss_2d)
+    np.testing.assert_array_equal(grad, grad_2d)
+    with pytest.raises(ValueError, match="features"):
+        model.loss_and_grad(params, x[..., :5], y)
 
 
 def test_evaluate_counts_argmax_and_matches_loss() -> None:
@@ -108,7 +122,8 @@ def test_evaluate_counts_argmax_and_matches_loss() -> None:
     loss, correct = model.evaluate(params, x3[0], y3[0])
     f = x3.shape[2]
     for j in range(2):
-        z = x3[0].astype(np.float64) @ params[j, :f] + params[j, f]
+        w = as_matrix(params[j], x3[0])
+        z = x3[0].astype(np.float64) @ w[:f] + w[f]
         np.testing.assert_array_equal(correct[j], z.argmax(axis=1) == y3[0])
         assert loss[j].mean() == pytest.approx(reference_loss(params[j], x3[0], y3[0]), rel=1e-5)
 
@@ -126,10 +141,10 @@ def test_local_update_runs_sequential_steps() -> None:
     xb, yb = x.reshape(2, 3, 4, -1), y.reshape(2, 3, 4)  # E = 3 minibatches of B = 4
     update, first_loss = local_update(model, params, xb, yb, local_lr=0.2)
     for r in range(2):
-        w = params[r].astype(np.float64)
+        w = as_matrix(params[r], x).astype(np.float64)
         for e in range(3):
             w = w - 0.2 * reference_sample_grads(w, xb[r, e], yb[r, e]).mean(axis=0)
-        np.testing.assert_allclose(params[r] + update[r], w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(params[r] + update[r], w.ravel(), rtol=1e-5, atol=1e-6)
         assert first_loss[r] == pytest.approx(reference_loss(params[r], xb[r, 0], yb[r, 0]), 1e-5)
 
 
@@ -139,10 +154,15 @@ def test_local_update_rejects_mismatched_shapes() -> None:
         local_update(model, params, x, y, local_lr=0.1)
 
 
+def test_logistic_regression_follows_the_protocol_and_offers_shared_inputs() -> None:
+    model = LogisticRegression()
+    assert isinstance(model, Model) and isinstance(model, SharedInputs)
+
+
 def test_init_params_are_zero_and_sized() -> None:
     model = LogisticRegression()
     params = model.init_params(3)
-    assert params.shape == (3, 785, 10) and params.dtype == np.float32
+    assert params.shape == (3, 7850) and params.dtype == np.float32
     assert model.dim == 7850 and not params.any()
 
 

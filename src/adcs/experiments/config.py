@@ -54,6 +54,14 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler
+from adcs.sim.availability import (
+    AlwaysAvailable,
+    Availability,
+    BernoulliAvailability,
+    CyclicAvailability,
+    TraceAvailability,
+)
+from adcs.sim.engine import SimConfig
 
 __all__ = [
     "OUTPUTS",
@@ -228,6 +236,82 @@ class DataConfig:
         return self.n_clients
 
 
+AVAILABILITY_KINDS = ("always", "bernoulli", "cyclic", "trace")
+_AVAILABILITY_KEYS = {
+    "always": frozenset({"kind"}),
+    "bernoulli": frozenset({"kind", "p"}),
+    "cyclic": frozenset({"kind", "period", "duty", "phase"}),
+    "trace": frozenset({"kind", "path", "repeat"}),
+}
+
+
+@dataclass(frozen=True)
+class AvailabilitySettings:
+    """``[sim.availability]``: which clients can be selected each round (DESIGN §4).
+
+    Attributes
+    ----------
+    kind : {"always", "bernoulli", "cyclic", "trace"}
+        "always" (default): every client every round.
+    p : float in (0, 1]
+        For "bernoulli": each client is available with probability p, independently each round.
+    period : int, duty : float in (0, 1], phase : {"group", "client", "none"}
+        For "cyclic": available while ((t + phase) mod period) < duty · period.
+    path : str, repeat : bool
+        For "trace": a ``.npz`` (bool array ``available``, rounds × clients) or ``.csv``
+        (``round,client`` rows of available pairs); ``repeat`` restarts a trace shorter than
+        the run.
+    """
+
+    kind: str = "always"
+    p: float | None = None
+    period: int | None = None
+    duty: float | None = None
+    phase: str = "group"
+    path: str | None = None
+    repeat: bool = False
+
+    def __post_init__(self) -> None:
+        _choice("sim.availability.kind", self.kind, AVAILABILITY_KINDS)
+        need = {"bernoulli": ("p",), "cyclic": ("period", "duty"), "trace": ("path",)}
+        for key in need.get(self.kind, ()):
+            if getattr(self, key) is None:
+                raise ConfigError(f"sim.availability.{key} is required for kind = {self.kind!r}")
+        if self.p is not None:
+            _float("sim.availability.p", self.p, 0.0, 1.0, low_open=True)
+        if self.period is not None:
+            _int("sim.availability.period", self.period, 1)
+        if self.duty is not None:
+            _float("sim.availability.duty", self.duty, 0.0, 1.0, low_open=True)
+        _choice("sim.availability.phase", self.phase, ("group", "client", "none"))
+        if not isinstance(self.repeat, bool):
+            raise ConfigError(f"sim.availability.repeat must be true or false, got {self.repeat!r}")
+        if self.path is not None and (not isinstance(self.path, str) or not self.path):
+            raise ConfigError(
+                f"sim.availability.path must be a non-empty string, got {self.path!r}"
+            )
+
+    def build(self, n_clients: int) -> Availability:
+        """The simulator's availability model (a trace is read and checked here)."""
+        if self.kind == "bernoulli":
+            assert self.p is not None
+            return BernoulliAvailability(self.p)
+        if self.kind == "cyclic":
+            assert self.period is not None and self.duty is not None
+            return CyclicAvailability(self.period, self.duty, self.phase)  # type: ignore[arg-type]
+        if self.kind == "trace":
+            assert self.path is not None
+            try:
+                return TraceAvailability.load(self.path, n_clients, repeat=self.repeat)
+            except ValueError as exc:
+                raise ConfigError(f"sim.availability: {exc}") from None
+        return AlwaysAvailable()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML table (only the keys of its kind)."""
+        return {k: getattr(self, k) for k in sorted(_AVAILABILITY_KEYS[self.kind])}
+
+
 @dataclass(frozen=True)
 class SimSettings:
     """Simulator settings; mirrors :class:`adcs.sim.engine.SimConfig` (paper defaults, Sec. 6).
@@ -249,6 +333,10 @@ class SimSettings:
     common_minibatches : bool
         Runs of the same seed draw the same client minibatches (common random numbers across
         methods; also faster). ``False``: every run has its own minibatch stream.
+    dropout : float in [0, 1)
+        Probability that a selected client fails to return its update in a round.
+    availability : AvailabilitySettings
+        The ``[sim.availability]`` table.
     """
 
     rounds: int = 20_000
@@ -259,6 +347,8 @@ class SimSettings:
     eval_every: int = 100
     weighting: str = "uniform"
     common_minibatches: bool = True
+    dropout: float = 0.0
+    availability: AvailabilitySettings = AvailabilitySettings()
 
     def __post_init__(self) -> None:
         _int("sim.rounds", self.rounds, 1)
@@ -272,6 +362,21 @@ class SimSettings:
             raise ConfigError(
                 f"sim.common_minibatches must be true or false, got {self.common_minibatches!r}"
             )
+        _float("sim.dropout", self.dropout, 0.0, 1.0)
+        if self.dropout >= 1.0:
+            raise ConfigError(f"sim.dropout must be below 1, got {self.dropout!r}")
+
+    def build(self, n_clients: int) -> SimConfig:
+        """The simulator's configuration."""
+        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        kwargs["availability"] = self.availability.build(n_clients)
+        return SimConfig(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``[sim]`` table (availability as its own sub-table)."""
+        doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        doc["availability"] = self.availability.to_dict()
+        return doc
 
 
 def _freeze(value: Any) -> Any:
@@ -507,8 +612,17 @@ def config_from_dict(
             if key not in raw:
                 raise ConfigError(f"{key} is required")
         data_raw = _table("data", raw.get("data", {}))
-        sim_raw = _table("sim", raw.get("sim", {}))
+        sim_raw = dict(_table("sim", raw.get("sim", {})))
         _no_unknown("sim", sim_raw, _SIM_KEYS)
+        if "availability" in sim_raw:
+            avail = _table("sim.availability", sim_raw["availability"])
+            kind = avail.get("kind", "always")
+            _choice("sim.availability.kind", kind, AVAILABILITY_KINDS)
+            _no_unknown("sim.availability", avail, _AVAILABILITY_KEYS[kind])
+            if isinstance(avail.get("path"), str) and base_dir is not None:
+                trace = Path(avail["path"]).expanduser()
+                avail = {**avail, "path": str(trace if trace.is_absolute() else base_dir / trace)}
+            sim_raw["availability"] = AvailabilitySettings(**avail)
         seeds = raw["seeds"]
         if not isinstance(seeds, list):
             raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")
@@ -580,7 +694,7 @@ def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
         "seeds": list(config.seeds),
         "outputs": list(config.outputs),
         "data": data,
-        "sim": dataclasses.asdict(config.sim),
+        "sim": config.sim.to_dict(),
         "methods": methods,
     }
     return doc

@@ -106,10 +106,14 @@ class RunRecord:
     group_share : ndarray of shape (n_groups,)
         Share of selection slots each group received (Table 1).
     tv_to_uniform : float
-        TV distance of ``group_share`` to uniform.
+        TV distance of ``group_share`` to what uniform selection gives (the groups' real sizes).
     client_updates, loss_evals : int
         Client computations spent (see the simulator's accounting).
     wall_s : float
+    dropped : int
+        Selected clients that dropped out (did not return their update).
+    mean_available : float
+        Mean number of clients available per round.
     """
 
     run_id: str
@@ -128,6 +132,8 @@ class RunRecord:
     client_updates: int
     loss_evals: int
     wall_s: float
+    dropped: int = 0
+    mean_available: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -202,12 +208,6 @@ def t_interval(values: FloatArray, confidence: float = 0.95) -> tuple[FloatArray
     return mean, sem * float(stdtrit(n - 1, 0.5 + confidence / 2.0))
 
 
-def tv_to_uniform(share: FloatArray) -> float:
-    """TV(s, u) = ½ Σ_k |s_k − 1/K| (Sec. 6.3)."""
-    share = np.asarray(share, dtype=np.float64)
-    return 0.5 * float(np.abs(share - 1.0 / share.size).sum())
-
-
 @dataclass(frozen=True, eq=False)
 class SeriesSummary:
     """End-of-training numbers of one series, over its seeds.
@@ -225,7 +225,8 @@ class SeriesSummary:
     group_share : ndarray of shape (n_groups,)
         Mean over seeds of the share of selection slots per group.
     tv : float
-        TV distance of ``group_share`` to uniform.
+        Mean over seeds of each run's TV distance to uniform selection — against its own groups'
+        real sizes (:func:`adcs.sim.metrics.tv_to_uniform`, the one definition).
     client_updates, loss_evals : float
         Mean over seeds.
     tail_rounds : tuple of int
@@ -274,7 +275,7 @@ def summarize(
         avg_half=float(avg_half),
         worst_tail_std=float(worst.std(axis=1).mean()),
         group_share=share,
-        tv=tv_to_uniform(share),
+        tv=float(np.mean([r.tv_to_uniform for r in runs])),
         client_updates=float(np.mean([r.client_updates for r in runs])),
         loss_evals=float(np.mean([r.loss_evals for r in runs])),
         tail_rounds=(int(rounds[-k]), int(rounds[-1])),

@@ -10,6 +10,13 @@ once. :func:`run_experiment` loads and partitions the data, advances the runs in
     runs.csv         one row per run: hyperparameters, final numbers, costs, group shares
     group_share.csv  one row per run × group (tidy form of Table 1's raw numbers)
     client_acc.npz   per-client test accuracy of every run, shape (n_evals, n_clients)
+    selections.npz   who was chosen and who could have been: per run ``selected/<run_id>``
+                     (rounds × m, −1 where fewer were selected) and ``returned/<run_id>`` (same
+                     shape, bool: not dropped); per seed ``n_available/seed<s>`` (rounds,) and,
+                     unless every client is always available, ``available/seed<s>``: the masks
+                     bit-packed along clients (``np.unpackbits(a, axis=1, count=N)``), or, when
+                     too large to keep, nothing — the manifest's availability model and the seed
+                     regenerate them
     summary.json     {"runs": [...]} final numbers per run
     manifest.json    configuration, seeds, versions, git commit, data source and checksums, time
     fig*.png, table1.md/.csv, report.md
@@ -26,6 +33,7 @@ import enum
 import hashlib
 import json
 import logging
+import math
 import os
 import platform
 import shutil
@@ -255,15 +263,17 @@ def _federated_data(
         raise ConfigError(f"{config.source}: data: {exc}") from exc
 
 
-def _runs_per_batch(data: FederatedData) -> int:
+def _runs_per_batch(data: FederatedData, config: SimConfig, m: int) -> int:
     """How many runs fit one batch under :data:`MEMORY_BUDGET_BYTES` (a rough, generous estimate).
 
-    Per run: its weights, all N probed updates and their gradients (N × dim each, float32), and
-    its logits on every client's test data during evaluation.
+    Per run: its weights, the updates of a probe of every client and their gradients
+    (N × dim each, float32, the worst case), its selection records, and its logits on every
+    client's test data during evaluation.
     """
-    dim = (data.n_features + 1) * data.n_classes
+    dim = (int(np.prod(data.input_shape)) + 1) * data.n_classes
     n_test = int(data.test_sizes.sum())
-    per_run = 4 * dim * (3 * data.n_clients + 8) + 8 * n_test * data.n_classes * 3
+    records = 5 * config.rounds * m + 8 * config.eval_rounds.size * data.n_clients
+    per_run = 4 * dim * (3 * data.n_clients + 8) + 8 * n_test * data.n_classes * 3 + records
     return max(1, min(512, MEMORY_BUDGET_BYTES // per_run))
 
 
@@ -272,6 +282,7 @@ def _runs_per_batch(data: FederatedData) -> int:
 
 
 def _record(run: PlannedRun, result: RunResult) -> RunRecord:
+    mean_available = float(np.mean(result.n_available)) if result.n_available.size else math.nan
     return RunRecord(
         run_id=run.run_id,
         variant=run.variant,
@@ -289,6 +300,8 @@ def _record(run: PlannedRun, result: RunResult) -> RunRecord:
         client_updates=int(result.client_updates),
         loss_evals=int(result.loss_evals),
         wall_s=float(result.wall_s),
+        dropped=int(result.dropped),
+        mean_available=mean_available,
     )
 
 
@@ -331,13 +344,13 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
         [
             *_ID_COLUMNS, "variant", "params", "final_round", "final_worst_acc", "final_avg_acc",
             "final_test_loss", "tv_to_uniform", "client_updates", "loss_evals", "wall_s",
-            *(f"share_g{k}" for k in range(n_groups)),
+            *(f"share_g{k}" for k in range(n_groups)), "dropped", "mean_available",
         ],
         (
             [
                 *ids(r), r.variant, json.dumps(r.params, sort_keys=True),
                 *_final(r), r.tv_to_uniform, r.client_updates, r.loss_evals, r.wall_s,
-                *r.group_share,
+                *r.group_share, r.dropped, r.mean_available,
             ]
             for r in records
         ),
@@ -377,6 +390,8 @@ def _summary(records: Sequence[RunRecord], config: ExperimentConfig) -> dict[str
                 "client_updates": r.client_updates,
                 "loss_evals": r.loss_evals,
                 "wall_s": r.wall_s,
+                "dropped": r.dropped,
+                "mean_available": r.mean_available,
             }
         )
     return {"experiment": config.name, "runs": runs}
@@ -496,19 +511,24 @@ def _simulate_all(
     sim_config: SimConfig,
     progress: ProgressFn | None,
     workers: int = 1,
-) -> tuple[list[RunRecord], dict[str, np.ndarray]]:
-    """Advance every planned run; records in plan order, and per-client accuracy by run_id."""
+) -> tuple[list[RunRecord], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Advance every planned run.
+
+    Returns the records in plan order, per-client accuracy by run id, and the arrays of
+    ``selections.npz``.
+    """
     batches: list[tuple[FederatedData, list[PlannedRun]]] = []
     for key, data in fed.items():
         # runs of one seed share minibatches in the simulator: keep them in one batch
         runs = sorted((r for r in plan if key is None or r.seed == key), key=lambda r: r.seed)
-        size = _runs_per_batch(data)
+        size = _runs_per_batch(data, sim_config, max(int(r.scheduler.m) for r in plan))
         for i in range(0, len(runs), size):
             batches.append((data, runs[i : i + size]))
     total = sim_config.rounds * len(batches)
     done = 0
     records: list[RunRecord] = []
     client_acc: dict[str, np.ndarray] = {}
+    selections: dict[str, np.ndarray] = {}
     for data, runs in batches:
         specs = [RunSpec(r.scheduler, r.seed, r.run_id, r.meta()) for r in runs]
         start = done
@@ -522,11 +542,16 @@ def _simulate_all(
         for run, res in zip(runs, results, strict=True):
             records.append(_record(run, res))
             client_acc[run.run_id] = np.asarray(res.client_acc, dtype=np.float32)
+            selections[f"selected/{run.run_id}"] = res.selected
+            selections[f"returned/{run.run_id}"] = res.returned
+            selections.setdefault(f"n_available/seed{run.seed}", res.n_available)
+            if res.available is not None:
+                selections.setdefault(f"available/seed{run.seed}", res.available)
     if progress is not None:
         progress(total, total)
     order = {r.run_id: i for i, r in enumerate(plan)}
     records.sort(key=lambda r: order[r.run_id])
-    return records, client_acc
+    return records, client_acc, selections
 
 
 def run_experiment(
@@ -581,7 +606,7 @@ def run_experiment(
     _check_target(out, overwrite)
     plan = expand_runs(config)
     try:
-        sim_config = SimConfig(**dataclasses.asdict(config.sim))
+        sim_config = config.sim.build(config.data.total_clients)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{config.source}: sim: {exc}") from exc
     if dataset is None:
@@ -593,9 +618,10 @@ def run_experiment(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the results are ordinary files
     try:
-        records, client_acc = _simulate_all(plan, fed, sim_config, progress, workers)
+        records, client_acc, selections = _simulate_all(plan, fed, sim_config, progress, workers)
         _write_tables(tmp, records)
         np.savez_compressed(tmp / "client_acc.npz", **client_acc)  # type: ignore[arg-type]
+        np.savez_compressed(tmp / "selections.npz", **selections)  # type: ignore[arg-type]
         _write_json(tmp / "summary.json", _summary(records, config))
         if "table1" in config.outputs:
             write_table1(tmp, records)
@@ -630,6 +656,7 @@ def run_experiment(
                 "n_groups": first.n_groups,
                 "data_sizes": {str(k): np.asarray(v.data_sizes).tolist() for k, v in fed.items()},
             },
+            "availability": sim_config.availability.describe(),
             "versions": _versions(),
             "git": _git_info(),
             "platform": platform.platform(),
@@ -692,6 +719,8 @@ def load_records(folder: str | Path) -> list[RunRecord]:
                 client_updates=int(row["client_updates"]),
                 loss_evals=int(row["loss_evals"]),
                 wall_s=float(row["wall_s"]),
+                dropped=int(row.get("dropped") or 0),
+                mean_available=float(row.get("mean_available") or "nan"),
             )
         )
     return records

@@ -18,8 +18,9 @@ message type           reply
 =====================  =====================================================================
 
 The local update is :func:`adcs.sim.model.local_update` (E local SGD steps, batch B, rate η_ℓ;
-DESIGN §2), on minibatches drawn by :func:`minibatch_indices` from a generator seeded by
-(``adcs-seed``, round, partition id) alone, so anyone holding the same data can recompute it.
+DESIGN §2), on minibatches drawn by :func:`minibatch_indices`, a pure function of
+(``adcs-seed``, round, partition id) shared with the simulator, so anyone holding the same data can
+recompute it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordD
 from flwr.clientapp import ClientApp
 from numpy.typing import NDArray
 
-from adcs.schedulers.base import check_positive_int
+from adcs import streams
+from adcs._validate import check_int, check_number
 
 if TYPE_CHECKING:
     from adcs.sim.model import Model
@@ -108,11 +110,9 @@ class TrainDefaults:
     local_lr: float = 1e-3
 
     def __post_init__(self) -> None:
-        check_positive_int("local_steps", self.local_steps)
-        check_positive_int("batch_size", self.batch_size)
-        lr = self.local_lr
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < np.inf:
-            raise ValueError(f"local_lr must be a finite number > 0, got {self.local_lr!r}")
+        check_int("local_steps", self.local_steps)
+        check_int("batch_size", self.batch_size)
+        check_number("local_lr", self.local_lr, 0.0, low_open=True)
 
 
 def minibatch_indices(
@@ -125,35 +125,35 @@ def minibatch_indices(
 ) -> NDArray[np.intp]:
     """The minibatches a client trains on in one round, as indices into its training data.
 
-    Each of the E steps draws B distinct examples (with replacement only when the client holds
-    fewer than B). The generator is seeded by (seed, round, partition id) alone, so the draw does
-    not depend on which node, process or order computes it.
+    The simulator's own draw (:func:`adcs.streams.minibatch_indices` for the stream of ``seed``,
+    at simulator round t = server_round − 1): E·B distinct examples (whole shuffles back to back
+    when the client holds fewer), a pure function of (seed, round, partition id), so a Flower run
+    and an ``adcs.sim`` run of the same seed train every client on the same rows.
 
     Returns
     -------
     ndarray of shape (local_steps, batch_size)
     """
-    if min(seed, server_round, partition_id) < 0:
-        raise ValueError("seed, server_round and partition_id must be >= 0")
-    rng = np.random.default_rng([seed, server_round, partition_id])
-    replace = n_examples < batch_size
-    rows = [rng.choice(n_examples, size=batch_size, replace=replace) for _ in range(local_steps)]
-    return np.asarray(rows, dtype=np.intp).reshape(local_steps, batch_size)
+    check_int("server_round", server_round, minimum=1)
+    rows = streams.minibatch_indices(
+        streams.stream_key(seed),
+        [check_int("partition_id", partition_id, minimum=0)],
+        server_round - 1,
+        [check_int("n_examples", n_examples)],
+        local_steps,
+        batch_size,
+    )
+    return rows[0].astype(np.intp)
 
 
 def _int_config(
     config: Mapping[str, Any], key: str, default: int | None = None, minimum: int = 0
 ) -> int:
-    value = config.get(key, default)
-    check_positive_int(f"config[{key!r}]", value, minimum=minimum)
-    return int(value)
+    return check_int(f"config[{key!r}]", config.get(key, default), minimum=minimum)
 
 
 def _float_config(config: Mapping[str, Any], key: str, default: float) -> float:
-    value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        raise ValueError(f"config[{key!r}] must be a finite number, got {value!r}")
-    return float(value)
+    return check_number(f"config[{key!r}]", config.get(key, default))
 
 
 def partition_id_of(context: Context) -> int:

@@ -47,6 +47,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 from numpy.typing import NDArray
 
+from adcs._validate import check_int
 from adcs.flower.client import (
     ACCURACY,
     ARRAYS_KEY,
@@ -60,6 +61,7 @@ from adcs.flower.client import (
     SEED,
     SERVER_ROUND,
 )
+from adcs.rounds import aggregation_weights, check_selection
 from adcs.schedulers.base import (
     BoolArray,
     ClientStats,
@@ -69,7 +71,6 @@ from adcs.schedulers.base import (
     ProbeKind,
     Scheduler,
     Selection,
-    check_positive_int,
 )
 
 logger = logging.getLogger(__name__)
@@ -113,14 +114,14 @@ class ServerSettings:
     evaluate_every: int = 0
 
     def __post_init__(self) -> None:
-        check_positive_int("n_clients", self.n_clients)
+        check_int("n_clients", self.n_clients)
         if not (isinstance(self.server_lr, (int, float)) and 0 < self.server_lr < math.inf):
             raise ValueError(f"server_lr must be a finite number > 0, got {self.server_lr!r}")
         if self.weighting not in ("uniform", "data_size"):
             raise ValueError(f"weighting must be 'uniform' or 'data_size', got {self.weighting!r}")
-        check_positive_int("seed", self.seed, minimum=0)
+        check_int("seed", self.seed, minimum=0)
         if self.wait_for_clients is not None:
-            check_positive_int("wait_for_clients", self.wait_for_clients)
+            check_int("wait_for_clients", self.wait_for_clients)
             if self.wait_for_clients > self.n_clients:
                 raise ValueError(
                     f"wait_for_clients must be in [1, n_clients={self.n_clients}], "
@@ -130,7 +131,7 @@ class ServerSettings:
             raise ValueError(
                 f"connect_timeout_s must be a number >= 0, got {self.connect_timeout_s!r}"
             )
-        check_positive_int("evaluate_every", self.evaluate_every, minimum=0)
+        check_int("evaluate_every", self.evaluate_every, minimum=0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -340,22 +341,11 @@ class SchedulerStrategy(FedAvg):
         if probe.kind is ProbeKind.LOSSES:
             stats = self._probe_losses(rnd, probed)
         rnd.selection, self._state = self.scheduler.select(self._state, t, stats, self._rng)
-        self._check_selection(rnd.selection)
+        self._check_selection(rnd.selection, stats.available)
         return self._train_messages(rnd, rnd.selection.clients)
 
-    def _check_selection(self, selection: Selection) -> None:
-        clients = np.asarray(selection.clients)
-        n = self.settings.n_clients
-        if (
-            clients.ndim != 1
-            or not np.issubdtype(clients.dtype, np.integer)
-            or np.unique(clients).size != clients.size
-            or (clients.size and (clients.min() < 0 or clients.max() >= n))
-        ):
-            raise ValueError(
-                f"{self.scheduler!r} returned an invalid selection {clients!r}: expected "
-                f"distinct client indices in [0, {n})"
-            )
+    def _check_selection(self, selection: Selection, available: BoolArray) -> None:
+        check_selection(selection.clients, available, self.scheduler.m, who=repr(self.scheduler))
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -369,7 +359,7 @@ class SchedulerStrategy(FedAvg):
         if rnd.selection is None:
             stats = self._update_stats(rnd, valid)
             rnd.selection, self._state = self.scheduler.select(self._state, t, stats, self._rng)
-            self._check_selection(rnd.selection)
+            self._check_selection(rnd.selection, stats.available)
             missing = [int(c) for c in rnd.selection.clients if int(c) not in rnd.sent_train]
             if missing:  # selected without having been probed: train them now
                 assert self._grid is not None
@@ -420,32 +410,38 @@ class SchedulerStrategy(FedAvg):
     def _weights(
         self, selection: Selection, valid: Mapping[int, _Valid], aggregated: list[int]
     ) -> tuple[NDArray[np.float64], float]:
-        """Weights for FedAvg's normalised average, and the factor undoing the normalisation."""
-        if selection.weights is not None:  # Σ_i weights_i Δ_i, over the clients that delivered
-            given = dict(zip((int(c) for c in selection.clients), selection.weights, strict=True))
-            w = np.asarray([given[c] for c in aggregated], dtype=np.float64)
-            total = float(w.sum())
-            if not np.isfinite(w).all() or total <= 0:
-                raise ValueError(f"the scheduler's aggregation weights are unusable: {w}")
-            return w, total
-        if self.settings.weighting == "data_size":
-            w = np.asarray([valid[c].num_examples for c in aggregated], dtype=np.float64)
-            if w.sum() > 0:
-                return w, 1.0
-            logger.warning("selected clients report no examples; averaging uniformly")
-        return np.ones(len(aggregated)), 1.0
+        """Weights for FedAvg's normalised average, and the factor undoing the normalisation.
+
+        The coefficients are :func:`adcs.rounds.aggregation_weights`, the simulator's rule.
+        """
+        clients = np.asarray(selection.clients, dtype=np.intp)
+        returned = np.isin(clients, aggregated)
+        base = None
+        if selection.weights is None and self.settings.weighting == "data_size":
+            base = np.zeros(self.settings.n_clients)
+            for c in aggregated:
+                base[c] = valid[c].num_examples
+            if base.sum() <= 0:
+                logger.warning("selected clients report no examples; averaging uniformly")
+                base = None
+        coef = aggregation_weights(
+            clients, returned, scheduler_weights=selection.weights, base=base
+        )
+        given = dict(zip(clients.tolist(), coef, strict=True))
+        w = np.asarray([given[c] for c in aggregated], dtype=np.float64)
+        return w, float(w.sum())
 
     def _observe(self, t: int, selection: Selection, valid: Mapping[int, _Valid]) -> None:
-        clients = np.asarray(selection.clients, dtype=np.intp)
+        """``observe`` with the selected clients that delivered (as the simulator does)."""
         assert self._global is not None
         dim = sum(int(np.prod(a.shape)) for a in self._global.values())
-        updates = np.full((clients.size, dim), np.nan)
-        losses = np.full(clients.size, np.nan)
+        clients = np.asarray([c for c in selection.clients if int(c) in valid], dtype=np.intp)
+        updates = np.empty((clients.size, dim))
+        losses = np.empty(clients.size)
         for i, c in enumerate(clients):
-            got = valid.get(int(c))
-            if got is not None:
-                assert got.flat is not None
-                updates[i], losses[i] = got.flat, got.loss
+            got = valid[int(c)]
+            assert got.flat is not None
+            updates[i], losses[i] = got.flat, got.loss
         self._state = self.scheduler.observe(self._state, t, clients, updates, losses)
 
     def _record(self, rnd: _Round, valid: Mapping[int, _Valid], aggregated: list[int]) -> None:
@@ -513,30 +509,33 @@ class SchedulerStrategy(FedAvg):
                 rnd.failed.setdefault(int(c), "no valid loss-probe reply")
         rnd.loss_evals = int(probed.sum())
         available = self._exclude_failed(rnd.available, probed, clients)
-        return ClientStats(available=available, probed=probed, losses=losses)
+        got = np.flatnonzero(probed)
+        return ClientStats(available=available, clients=got, losses=losses[got])
 
     def _update_stats(self, rnd: _Round, valid: Mapping[int, _Valid]) -> ClientStats:
         assert self._global is not None
         n = self.settings.n_clients
         dim = sum(int(np.prod(a.shape)) for a in self._global.values())
-        updates = np.zeros((n, dim))
-        losses = np.full(n, np.nan)
-        probed = np.zeros(n, dtype=bool)
-        for c, got in valid.items():
+        clients = np.asarray(sorted(valid), dtype=np.intp)
+        updates = np.zeros((clients.size, dim))
+        losses = np.full(clients.size, np.nan)
+        for i, c in enumerate(clients):
+            got = valid[int(c)]
             assert got.flat is not None
-            updates[c], losses[c], probed[c] = got.flat, got.loss, True
+            updates[i], losses[i] = got.flat, got.loss
+        probed = np.zeros(n, dtype=bool)
+        probed[clients] = True
         for c in rnd.probed:
             if not probed[c]:
                 rnd.failed.setdefault(int(c), "no reply")
         available = self._exclude_failed(rnd.available, probed, rnd.probed)
-        return ClientStats(available=available, probed=probed, losses=losses, updates=updates)
+        return ClientStats(available=available, clients=clients, losses=losses, updates=updates)
 
     def _exclude_failed(self, available: BoolArray, ok: BoolArray, asked: IntArray) -> BoolArray:
-        """Clients whose probe just failed are not selectable, unless that leaves fewer than m."""
+        """Clients whose probe just failed are not selectable this round."""
         failed = np.zeros_like(available)
         failed[asked] = ~ok[asked]
-        narrowed = available & ~failed
-        return narrowed if narrowed.sum() >= self.scheduler.m else available
+        return available & ~failed
 
     def _collect_updates(self, rnd: _Round, replies: Iterable[Message]) -> dict[int, _Valid]:
         valid: dict[int, _Valid] = {}
@@ -624,9 +623,14 @@ class SchedulerStrategy(FedAvg):
     # ------------------------------------------------------------------ nodes
 
     def _wait_for_clients(self, first: bool) -> BoolArray:
-        """Map new nodes, then return the availability mask once enough clients are live."""
+        """Map new nodes, then return the availability mask once enough clients are live.
+
+        The first round waits for ``wait_for_clients`` (at least m); later rounds go on with
+        whoever is connected (all of them are selected when fewer than m are, the rule of
+        :mod:`adcs.rounds`) and wait only while no client is.
+        """
         n, m = self.settings.n_clients, self.scheduler.m
-        need = (self.settings.wait_for_clients or n) if first else m
+        need = (self.settings.wait_for_clients or n) if first else 1
         deadline = time.monotonic() + self.settings.connect_timeout_s
         while True:
             available = self._refresh_nodes()
@@ -634,7 +638,7 @@ class SchedulerStrategy(FedAvg):
             if count >= need:
                 return available
             if time.monotonic() >= deadline:
-                if count >= m:
+                if count >= min(m, need):
                     logger.warning("only %d of %d clients connected; starting anyway", count, need)
                     return available
                 raise RuntimeError(

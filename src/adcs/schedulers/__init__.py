@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from adcs.schedulers.adcs import ADCS, ADCSState, Quality, alpha_of
+from adcs.dpp import alpha_of
+from adcs.schedulers.adcs import ADCS, ADCSState, Quality
 from adcs.schedulers.base import (
     NO_PROBE,
     ClientStats,

@@ -7,7 +7,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from adcs.dpp import greedy_map
+from adcs._validate import check_int
+from adcs.dpp import gram_matrix, greedy_map, greedy_map_features, unit_gram, unit_rows
 from adcs.schedulers.base import (
     NO_PROBE,
     BoolArray,
@@ -16,7 +17,6 @@ from adcs.schedulers.base import (
     IntArray,
     Probe,
     ProbeKind,
-    check_positive_int,
 )
 
 
@@ -44,7 +44,7 @@ class SchedulerBase(Generic[StateT]):
     m: int
 
     def __post_init__(self) -> None:
-        check_positive_int("m", self.m)
+        check_int("m", self.m)
 
     @property
     def observes_updates(self) -> bool:
@@ -52,7 +52,7 @@ class SchedulerBase(Generic[StateT]):
         return False
 
     def _check_init(self, n_clients: int, data_sizes: FloatArray | None) -> FloatArray | None:
-        check_positive_int("n_clients", n_clients)
+        check_int("n_clients", n_clients)
         if n_clients < self.m:
             raise ValueError(f"n_clients={n_clients} is smaller than m={self.m}")
         if data_sizes is None:
@@ -82,70 +82,86 @@ UPDATES_OF_ALL = Probe(ProbeKind.UPDATES)
 KERNEL_RTOL = 1e-5
 """Residual (squared sine of the angle to the span of the clients already chosen) below which a
 client's update direction counts as dependent; float32 Gram matrices are accurate to about 1e-6."""
+DENSE_KERNEL_MAX = 4096
+"""Up to this many pool clients a scheduler keeps the dense kernel (n × n float64, ≤ 134 MB);
+beyond it, the unit features and :func:`adcs.dpp.greedy_map_features` (the same picks)."""
 
 
 def probed_updates(stats: ClientStats) -> tuple[FloatArray, BoolArray]:
-    """The updates matrix (n_clients, dim) and which rows are usable (available, probed, finite)."""
+    """The probed updates (n_probed, dim) and which of them are usable (available, finite)."""
     if stats.updates is None:
         raise ValueError("this scheduler needs probed client updates but stats.updates is None")
     updates = np.asarray(stats.updates)
-    if updates.ndim != 2 or updates.shape[0] != stats.n_clients:
+    if updates.ndim != 2 or updates.shape[0] != stats.n_probed:
         raise ValueError(
-            f"stats.updates must have shape ({stats.n_clients}, dim), got {updates.shape}"
+            f"stats.updates must have shape ({stats.n_probed}, dim), got {updates.shape}"
         )
     return updates, stats.usable()
 
 
-def fill_from(order: IntArray, available: BoolArray, m: int) -> IntArray:
-    """First ``m`` available entries of ``order``, topped up with other available clients by index.
+def fill_from(order: IntArray, available: BoolArray, k: int) -> IntArray:
+    """The first ``k`` available clients of ``order``, topped up with other available clients.
 
     Clients without usable statistics (not probed, NaN) are never preferred, but they keep a
-    selection at exactly ``m`` when too few clients have statistics.
+    selection at exactly ``k`` when too few clients have statistics; the top-up goes by index.
     """
-    picked = [int(i) for i in order if available[i]][:m]
-    if len(picked) < m:
-        taken = set(picked)
-        picked += [int(i) for i in np.flatnonzero(available) if i not in taken][: m - len(picked)]
-    return np.asarray(picked, dtype=np.intp)
+    order = np.asarray(order, dtype=np.intp)
+    picked = order[available[order]][:k]
+    if picked.size < k:
+        rest = available.copy()
+        rest[picked] = False
+        picked = np.concatenate([picked, np.flatnonzero(rest)[: k - picked.size]])
+    return picked.astype(np.intp)
 
 
-def gram_matrix(updates: FloatArray, usable: BoolArray) -> FloatArray:
-    """G = U Uᵀ of the usable updates, returned in float64, shape (n_clients, n_clients).
+@dataclass(frozen=True, eq=False)
+class Pool:
+    """Clients with a usable probed update, and their diversity kernel C = ΦᵀΦ (eq. 5).
 
-    The product runs in the updates' own precision (float32 updates: float32, no copy). Rows and
-    columns of unusable clients (not probed, non-finite) are zero, so they carry no direction; a
-    non-finite update only spoils its own row and column. Every kernel a scheduler needs (C of
-    eq. 5, norms, distances) follows from G, computed once per probe.
+    Attributes
+    ----------
+    clients : ndarray of shape (n,), int
+        The pool's clients, ascending.
+    kernel : ndarray of shape (n, n) or None
+        C, kept while the pool is small (n ≤ :data:`DENSE_KERNEL_MAX`).
+    features : ndarray of shape (n, dim), float32, or None
+        The unit updates φ, kept instead of the kernel for larger pools (no n × n array).
     """
-    u = np.asarray(updates)
-    if u.dtype not in (np.float32, np.float64):
-        u = u.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        gram = (u @ u.T).astype(np.float64)
-    gram[~usable] = 0.0
-    gram[:, ~usable] = 0.0
-    return gram
 
+    clients: IntArray
+    kernel: FloatArray | None
+    features: FloatArray | None
 
-def unit_gram(gram: FloatArray) -> FloatArray:
-    """C_ij = G_ij / (‖g_i‖‖g_j‖) = φ_iᵀφ_j (eq. 5); rows of zero updates stay zero."""
-    norms = np.sqrt(np.maximum(np.diag(gram), 0.0))
-    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    c = gram * inv[:, None] * inv[None, :]
-    np.fill_diagonal(c, (norms > 0).astype(np.float64))
-    return c
+    @classmethod
+    def from_updates(cls, clients: IntArray, updates: FloatArray) -> Pool:
+        """The pool of these clients (rows of ``updates``, all finite)."""
+        phi = unit_rows(updates)
+        dense = phi.shape[0] <= DENSE_KERNEL_MAX
+        kernel = unit_gram(gram_matrix(phi)) if dense else None
+        return cls(np.asarray(clients, dtype=np.intp), kernel, None if dense else phi)
 
+    @property
+    def size(self) -> int:
+        return int(self.clients.shape[0])
 
-def map_subset(
-    kernel: FloatArray, log_weights: FloatArray, eligible: BoolArray, m: int
-) -> IntArray:
-    """Greedy MAP over the eligible clients of ``kernel`` (shape (n, n)), as global indices.
+    def greedy_map(self, log_weights: FloatArray, eligible: BoolArray, k: int) -> IntArray:
+        """Greedy MAP of min(k, n_eligible) eligible pool clients, as client indices.
 
-    Returns all eligible clients (in greedy order) when fewer than ``m`` are eligible.
-    """
-    idx = np.flatnonzero(eligible)
-    k = min(m, idx.size)
-    if k == 0:
-        return np.empty(0, dtype=np.intp)
-    sub = kernel[np.ix_(idx, idx)]
-    return idx[greedy_map(sub, k, log_weights[idx], rtol=KERNEL_RTOL)].astype(np.intp)
+        ``log_weights`` and ``eligible`` are over the pool, shape (n,).
+        """
+        idx = np.flatnonzero(eligible)
+        k = min(k, idx.size)
+        if k == 0:
+            return np.empty(0, dtype=np.intp)
+        if self.kernel is not None:
+            sub = self.kernel[np.ix_(idx, idx)]
+            picks = greedy_map(sub, k, log_weights[idx], rtol=KERNEL_RTOL)
+        else:
+            assert self.features is not None
+            f = self.features[idx]
+            # the rows are unit vectors up to float32 rounding; remove that rounding from the
+            # weights (the features path adds 2 log ‖f‖) so that ties break as on the kernel
+            norms = np.linalg.norm(f.astype(np.float64), axis=1)
+            w = log_weights[idx] - 2.0 * np.log(np.where(norms > 0, norms, 1.0))
+            picks = greedy_map_features(f, k, w, rtol=KERNEL_RTOL)
+        return self.clients[idx[picks]].astype(np.intp)

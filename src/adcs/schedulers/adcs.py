@@ -10,20 +10,19 @@ deterministic, the selection — is unchanged.
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from adcs._validate import check_int, check_unit_interval
+from adcs.dpp import alpha_of
 from adcs.schedulers._common import (
     UPDATES_OF_ALL,
     BasicState,
+    Pool,
     SchedulerBase,
     fill_from,
-    gram_matrix,
-    map_subset,
     probed_updates,
-    unit_gram,
 )
 from adcs.schedulers.base import (
     NO_PROBE,
@@ -34,8 +33,6 @@ from adcs.schedulers.base import (
     Probe,
     Selection,
     check_available,
-    check_positive_int,
-    check_unit_interval,
     top_m,
 )
 
@@ -49,34 +46,27 @@ class Quality(enum.Enum):
     """Norm of the probed update ‖g_n‖."""
 
 
-def alpha_of(theta: float) -> float:
-    """α = θ / (2(1 − θ)) (eq. 7); +inf at θ = 1."""
-    return math.inf if theta >= 1.0 else theta / (2.0 * (1.0 - theta))
-
-
 @dataclass(frozen=True, eq=False)
 class ADCSState(BasicState):
-    """Per-run ADCS state.
+    """Per-run ADCS state (everything is over the *pool*: the clients usable at the last refresh).
 
     Attributes
     ----------
-    kernel : ndarray of shape (n_clients, n_clients) or None
-        C = ΦᵀΦ of the last refresh (eq. 5; zero rows for clients without a usable update).
-    quality : ndarray of shape (n_clients,) or None
-        q_n of the last refresh (NaN for clients without one).
-    usable : ndarray of bool, shape (n_clients,) or None
-        Clients that had a finite update and quality at the last refresh.
+    pool : Pool or None
+        Clients that had a finite update and quality at the last refresh, with their kernel C
+        (eq. 5).
+    quality : ndarray of shape (n_pool,) or None
+        q_n of the last refresh.
     refreshed_at : int
         Round of the last refresh (−1 before the first).
-    selection : ndarray of shape (m,) or None
-        The MAP subset of the current kernel when every client was available.
+    order : ndarray of shape (min(m, n_pool),) or None
+        Greedy MAP order over the whole pool: the selection whenever all of it is available.
     """
 
-    kernel: FloatArray | None = None
+    pool: Pool | None = None
     quality: FloatArray | None = None
-    usable: BoolArray | None = None
     refreshed_at: int = -1
-    selection: IntArray | None = None
+    order: IntArray | None = None
 
 
 @dataclass(frozen=True)
@@ -101,8 +91,9 @@ class ADCS(SchedulerBase[ADCSState]):
     Notes
     -----
     Clients whose probed update or quality is missing or non-finite are left out of the kernel and
-    chosen only to keep exactly ``m``. A zero update has no direction: it enters the DPP with zero
-    weight, so it is chosen only after every client with a direction is exhausted.
+    chosen only to keep the selection full. A zero update has no direction: it enters the DPP with
+    zero weight, so it is chosen only after every client with a direction is exhausted. The kernel
+    is built from the unit updates, so updates of any finite scale are safe.
     """
 
     theta: float = 0.8
@@ -114,7 +105,7 @@ class ADCS(SchedulerBase[ADCSState]):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_unit_interval("theta", self.theta)
-        check_positive_int("refresh_every", self.refresh_every)
+        check_int("refresh_every", self.refresh_every)
         if not isinstance(self.quality, Quality):
             raise ValueError(
                 f"quality must be a Quality ({[q.value for q in Quality]}), got {self.quality!r}"
@@ -144,57 +135,55 @@ class ADCS(SchedulerBase[ADCSState]):
         return ADCSState(n_clients, sizes)
 
     def _due(self, state: ADCSState, round_idx: int) -> bool:
-        return state.kernel is None or round_idx - state.refreshed_at >= self.refresh_every
+        return state.pool is None or round_idx - state.refreshed_at >= self.refresh_every
 
     def probe(
         self, state: ADCSState, round_idx: int, available: BoolArray, rng: np.random.Generator
     ) -> Probe:
         return UPDATES_OF_ALL if self._due(state, round_idx) else NO_PROBE
 
-    def quality_scores(self, stats: ClientStats, gram: FloatArray) -> FloatArray:
-        """q_n for every client, shape (n_clients,) (NaN where unknown), given G = U Uᵀ."""
-        usable = stats.usable()
+    def quality_scores(self, stats: ClientStats) -> FloatArray:
+        """q_n of every probed client, shape (n_probed,) (NaN where unknown)."""
         if self.quality is Quality.LOSS:
             if stats.losses is None:
                 raise ValueError("ADCS with quality=LOSS needs the probe's losses (stats.losses)")
-            q_learn = np.asarray(stats.losses, dtype=np.float64)
+            q = np.asarray(stats.losses, dtype=np.float64)
         else:
-            q_learn = np.sqrt(np.maximum(np.diag(gram), 0.0))  # ‖g_n‖
-        q = np.where(usable, q_learn, np.nan)
+            updates, _ = probed_updates(stats)
+            with np.errstate(invalid="ignore", over="ignore"):
+                q = np.linalg.norm(np.asarray(updates, dtype=np.float64), axis=1)  # ‖g_n‖
         if self.comm_score is not None:
-            q = (1.0 - self.gamma) * q + self.gamma * np.asarray(self.comm_score)
+            q = (1.0 - self.gamma) * q + self.gamma * np.asarray(self.comm_score)[stats.clients]
         return q
 
-    def _choose(self, state: ADCSState, available: BoolArray) -> IntArray:
-        assert state.kernel is not None and state.quality is not None
-        assert state.usable is not None
-        eligible = state.usable & available
+    def _refresh(self, state: ADCSState, round_idx: int, stats: ClientStats) -> ADCSState:
+        updates, usable = probed_updates(stats)
+        quality = self.quality_scores(stats)
+        usable = usable & np.isfinite(quality)
+        pool = Pool.from_updates(stats.clients[usable], updates[usable])
+        state = replace(
+            state, pool=pool, quality=quality[usable], refreshed_at=round_idx, order=None
+        )
+        return replace(state, order=self._map(state, np.ones(pool.size, dtype=bool)))
+
+    def _map(self, state: ADCSState, eligible: BoolArray) -> IntArray:
+        """The greedy MAP (or top-m at θ = 1) over the eligible pool positions, as client indices."""
+        assert state.pool is not None and state.quality is not None
         if self.theta >= 1.0:
-            return top_m(np.where(eligible, state.quality, np.nan), self.m, available)
+            scores = np.where(eligible, state.quality, np.nan)
+            return state.pool.clients[top_m(scores, min(self.m, int(eligible.sum())))]
         log_weights = np.where(eligible, 2.0 * self.alpha * state.quality, 0.0)
-        order = map_subset(state.kernel, log_weights, eligible, self.m)
-        return fill_from(order, available, self.m)
+        return state.pool.greedy_map(log_weights, eligible, self.m)
 
     def select(
         self, state: ADCSState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, ADCSState]:
-        available = check_available(stats.available, state.n_clients, self.m)
+        available, k = check_available(stats.available, state.n_clients, self.m)
         if self._due(state, round_idx):
-            updates, usable = probed_updates(stats)
-            gram = gram_matrix(updates, usable)
-            quality = self.quality_scores(stats, gram)
-            usable = usable & np.isfinite(quality)
-            state = replace(
-                state,
-                kernel=unit_gram(np.where(np.outer(usable, usable), gram, 0.0)),
-                quality=quality,
-                usable=usable,
-                refreshed_at=round_idx,
-                selection=None,
-            )
-        if state.selection is not None and available[state.selection].all():
-            return Selection(state.selection.copy()), state
-        chosen = self._choose(state, available)
-        if available.all():
-            state = replace(state, selection=chosen)
-        return Selection(chosen.copy()), state
+            state = self._refresh(state, round_idx, stats)
+        assert state.pool is not None and state.order is not None
+        order = state.order
+        # The MAP over the whole pool is also the MAP over any available part that contains it.
+        if order.size < k or not available[order].all():
+            order = self._map(state, available[state.pool.clients])
+        return Selection(fill_from(order, available, k)), state

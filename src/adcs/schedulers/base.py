@@ -13,19 +13,25 @@ one scheduler object can drive many independent runs at once. One round is:
    then calls ``state = scheduler.observe(state, round_idx, selection.clients, updates, losses)``
    with the selected clients' updates (most methods ignore it).
 
-A scheduler may declare ``observes_updates = False`` (the built-in ones do, except DivFL's stale
-form) to tell runtimes that :meth:`Scheduler.observe` does not need individual updates, so rounds
-without a probe can skip computing them; runtimes assume ``True`` when it is absent.
+A scheduler declares ``observes_updates``: ``False`` (every built-in one but DivFL's stale form)
+tells runtimes that :meth:`Scheduler.observe` does not need individual updates, so rounds without
+a probe can skip computing them. ``observe`` receives the selected clients that returned their
+update (a dropped client is not observed).
+
+When fewer than ``m`` clients are available, ``select`` returns all of them (none when none is):
+exactly min(m, available) distinct available clients, the contract of :mod:`adcs.rounds`.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
+
+from adcs.rounds import n_to_select
 
 FloatArray = NDArray[np.floating[Any]]
 IntArray = NDArray[np.intp]
@@ -85,22 +91,26 @@ NO_PROBE = Probe(ProbeKind.NONE)
 
 @dataclass(frozen=True, eq=False)
 class ClientStats:
-    """What the runtime gathered for one round, on every client axis of length ``n_clients``.
+    """What the runtime gathered for one round: the availability mask and the probed clients' data.
+
+    Statistics are held for the probed clients only, so a round costs O(n_probed · dim) memory,
+    never O(n_clients · dim).
 
     Attributes
     ----------
     available : ndarray of bool, shape (n_clients,)
         Which clients can be selected this round.
-    probed : ndarray of bool, shape (n_clients,)
-        Which clients' statistics below are valid.
-    losses : ndarray of shape (n_clients,) or None
-        Probed losses (quality q_n); entries of unprobed clients are NaN.
-    updates : ndarray of shape (n_clients, dim) or None
-        Probed local updates Δ_n = w_n^{(t,E)} − w⁽ᵗ⁾; rows of unprobed clients are ignored.
+    clients : ndarray of shape (n_probed,), int
+        The probed clients, distinct and ascending. Row i of ``losses`` and ``updates`` is client
+        ``clients[i]``.
+    losses : ndarray of shape (n_probed,) or None
+        Probed losses (quality q_n); NaN where a client's probe failed.
+    updates : ndarray of shape (n_probed, dim) or None
+        Probed local updates Δ_n = w_n^{(t,E)} − w⁽ᵗ⁾; non-finite rows where a probe failed.
     """
 
     available: BoolArray
-    probed: BoolArray
+    clients: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.intp))
     losses: FloatArray | None = None
     updates: FloatArray | None = None
 
@@ -108,20 +118,24 @@ class ClientStats:
     def n_clients(self) -> int:
         return int(self.available.shape[0])
 
+    @property
+    def n_probed(self) -> int:
+        return int(self.clients.shape[0])
+
     @staticmethod
     def blind(available: BoolArray) -> ClientStats:
         """Statistics of a round in which nothing was probed."""
-        available = np.asarray(available, dtype=bool)
-        return ClientStats(available=available, probed=np.zeros_like(available))
+        return ClientStats(available=np.asarray(available, dtype=bool))
 
     def usable(self) -> BoolArray:
-        """Available clients whose probed statistics are all finite, shape (n_clients,)."""
-        ok = self.available & self.probed
+        """Probed clients that are available and whose statistics are all finite, shape (n_probed,)."""
+        ok = self.available[self.clients]
         if self.losses is not None:
             ok = ok & np.isfinite(self.losses)
         if self.updates is not None:
-            ok = ok & np.isfinite(self.updates).all(axis=1)
-        return ok
+            with np.errstate(invalid="ignore", over="ignore"):
+                ok = ok & np.isfinite(self.updates).all(axis=1)
+        return np.asarray(ok, dtype=bool)
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,6 +165,14 @@ class Scheduler(Protocol):
         """Clients selected per round."""
         ...
 
+    @property
+    def observes_updates(self) -> bool:
+        """Whether :meth:`observe` needs the selected clients' individual updates.
+
+        ``False`` lets a runtime skip computing them in rounds without an update probe.
+        """
+        ...
+
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> Any:
         """Fresh per-run state for ``n_clients`` clients (``data_sizes`` of shape (n_clients,))."""
         ...
@@ -164,7 +186,7 @@ class Scheduler(Protocol):
     def select(
         self, state: Any, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, Any]:
-        """Exactly ``m`` distinct available clients, and the new state."""
+        """Exactly min(m, available) distinct available clients, and the new state."""
         ...
 
     def observe(
@@ -179,44 +201,23 @@ class Scheduler(Protocol):
         ...
 
 
-def check_positive_int(name: str, value: int, minimum: int = 1) -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``value`` is an int ≥ ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def check_unit_interval(name: str, value: float) -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``0 <= value <= 1``."""
-    if not isinstance(value, (int, float, np.floating)) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-
-
-def check_available(available: BoolArray, n_clients: int, m: int) -> BoolArray:
-    """Validate an availability mask and that at least ``m`` clients are available."""
+def check_available(available: BoolArray, n_clients: int, m: int) -> tuple[BoolArray, int]:
+    """Validate an availability mask; return it and the number of clients to select, min(m, #available)."""
     available = np.asarray(available)
     if available.shape != (n_clients,) or available.dtype != np.bool_:
         raise ValueError(
             f"available must be a bool array of shape ({n_clients},), "
             f"got {available.dtype} array of shape {available.shape}"
         )
-    n_avail = int(available.sum())
-    if n_avail < m:
-        raise ValueError(f"only {n_avail} clients are available but m={m} must be selected")
-    return available
+    return available, n_to_select(m, available)
 
 
-def top_m(scores: FloatArray, m: int, eligible: BoolArray) -> IntArray:
-    """The ``m`` eligible indices with the largest scores, best first.
+def top_m(scores: FloatArray, m: int) -> IntArray:
+    """Positions of the ``m`` largest scores, best first (all of them when fewer than ``m``).
 
-    Ties go to the lowest index; NaN scores rank below every number. Raises ``ValueError`` if fewer
-    than ``m`` indices are eligible.
+    Ties go to the lowest position; NaN scores rank below every number, −inf included.
     """
-    eligible = np.asarray(eligible, dtype=bool)
-    if int(eligible.sum()) < m:
-        raise ValueError(f"only {int(eligible.sum())} clients are eligible but m={m} are needed")
-    key = np.where(np.isnan(scores), -np.inf, scores).astype(np.float64)
-    idx = np.flatnonzero(eligible)
-    # lexsort sorts by the last key first: descending score, then ascending index
-    order = np.lexsort((idx, -key[idx]))
-    nan_last = np.argsort(np.isnan(scores[idx][order]), kind="stable")
-    return idx[order][nan_last][:m].astype(np.intp)
+    s = np.asarray(scores, dtype=np.float64)
+    # lexsort sorts by the last key first: NaN last, then descending score, then ascending position
+    order = np.lexsort((np.arange(s.size), -np.nan_to_num(s, nan=-np.inf), np.isnan(s)))
+    return order[:m].astype(np.intp)

@@ -11,12 +11,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from adcs._validate import check_number
+from adcs.dpp import gram_matrix
 from adcs.schedulers._common import (
     UPDATES_OF_ALL,
     BasicState,
     SchedulerBase,
     fill_from,
-    gram_matrix,
     probed_updates,
 )
 from adcs.schedulers.base import (
@@ -33,8 +34,7 @@ from adcs.schedulers.base import (
 
 def pairwise_distances(updates: FloatArray) -> FloatArray:
     """D_kj = ‖g_k − g_j‖ for updates of shape (n, dim); returns shape (n, n)."""
-    g = np.asarray(updates, dtype=np.float64)
-    return distances_from_gram(g @ g.T)
+    return distances_from_gram(gram_matrix(np.asarray(updates, dtype=np.float64)))
 
 
 def distances_from_gram(gram: FloatArray) -> FloatArray:
@@ -98,14 +98,14 @@ class DivFLState(BasicState):
     ----------
     n_clients : int
     data_sizes : ndarray of shape (n_clients,) or None
-    updates : ndarray of shape (n_clients, dim) or None
-        Stale form only: the last update seen from each client.
-    known : ndarray of bool, shape (n_clients,) or None
-        Stale form only: rows of ``updates`` that hold a finite update.
+    known : ndarray of shape (n_known,), int, or None
+        Stale form only: the clients whose last update is remembered, ascending.
+    updates : ndarray of shape (n_known, dim), float32, or None
+        Stale form only: the last finite update seen from each of ``known``.
     """
 
+    known: IntArray | None = None
     updates: FloatArray | None = None
-    known: BoolArray | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,8 @@ class DivFL(SchedulerBase[DivFLState]):
 
     Notes
     -----
-    Clients without a usable update are not candidates; they are used only to keep exactly ``m``.
+    Clients without a usable update are not candidates; they are used only to keep the selection
+    full. The distances are computed over the clients with updates only (n_probed², not N²).
     """
 
     stale: bool = False
@@ -134,9 +135,15 @@ class DivFL(SchedulerBase[DivFLState]):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        eps = self.stochastic_epsilon
-        if eps is not None and not (isinstance(eps, (int, float)) and 0.0 < eps < 1.0):
-            raise ValueError(f"stochastic_epsilon must be in (0, 1) or None, got {eps!r}")
+        if self.stochastic_epsilon is not None:
+            check_number(
+                "stochastic_epsilon",
+                self.stochastic_epsilon,
+                0.0,
+                1.0,
+                low_open=True,
+                high_open=True,
+            )
 
     @property
     def observes_updates(self) -> bool:
@@ -149,29 +156,30 @@ class DivFL(SchedulerBase[DivFLState]):
     def probe(
         self, state: DivFLState, round_idx: int, available: BoolArray, rng: np.random.Generator
     ) -> Probe:
-        if self.stale and state.updates is not None:
+        if self.stale and state.known is not None:
             return NO_PROBE
         return UPDATES_OF_ALL
 
     def select(
         self, state: DivFLState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, DivFLState]:
-        available = check_available(stats.available, state.n_clients, self.m)
-        if self.stale and state.updates is not None and state.known is not None:
-            updates, known = state.updates, state.known
+        available, k = check_available(stats.available, state.n_clients, self.m)
+        if self.stale and state.known is not None and state.updates is not None:
+            clients, updates = state.known, state.updates
         else:
-            updates, known = probed_updates(stats)
+            probed, usable = probed_updates(stats)
+            clients, updates = stats.clients[usable].astype(np.intp), probed[usable]
             if self.stale:
-                stored = np.where(known[:, None], updates, 0.0).astype(np.float64)
-                state = replace(state, updates=stored, known=known.copy())
-        candidates = known & available
-        dist = distances_from_gram(gram_matrix(updates, known))[known]
+                state = replace(state, known=clients, updates=updates.astype(np.float32))
+        dist = distances_from_gram(gram_matrix(updates))
+        candidates = available[clients]
         sample = None
         if self.stochastic_epsilon is not None:
             sample = math.ceil(state.n_clients / self.m * math.log(1 / self.stochastic_epsilon))
-        k = min(self.m, int(candidates.sum()))
-        picks = facility_location_greedy(dist, k, candidates, rng, sample)
-        return Selection(fill_from(picks, available, self.m)), state
+        picks = facility_location_greedy(
+            dist, min(k, int(candidates.sum())), candidates, rng, sample
+        )
+        return Selection(fill_from(clients[picks], available, k)), state
 
     def observe(
         self,
@@ -181,11 +189,13 @@ class DivFL(SchedulerBase[DivFLState]):
         updates: FloatArray,
         losses: FloatArray | None,
     ) -> DivFLState:
-        if not self.stale or state.updates is None or state.known is None:
+        if not self.stale or state.known is None or state.updates is None:
             return state
-        rows = np.asarray(updates, dtype=np.float64)
-        ok = np.isfinite(rows).all(axis=1)
-        new_updates, new_known = state.updates.copy(), state.known.copy()
-        new_updates[clients[ok]] = rows[ok]
-        new_known[clients[ok]] = True
-        return replace(state, updates=new_updates, known=new_known)
+        rows = np.asarray(updates)
+        with np.errstate(invalid="ignore", over="ignore"):
+            ok = np.isfinite(rows).all(axis=1)
+        known = np.union1d(state.known, clients[ok]).astype(np.intp)
+        new = np.empty((known.size, rows.shape[1]), dtype=np.float32)
+        new[np.searchsorted(known, state.known)] = state.updates
+        new[np.searchsorted(known, clients[ok])] = rows[ok]
+        return replace(state, known=known, updates=new)

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adcs.schedulers._common import UPDATES_OF_ALL, BasicState, SchedulerBase, probed_updates
+from adcs.schedulers._common import (
+    UPDATES_OF_ALL,
+    BasicState,
+    SchedulerBase,
+    fill_from,
+    probed_updates,
+)
 from adcs.schedulers.base import (
     BoolArray,
     ClientStats,
@@ -107,17 +113,18 @@ class OCS(SchedulerBase[BasicState]):
     def select(
         self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, BasicState]:
-        available = check_available(stats.available, state.n_clients, self.m)
+        available, k = check_available(stats.available, state.n_clients, self.m)
         updates, usable = probed_updates(stats)
         with np.errstate(invalid="ignore", over="ignore"):
-            norms = np.sqrt(np.einsum("ij,ij->i", updates, updates).astype(np.float64))
-        norms[~usable] = np.nan
-        if not self.unbiased:
-            return Selection(top_m(norms, self.m, available)), state
+            norms = np.linalg.norm(np.asarray(updates[usable], dtype=np.float64), axis=1)
+        known = stats.clients[usable]
+        if not self.unbiased or k == 0:
+            return Selection(fill_from(known[top_m(norms, k)], available, k)), state
         pool = np.flatnonzero(available)
         p = np.ones(state.n_clients) if state.data_sizes is None else state.data_sizes.copy()
         p = p / p[pool].sum()
-        scores = np.where(np.isnan(norms[pool]), 0.0, p[pool] * np.nan_to_num(norms[pool]))
-        pi = ocs_inclusion_probabilities(scores, self.m)
+        importance = np.zeros(state.n_clients)
+        importance[known] = p[known] * norms
+        pi = ocs_inclusion_probabilities(importance[pool], k)
         picked = systematic_sample(pi, rng)
         return Selection(pool[picked], weights=p[pool[picked]] / pi[picked]), state

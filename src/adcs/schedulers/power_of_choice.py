@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adcs.schedulers._common import BasicState, SchedulerBase
+from adcs._validate import check_int
+from adcs.schedulers._common import BasicState, SchedulerBase, fill_from
 from adcs.schedulers.base import (
     BoolArray,
     ClientStats,
@@ -16,7 +17,6 @@ from adcs.schedulers.base import (
     ProbeKind,
     Selection,
     check_available,
-    check_positive_int,
     top_m,
 )
 
@@ -48,7 +48,7 @@ class PowerOfChoice(SchedulerBase[BasicState]):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.candidates is not None:
-            check_positive_int("candidates", self.candidates, minimum=self.m)
+            check_int("candidates", self.candidates, minimum=self.m)
         if not isinstance(self.loss_source, LossSource):
             raise ValueError(f"loss_source must be a LossSource, got {self.loss_source!r}")
 
@@ -63,11 +63,11 @@ class PowerOfChoice(SchedulerBase[BasicState]):
     ) -> Probe:
         if self.candidates is None:
             return Probe(ProbeKind.LOSSES, loss_source=self.loss_source)
-        available = check_available(available, state.n_clients, self.m)
+        available, _ = check_available(available, state.n_clients, self.m)
         pool = np.flatnonzero(available)
         d = min(self.candidates, pool.size)
         weights = None
-        if state.data_sizes is not None and np.count_nonzero(state.data_sizes[pool]) >= d:
+        if d and state.data_sizes is not None and np.count_nonzero(state.data_sizes[pool]) >= d:
             weights = state.data_sizes[pool] / state.data_sizes[pool].sum()
         chosen = rng.choice(pool, size=d, replace=False, p=weights)
         return Probe(ProbeKind.LOSSES, clients=np.sort(chosen), loss_source=self.loss_source)
@@ -75,8 +75,10 @@ class PowerOfChoice(SchedulerBase[BasicState]):
     def select(
         self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, BasicState]:
-        available = check_available(stats.available, state.n_clients, self.m)
+        available, k = check_available(stats.available, state.n_clients, self.m)
         if stats.losses is None:
             raise ValueError("PowerOfChoice needs probed losses but stats.losses is None")
-        losses = np.where(stats.probed, np.asarray(stats.losses, dtype=np.float64), np.nan)
-        return Selection(top_m(losses, self.m, available)), state
+        usable = stats.usable()
+        losses = np.asarray(stats.losses, dtype=np.float64)[usable]
+        ranked = stats.clients[usable][top_m(losses, k)]
+        return Selection(fill_from(ranked, available, k)), state

@@ -13,12 +13,10 @@ import numpy as np
 from adcs.schedulers._common import (
     UPDATES_OF_ALL,
     BasicState,
+    Pool,
     SchedulerBase,
     fill_from,
-    gram_matrix,
-    map_subset,
     probed_updates,
-    unit_gram,
 )
 from adcs.schedulers.base import (
     NO_PROBE,
@@ -40,13 +38,13 @@ class StaticDPPState(BasicState):
     ----------
     n_clients : int
     data_sizes : ndarray of shape (n_clients,) or None
-    kernel : ndarray of shape (n_clients, n_clients) or None
-        C = ΦᵀΦ from the one probe (zero rows for clients without a usable update); None before it.
-    subset : ndarray of shape (m,) or None
-        The fixed MAP subset.
+    pool : Pool or None
+        Clients with a usable update at the one probe, with their kernel; None before it.
+    subset : ndarray of shape (≤ m,) or None
+        The MAP order over the whole pool: the subset trained every round.
     """
 
-    kernel: FloatArray | None = None
+    pool: Pool | None = None
     subset: IntArray | None = None
 
 
@@ -73,22 +71,20 @@ class StaticDPP(SchedulerBase[StaticDPPState]):
     ) -> Probe:
         return UPDATES_OF_ALL if state.subset is None else NO_PROBE
 
+    def _map(self, state: StaticDPPState, eligible: BoolArray) -> IntArray:
+        assert state.pool is not None
+        return state.pool.greedy_map(np.zeros(state.pool.size), eligible, self.m)
+
     def select(
         self, state: StaticDPPState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, StaticDPPState]:
-        available = check_available(stats.available, state.n_clients, self.m)
-        if state.subset is None or state.kernel is None:
+        available, k = check_available(stats.available, state.n_clients, self.m)
+        if state.subset is None:
             updates, usable = probed_updates(stats)
-            kernel = unit_gram(gram_matrix(updates, usable))
-            subset = fill_from(
-                map_subset(kernel, np.zeros(state.n_clients), usable & available, self.m),
-                available,
-                self.m,
-            )
-            state = replace(state, kernel=kernel, subset=subset)
-            return Selection(subset.copy()), state
-        if available[state.subset].all():
-            return Selection(state.subset.copy()), state
-        usable = np.diag(state.kernel) > 0
-        order = map_subset(state.kernel, np.zeros(state.n_clients), usable & available, self.m)
-        return Selection(fill_from(order, available, self.m)), state
+            state = replace(state, pool=Pool.from_updates(stats.clients[usable], updates[usable]))
+            state = replace(state, subset=self._map(state, np.ones(int(usable.sum()), dtype=bool)))
+        assert state.pool is not None and state.subset is not None
+        order = state.subset
+        if order.size < k or not available[order].all():
+            order = self._map(state, available[state.pool.clients])
+        return Selection(fill_from(order, available, k)), state

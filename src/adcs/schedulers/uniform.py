@@ -12,7 +12,7 @@ from adcs.schedulers.base import ClientStats, FloatArray, Selection, check_avail
 
 @dataclass(frozen=True)
 class Uniform(SchedulerBase[BasicState]):
-    """Pick ``m`` of the available clients uniformly at random, without replacement.
+    """Pick ``m`` of the available clients uniformly at random, without replacement (all when fewer).
 
     Parameters
     ----------
@@ -26,6 +26,6 @@ class Uniform(SchedulerBase[BasicState]):
     def select(
         self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, BasicState]:
-        available = check_available(stats.available, state.n_clients, self.m)
-        clients = rng.choice(np.flatnonzero(available), size=self.m, replace=False)
+        available, k = check_available(stats.available, state.n_clients, self.m)
+        clients = rng.choice(np.flatnonzero(available), size=k, replace=False)
         return Selection(clients.astype(np.intp)), state

@@ -1,57 +1,63 @@
-"""The vectorised federated-learning simulator (DESIGN §1, §3, §4).
+"""The federated-learning simulator (DESIGN §1, §3, §4).
 
 Many independent runs advance together in one array program; each run's scheduler decides who
-trains each round through the protocol of :mod:`adcs.schedulers.base`.
+trains each round through the protocol of :mod:`adcs.schedulers.base`. Cost follows the clients a
+round actually uses, and every random draw is counter-based (:mod:`adcs.streams`).
 """
 
 from __future__ import annotations
 
-from adcs.sim.engine import (
-    FederatedData,
-    MinibatchSampler,
-    RunResult,
-    RunSpec,
-    SimConfig,
-    draw_local_indices,
-    minibatch_seed_sequence,
-    scheduler_rng,
-    simulate,
+from adcs.sim.availability import (
+    AlwaysAvailable,
+    Availability,
+    BernoulliAvailability,
+    CyclicAvailability,
+    TraceAvailability,
 )
+from adcs.sim.data import PIXEL_SCALE, FederatedData, to_unit_float
+from adcs.sim.engine import RunResult, RunSpec, SimConfig, simulate
 from adcs.sim.metrics import (
     group_share,
     selection_counts,
     tv_distance,
+    tv_to_uniform,
     uniform_group_share,
     worst_and_average,
 )
 from adcs.sim.model import (
-    PIXEL_SCALE,
     LogisticRegression,
     Model,
     SharedForward,
+    SharedInputs,
     local_update,
-    to_unit_float,
 )
+from adcs.streams import minibatch_indices, scheduler_rng, stream_key
 
 __all__ = [
     "PIXEL_SCALE",
+    "AlwaysAvailable",
+    "Availability",
+    "BernoulliAvailability",
+    "CyclicAvailability",
     "FederatedData",
     "LogisticRegression",
-    "MinibatchSampler",
     "Model",
     "RunResult",
     "RunSpec",
     "SharedForward",
+    "SharedInputs",
     "SimConfig",
-    "draw_local_indices",
+    "TraceAvailability",
     "group_share",
     "local_update",
-    "minibatch_seed_sequence",
+    "minibatch_indices",
     "scheduler_rng",
     "selection_counts",
     "simulate",
+    "stream_key",
     "to_unit_float",
     "tv_distance",
+    "tv_to_uniform",
     "uniform_group_share",
     "worst_and_average",
 ]

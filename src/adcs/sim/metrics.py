@@ -11,6 +11,7 @@ __all__ = [
     "group_share",
     "selection_counts",
     "tv_distance",
+    "tv_to_uniform",
     "uniform_group_share",
     "worst_and_average",
 ]
@@ -31,7 +32,8 @@ def selection_counts(selected: ArrayLike, n_clients: int) -> NDArray[np.intp]:
     Parameters
     ----------
     selected : ndarray of shape (rounds, m), int
-        Client indices selected in each round.
+        Client indices selected in each round; negative entries (−1: fewer than m were
+        selected) are padding and not counted.
     n_clients : int
 
     Returns
@@ -39,6 +41,7 @@ def selection_counts(selected: ArrayLike, n_clients: int) -> NDArray[np.intp]:
     ndarray of shape (n_clients,), int
     """
     sel = _int_array("selected", selected).ravel()
+    sel = sel[sel >= 0]
     if sel.size and (sel.min() < 0 or sel.max() >= n_clients):
         raise ValueError(f"selected holds a client index outside [0, {n_clients})")
     return np.bincount(sel, minlength=n_clients).astype(np.intp)
@@ -50,7 +53,7 @@ def group_share(selected: ArrayLike, groups: ArrayLike, n_groups: int) -> FloatA
     Parameters
     ----------
     selected : ndarray of shape (rounds, m), int
-        Client indices selected in each round.
+        Client indices selected in each round (−1 is padding).
     groups : ndarray of shape (n_clients,), int
         Group of each client, in [0, n_groups).
     n_groups : int
@@ -58,8 +61,8 @@ def group_share(selected: ArrayLike, groups: ArrayLike, n_groups: int) -> FloatA
     Returns
     -------
     ndarray of shape (n_groups,)
-        s_k = #{(t, i): groups[selected[t, i]] = k} / (rounds · m); sums to 1 (all zeros if nothing
-        was selected).
+        s_k = #{(t, i): groups[selected[t, i]] = k} / (number of selection slots filled); sums to
+        1 (all zeros if nothing was selected).
     """
     grp = _int_array("groups", groups)
     if grp.size and (grp.min() < 0 or grp.max() >= n_groups):
@@ -95,6 +98,23 @@ def tv_distance(p: ArrayLike, q: ArrayLike) -> float:
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"p and q must be 1-D of the same length, got {a.shape} and {b.shape}")
     return 0.5 * float(np.abs(a - b).sum())
+
+
+def tv_to_uniform(share: ArrayLike, groups: ArrayLike, n_groups: int) -> float:
+    """TV distance of a run's group shares to what uniform selection gives in expectation.
+
+    The one definition used by the simulator, the report and Table 1: TV(share, |group k| / N),
+    against the groups' real sizes (1/n_groups only when the groups are equal).
+
+    Parameters
+    ----------
+    share : ndarray of shape (n_groups,)
+        :func:`group_share` of the run.
+    groups : ndarray of shape (n_clients,), int
+        The run's partition groups.
+    n_groups : int
+    """
+    return tv_distance(share, uniform_group_share(groups, n_groups))
 
 
 def worst_and_average(client_acc: ArrayLike) -> tuple[FloatArray, FloatArray]:

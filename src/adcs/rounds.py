@@ -1,0 +1,123 @@
+"""What every runtime does the same way in a round: the selection contract and aggregation weights.
+
+The simulator (:mod:`adcs.sim`) and the Flower strategy (:mod:`adcs.flower`) both call these, so a
+scheduler is held to one contract and a round's model step is computed by one rule wherever it runs.
+
+Selection contract (DESIGN §4). With ``n_available`` clients available, a scheduler returns exactly
+``min(m, n_available)`` distinct available client indices (all of them when fewer than ``m`` are
+available; none when none is).
+
+Aggregation (DESIGN §2). The server step is w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i over the selected
+clients R that returned their update, with
+
+* c_i = p_i / Σ_{j∈R} p_j by default (p uniform or ∝ data size), or
+* c_i = w_i · Σ_{j∈S} w_j / Σ_{j∈R} w_j when the scheduler supplies its own weights w (unbiased
+  samplers): the weights of those that returned are rescaled to the mass of all selected, so a
+  dropout does not shrink the step. Without dropouts this is Σ_{i∈S} w_i Δ_i exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["SelectionError", "aggregation_weights", "check_selection", "n_to_select"]
+
+IntArray = NDArray[np.intp]
+BoolArray = NDArray[np.bool_]
+F64Array = NDArray[np.float64]
+
+
+class SelectionError(RuntimeError):
+    """A scheduler broke the selection contract (a bug in the scheduler, not in the input)."""
+
+
+def n_to_select(m: int, available: BoolArray) -> int:
+    """How many clients a round selects: min(m, number of available clients)."""
+    return min(int(m), int(np.count_nonzero(available)))
+
+
+def check_selection(
+    clients: ArrayLike, available: BoolArray, m: int, *, who: str = "the scheduler"
+) -> IntArray:
+    """The selected clients as an index array, after checking the contract.
+
+    Parameters
+    ----------
+    clients : array of shape (k,), int
+        What the scheduler returned.
+    available : ndarray of bool, shape (n_clients,)
+    m : int
+        The scheduler's clients per round.
+    who : str
+        Named in the error (e.g. ``"run 'adcs/seed0'"``).
+
+    Raises
+    ------
+    SelectionError
+        Unless ``clients`` holds exactly ``min(m, n_available)`` distinct available indices.
+    """
+    idx = np.asarray(clients)
+    n = available.shape[0]
+    k = n_to_select(m, available)
+    ok = idx.shape == (k,) and (idx.size == 0 or idx.dtype.kind in "iu")
+    if ok and idx.size:
+        ok = bool(idx.min() >= 0 and idx.max() < n)
+        if ok:
+            ordered = np.sort(idx)
+            ok = bool((ordered[1:] != ordered[:-1]).all() and available[ordered].all())
+    if not ok:
+        raise SelectionError(
+            f"{who} must select {k} distinct available clients in [0, {n}) "
+            f"(min(m={m}, {int(np.count_nonzero(available))} available)), got {clients!r}"
+        )
+    return idx.astype(np.intp, copy=False)
+
+
+def aggregation_weights(
+    clients: IntArray,
+    returned: BoolArray,
+    *,
+    scheduler_weights: ArrayLike | None = None,
+    base: F64Array | None = None,
+) -> F64Array:
+    """The coefficients c of the selected clients in Σ c_i Δ_i (module docstring), shape (k,).
+
+    Parameters
+    ----------
+    clients : ndarray of shape (k,), int
+        The selected clients.
+    returned : ndarray of bool, shape (k,)
+        Which of them delivered an update (dropped ones get coefficient 0).
+    scheduler_weights : array of shape (k,), optional
+        The scheduler's own weights w (``Selection.weights``).
+    base : ndarray of shape (n_clients,), optional
+        p_n (``None``: uniform).
+
+    Returns
+    -------
+    ndarray of shape (k,), float64
+        Zero for clients that did not return; all zero when none returned.
+    """
+    returned = np.asarray(returned, dtype=bool)
+    coef = np.zeros(clients.shape[0])
+    if not returned.any():
+        return coef
+    if scheduler_weights is not None:
+        w = np.asarray(scheduler_weights, dtype=np.float64)
+        if w.shape != clients.shape or not np.isfinite(w).all():
+            raise SelectionError(
+                f"selection weights must be {clients.shape[0]} finite numbers, got {w!r}"
+            )
+        kept = float(w[returned].sum())
+        if kept == 0.0:
+            raise SelectionError("the weights of the clients that returned sum to zero")
+        coef[returned] = w[returned] * (float(w.sum()) / kept)
+        return coef
+    p = np.ones(clients.shape[0]) if base is None else np.asarray(base, np.float64)[clients]
+    total = float(p[returned].sum())
+    if total > 0:
+        coef[returned] = p[returned] / total
+    else:  # every returned client has p = 0 (e.g. no data): average them uniformly
+        coef[returned] = 1.0 / int(returned.sum())
+    return coef

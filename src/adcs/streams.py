@@ -1,0 +1,280 @@
+"""Counter-based random streams: every draw is a pure function of what it is about (DESIGN §4).
+
+A client's minibatch at round t depends only on (stream key, client, t); a dropout draw on
+(stream key, client, t); a round's availability mask on (stream key, t); a scheduler's generator on
+(seed, run id). Nothing depends on who else is active, on a run's position in a batch, on the
+number of workers, or on whether the simulator or a Flower client computes it — so the simulator
+and a Flower deployment can be compared round by round, and methods of one seed are compared on
+the same sample path (common random numbers).
+
+Per-client draws use a SplitMix64-style hash of the counters (Steele, Lea & Flood 2014), vectorised
+over clients; whole-population draws per round use NumPy's Philox keyed by the stream and counted
+by the round.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from adcs._validate import check_int
+
+__all__ = [
+    "Domain",
+    "counter_uniform",
+    "minibatch_indices",
+    "round_generator",
+    "run_key",
+    "scheduler_rng",
+    "stream_key",
+]
+
+U64 = NDArray[np.uint64]
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+class Domain:
+    """Distinct counter domains, so that no two kinds of draw ever share random numbers."""
+
+    SCHEDULER = 0
+    MINIBATCH = 1
+    AVAILABILITY = 2
+    DROPOUT = 3
+    SHUFFLE = 4
+    SYSTEM = 5
+
+
+def _mix_int(z: int) -> int:
+    z = (z + _GOLDEN) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+_GOLDEN_U = np.uint64(_GOLDEN)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_S11, _S32 = np.uint64(11), np.uint64(32)
+
+
+def _mix(z: U64) -> U64:
+    """SplitMix64's finaliser on a uint64 array (wrapping arithmetic; ``z`` is overwritten)."""
+    z ^= z >> _S30
+    z *= _M1
+    z ^= z >> _S27
+    z *= _M2
+    z ^= z >> _S31
+    return z
+
+
+def _fold_int(key: int, *words: int) -> int:
+    for word in words:
+        key = _mix_int(key ^ _mix_int(word & _MASK))
+    return key
+
+
+def run_key(run_id: str) -> tuple[int, int, int, int]:
+    """Four 32-bit words identifying ``run_id`` (its SHA-256 prefix)."""
+    digest = hashlib.sha256(run_id.encode("utf-8")).digest()
+    w = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+    return w[0], w[1], w[2], w[3]
+
+
+def stream_key(seed: int, run_id: str | None = None) -> int:
+    """The 64-bit key of a data stream: of ``seed`` alone (shared by its runs) or of (seed, run id)."""
+    seed = check_int("seed", seed, minimum=0)
+    words = () if run_id is None else run_key(run_id)
+    return _fold_int(_mix_int(seed), *words)
+
+
+def scheduler_rng(seed: int, run_id: str) -> np.random.Generator:
+    """The scheduler's generator of run ``(seed, run_id)`` (independent of every other run)."""
+    seed = check_int("seed", seed, minimum=0)
+    return np.random.default_rng(
+        np.random.SeedSequence(seed, spawn_key=(Domain.SCHEDULER, *run_key(run_id)))
+    )
+
+
+def round_generator(key: int, domain: int, round_idx: int) -> np.random.Generator:
+    """A generator for population-wide draws of one round (Philox keyed by stream and domain)."""
+    k = _fold_int(key, domain)
+    # The round is the counter's second word: a round's draws advance the first word only, so
+    # two rounds never share random numbers.
+    counter = np.array([0, round_idx, 0, 0], dtype=np.uint64)
+    return np.random.Generator(
+        np.random.Philox(key=np.array([k, _mix_int(k)], dtype=np.uint64), counter=counter)
+    )
+
+
+def counter_uniform(
+    key: int,
+    domain: int,
+    round_idx: int,
+    rows: ArrayLike,
+    width: int | None = None,
+    *,
+    salt: int = 0,
+) -> NDArray[np.float64]:
+    """Uniform numbers in [0, 1) indexed by (domain, round, salt, row[, column]).
+
+    Row r's numbers are a SplitMix64 stream seeded by a hash of (key, domain, round, salt, r), so
+    ``counter_uniform(k, Domain.DROPOUT, t, clients)`` gives each client a number that does not
+    depend on which other clients are asked for.
+
+    Parameters
+    ----------
+    key : int
+        Stream key (:func:`stream_key`).
+    domain, round_idx, salt : int
+        Counters shared by all rows.
+    rows : ndarray of shape (n,), int ≥ 0
+        Row counters (e.g. client indices).
+    width : int, optional
+        Numbers per row.
+
+    Returns
+    -------
+    ndarray of shape (n,) or (n, width), float64
+    """
+    h = _hash(key, domain, round_idx, salt, rows, width)
+    return (h >> _S11).astype(np.float64) * 2.0**-53
+
+
+@functools.lru_cache(maxsize=64)
+def _steps(width: int) -> U64:
+    steps = np.arange(1, width + 1, dtype=np.uint64) * _GOLDEN_U
+    steps.setflags(write=False)
+    return steps
+
+
+def _hash(
+    key: int, domain: int, round_idx: int, salt: int, rows: ArrayLike, width: int | None
+) -> U64:
+    """64 random bits per (row[, column]): see :func:`counter_uniform`."""
+    base = np.uint64(_fold_int(key, domain, round_idx, salt))
+    row_key = np.asarray(rows).astype(np.uint64)
+    row_key *= _GOLDEN_U
+    row_key ^= base
+    row_key = _mix(row_key)
+    if width is None:
+        row_key += _GOLDEN_U
+        return _mix(row_key)
+    return _mix(row_key[..., None] + _steps(width))
+
+
+def _has_repeat(rows: NDArray[np.int64]) -> NDArray[np.bool_]:
+    ordered = np.sort(rows, axis=-1)
+    return np.asarray((ordered[..., 1:] == ordered[..., :-1]).any(axis=-1))
+
+
+def _shuffled(
+    key: int, round_idx: int, clients: NDArray[Any], size: int, count: int
+) -> NDArray[Any]:
+    """The first ``count`` entries of back-to-back random permutations of range(size), per client."""
+    n_shuffles = -(-count // size)
+    keys = counter_uniform(key, Domain.SHUFFLE, round_idx, clients, n_shuffles * size)
+    order = np.argsort(keys.reshape(clients.size, n_shuffles, size), axis=-1, kind="stable")
+    return order.reshape(clients.size, n_shuffles * size)[:, :count]
+
+
+def minibatch_indices(
+    key: int,
+    clients: ArrayLike,
+    round_idx: int,
+    sizes: ArrayLike,
+    local_steps: int,
+    batch_size: int,
+) -> NDArray[np.int64]:
+    """The local sample indices each listed client trains on at one round.
+
+    Every (client, round) gets E·B indices into the client's own data: the first E minibatches of a
+    fresh uniform shuffle, i.e. E·B distinct indices drawn uniformly, in order (whole shuffles back
+    to back when the client holds fewer than E·B samples). The draw is a pure function of
+    (``key``, client, ``round_idx``) and the client's size.
+
+    Parameters
+    ----------
+    key : int
+        Stream key (:func:`stream_key`).
+    clients : ndarray of shape (n,), int
+        Client indices (any order, repeats allowed).
+    round_idx : int
+        t ≥ 0.
+    sizes : ndarray of shape (n,), int ≥ 1
+        Number of training samples of each listed client.
+    local_steps, batch_size : int
+        E and B.
+
+    Returns
+    -------
+    ndarray of shape (n, E, B), int64
+        Minibatch e of the i-th listed client is ``out[i, e]``.
+    """
+    clients = np.asarray(clients, dtype=np.int64).reshape(-1)
+    sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
+    if clients.shape != sizes.shape:
+        raise ValueError(f"clients {clients.shape} and sizes {sizes.shape} must match")
+    if clients.size and (clients.min() < 0 or sizes.min() < 1):
+        raise ValueError("clients must be >= 0 and every size >= 1")
+    round_idx = check_int("round_idx", round_idx, minimum=0)
+    per = check_int("local_steps", local_steps) * check_int("batch_size", batch_size)
+    out = _draw(key, clients, round_idx, sizes, per)
+    return out.reshape(clients.size, local_steps, batch_size)
+
+
+_SPARE = 4
+"""Extra draws per row: a row keeps the first E·B distinct of E·B + _SPARE uniform draws."""
+
+
+def _first_distinct(row: NDArray[np.int64], count: int) -> list[int] | None:
+    """The first ``count`` distinct entries of ``row`` in order (None if it has fewer)."""
+    seen: dict[int, None] = {}
+    for value in row.tolist():
+        seen.setdefault(value)
+        if len(seen) == count:
+            return list(seen)
+    return None
+
+
+def _draw(
+    key: int, clients: NDArray[np.int64], round_idx: int, sizes: NDArray[np.int64], per: int
+) -> NDArray[np.int64]:
+    """:func:`minibatch_indices` without the checks, shape (n, per).
+
+    Sequential rejection: a row's uniform draws are scanned in order and repeats skipped, which
+    samples without replacement exactly. Clients with size ≥ per² (a repeat is then unlikely) take
+    the first ``per`` distinct of ``per + _SPARE`` draws; the rare row that has fewer, and smaller
+    clients, take a uniform shuffle instead.
+    """
+    direct = sizes >= per * per
+    everyone = bool(direct.all())
+    rows = slice(None) if everyone else np.flatnonzero(direct)
+    width = per + _SPARE if per > 1 else 1
+    bits = _hash(key, Domain.MINIBATCH, round_idx, 0, clients[rows], width)
+    bits >>= _S32
+    bits *= sizes[rows].astype(np.uint64)[:, None]
+    bits >>= _S32  # ⌊u · size⌋ for u = top 32 bits / 2³² (bias below size / 2³²)
+    drawn = bits.astype(np.int64)
+    out = drawn[:, :per]
+    if per > 1:
+        head = np.sort(out, axis=1)
+        for r in np.flatnonzero((head[:, 1:] == head[:, :-1]).any(axis=1)).tolist():
+            fixed = _first_distinct(drawn[r], per)
+            if fixed is None:
+                direct[np.arange(clients.size)[rows][r]] = False
+            else:
+                out[r] = fixed
+    if everyone and direct.all():
+        return np.ascontiguousarray(out)
+    full = np.empty((clients.size, per), dtype=np.int64)
+    full[rows] = out
+    for size in np.unique(sizes[~direct]):
+        which = np.flatnonzero(~direct & (sizes == size))
+        full[which] = _shuffled(key, round_idx, clients[which], int(size), per)
+    return full

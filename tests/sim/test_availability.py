@@ -1,0 +1,84 @@
+"""Availability models: reproducible masks, trace files, clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adcs.sim import (
+    AlwaysAvailable,
+    BernoulliAvailability,
+    CyclicAvailability,
+    SimConfig,
+    TraceAvailability,
+)
+from adcs.streams import stream_key
+
+GROUPS = np.repeat(np.arange(5), 4)
+
+
+def test_bernoulli_masks_are_a_function_of_seed_and_round() -> None:
+    model = BernoulliAvailability(0.3)
+    k = stream_key(2)
+    a = model.mask(k, 10, GROUPS)
+    np.testing.assert_array_equal(a, model.mask(k, 10, GROUPS))
+    assert not np.array_equal(a, model.mask(k, 11, GROUPS))
+    rate = np.mean([model.mask(k, t, np.zeros(1000, dtype=np.intp)).mean() for t in range(50)])
+    assert abs(rate - 0.3) < 0.01
+    assert AlwaysAvailable().mask(k, 0, GROUPS).all()
+
+
+def test_cyclic_phases() -> None:
+    k = stream_key(0)
+    none = CyclicAvailability(period=10, duty=0.3, phase="none")
+    assert [bool(none.mask(k, t, GROUPS)[0]) for t in range(10)] == [True] * 3 + [False] * 7
+    per_client = CyclicAvailability(period=10, duty=0.3, phase="client")
+    masks = np.array([per_client.mask(k, t, GROUPS) for t in range(10)])
+    np.testing.assert_array_equal(masks.sum(axis=0), 3)  # each client: 3 rounds of every 10
+
+
+def test_traces_from_npz_and_csv(tmp_path) -> None:
+    table = np.random.default_rng(0).random((6, 4)) < 0.5
+    np.savez(tmp_path / "t.npz", available=table)
+    trace = TraceAvailability.load(tmp_path / "t.npz", 4)
+    np.testing.assert_array_equal(trace.mask(0, 2, np.zeros(4, dtype=np.intp)), table[2])
+    pairs = "round,client\n" + "".join(
+        f"{t},{c}\n" for t, c in zip(*np.nonzero(table), strict=True)
+    )
+    (tmp_path / "t.csv").write_text(pairs)
+    from_csv = TraceAvailability.load(tmp_path / "t.csv", 4)
+    np.testing.assert_array_equal(
+        from_csv.table[: table.shape[0]], table[: from_csv.table.shape[0]]
+    )
+    with pytest.raises(ValueError, match="covers 6 rounds"):
+        SimConfig(rounds=7, availability=trace)
+    SimConfig(rounds=7, availability=TraceAvailability(table, repeat=True))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("round,client\n0,9\n", "client in"),
+        ("0,x\n", "expected 'round,client'"),
+        ("", r"no \(round"),
+    ],
+)
+def test_bad_trace_files_are_named(tmp_path, content: str, message: str) -> None:
+    (tmp_path / "bad.csv").write_text(content)
+    with pytest.raises(ValueError, match=message):
+        TraceAvailability.load(tmp_path / "bad.csv", 4)
+    with pytest.raises(ValueError, match="does not exist"):
+        TraceAvailability.load(tmp_path / "missing.npz", 4)
+    np.savez(tmp_path / "wrong.npz", available=np.ones((3, 5), dtype=bool))
+    with pytest.raises(ValueError, match=r"expected \(rounds, 4\)"):
+        TraceAvailability.load(tmp_path / "wrong.npz", 4)
+
+
+@pytest.mark.parametrize(
+    ("factory", "name"),
+    [(lambda: BernoulliAvailability(0.0), "p"), (lambda: CyclicAvailability(0, 0.5), "period"),
+     (lambda: CyclicAvailability(4, 1.5), "duty"), (lambda: CyclicAvailability(4, 0.5, "x"), "phase")],
+)  # fmt: skip
+def test_bad_parameters_are_named(factory, name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        factory()
