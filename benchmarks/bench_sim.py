@@ -1,20 +1,28 @@
-"""Speed of the vectorised simulator against a straightforward per-client NumPy loop (DESIGN §4).
+"""Speed of the simulator: side by side with plain loops, the Fig. 1 grid, and scaling in N.
 
 The workload is the paper's Fig. 1 grid: six methods (Uniform, PowerOfChoice, OCS, DivFL, StaticDPP,
 ADCS θ = 0.8, R = 20) × seeds, N = 30 clients in the paper's 10 groups of Fashion-MNIST, m = 18,
-E = 1, B = 16, η_ℓ = 0.001. It is run two ways on the same rounds:
+E = 1, B = 16, η_ℓ = 0.001. Printed, each measured in this run:
 
-* **vectorised** — :func:`adcs.sim.simulate`: all runs together, one gather and a few matrix
-  products per round and seed;
-* **per-client loop** — what typical FL code does: each run on its own, one model copy per client,
-  updated client by client with small NumPy products. It draws the same minibatches and scheduler
-  random numbers, so both must end with the same selections and (up to float32 rounding) weights;
-  the script checks that.
+1. **side by side** on the same rounds, three ways — all draw the same minibatches (counter-based,
+   :mod:`adcs.streams`) and scheduler random numbers, so they must end with the same selections
+   and (up to float32 rounding) the same models; the script checks that:
 
-Printed: rounds/s (one round = every run of the grid advancing one round), client updates/s, the
-ratio, the share of time spent inside scheduler calls (the same code in both), the Fig. 1 grid's
-wall time (measured on a shorter T and extrapolated linearly, or run in full with ``--full``), and
-a profile of the vectorised run (CPU time per function).
+   * **per-client loop** — what typical FL code does: each run on its own, each client's update
+     computed on its own model copy with small NumPy products;
+   * **per-run loop** — a plain per-run NumPy loop that computes per run what it needs: one
+     gather of the run's probed or selected clients, one product for their logits, one batched
+     product for their gradients (the baseline "ahead of a plain per-run loop" is measured
+     against);
+   * **vectorised** — :func:`adcs.sim.simulate`: all runs together, one gather and a few matrix
+     products per round and seed over the union of the clients the runs use;
+
+2. the **Fig. 1 grid**'s wall time (30 runs × 20 000 rounds at the shipped evaluation frequency,
+   measured on a shorter T and extrapolated linearly, or run in full with ``--full``) with 1 and 2
+   worker processes;
+3. a **scaling table**: the round time (evaluation excluded) of Uniform and ADCS run alone on IID
+   Fashion-MNIST with N ∈ {30, 300, 3 000, 30 000} clients (m = 30 beyond N = 30): the cost of a
+   blind round must follow m, not N.
 
 BLAS is kept to one thread (``threadpoolctl`` when installed, ``OPENBLAS_NUM_THREADS=1`` for a
 direct run): multi-threaded BLAS on these small products is much slower on a busy machine.
@@ -31,12 +39,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import contextlib
-import cProfile
-import io
 import math
-import pstats
+import resource
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,14 +63,13 @@ from adcs.schedulers import (
 from adcs.sim import (
     PIXEL_SCALE,
     FederatedData,
-    MinibatchSampler,
     RunSpec,
     SimConfig,
-    minibatch_seed_sequence,
+    minibatch_indices,
     scheduler_rng,
     simulate,
+    stream_key,
 )
-from adcs.sim.engine import _observes_updates
 
 PAPER_ROUNDS = 20_000
 N_CLIENTS, M = 30, 18
@@ -73,12 +78,27 @@ N_CLIENTS, M = 30, 18
 # ----------------------------------------------------------------------------- workload
 
 
-def load_data(path: str | None, partition_seed: int) -> tuple[FederatedData, str]:
-    """Fashion-MNIST in the paper's 10 groups of 3 clients (pure label skew)."""
+def load_data(path: str | None, partition_seed: int) -> tuple[Any, FederatedData]:
+    """Fashion-MNIST, and its split into the paper's 10 groups of 3 clients (pure label skew)."""
     dataset = load_fashion_mnist(path)
     rng = np.random.default_rng(partition_seed)
     partition = paper_groups(dataset.train_labels, dataset.test_labels, rng)
-    return FederatedData.from_partition(dataset, partition), dataset.source
+    return dataset, FederatedData.from_partition(dataset, partition)
+
+
+def iid_data(dataset: Any, n_clients: int, seed: int = 0) -> FederatedData:
+    """An IID split of all training data over ``n_clients`` (whole shuffles for tiny clients).
+
+    Test rows are split the same way; with more clients than test samples, clients share them.
+    """
+    rng = np.random.default_rng(seed)
+    train = np.array_split(rng.permutation(dataset.train_labels.size), n_clients)
+    tests = np.array_split(rng.permutation(dataset.test_labels.size), min(n_clients, 10_000))
+    return FederatedData(
+        dataset.train_images, dataset.train_labels, dataset.test_images, dataset.test_labels,
+        tuple(train), tuple(tests[c % len(tests)] for c in range(n_clients)),
+        np.zeros(n_clients, dtype=np.intp), 1, 10,
+    )  # fmt: skip
 
 
 def fig1_specs(seeds: int) -> list[RunSpec]:
@@ -111,7 +131,7 @@ class TimedScheduler:
 
     @property
     def observes_updates(self) -> bool:
-        return _observes_updates(self.inner)
+        return bool(self.inner.observes_updates)
 
     def _timed(self, name: str, *args: Any) -> Any:
         start = time.perf_counter()
@@ -140,35 +160,62 @@ def timed(specs: Sequence[RunSpec]) -> tuple[list[RunSpec], list[float]]:
     return wrapped, clock
 
 
-# ----------------------------------------------------------------------------- the per-client loop
+# ----------------------------------------------------------------------------- the two loops
+
+
+@dataclass
+class LoopRun:
+    """One run of a loop baseline: its scheduler state and model, with what it recorded."""
+
+    spec: RunSpec
+    state: Any
+    rng: np.random.Generator
+    w: np.ndarray  # (F + 1, C) float32
+    selected: np.ndarray
+    client_updates: int = 0
+    loss_evals: int = 0
+    client_acc: list[np.ndarray] = field(default_factory=list)
+
+
+def _softmax_rows(z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample loss and ∂loss/∂z of softmax cross-entropy, z (S, C), y (S,)."""
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    total = p.sum(axis=1, keepdims=True)
+    rows = np.arange(y.size)
+    loss = np.log(total[:, 0]) - z[rows, y]
+    p /= total
+    p[rows, y] -= 1.0
+    return loss, p
 
 
 def client_update(
     w: np.ndarray, x: np.ndarray, y: np.ndarray, lr: float
 ) -> tuple[np.ndarray, float]:
-    """E local SGD steps on one client's minibatches x (E, B, F), y (E, B); returns Δ and loss."""
+    """One client's E local SGD steps on its own model copy: x (E, B, F), y (E, B) → Δ, loss."""
     local = w.copy()
     first_loss = math.nan
     for e in range(x.shape[0]):
-        z = x[e] @ local[:-1] + local[-1]
-        z -= z.max(axis=1, keepdims=True)
-        p = np.exp(z)
-        p /= p.sum(axis=1, keepdims=True)
-        rows = np.arange(y.shape[1])
+        loss, d = _softmax_rows(x[e] @ local[:-1] + local[-1], y[e])
         if e == 0:
-            first_loss = float(-np.log(p[rows, y[e]]).mean())
-        p[rows, y[e]] -= 1.0
-        p /= y.shape[1]
-        local[:-1] -= np.float32(lr) * (x[e].T @ p)
-        local[-1] -= np.float32(lr) * p.sum(axis=0)
+            first_loss = float(loss.mean())
+        d /= y.shape[1]
+        local[:-1] -= np.float32(lr) * (x[e].T @ d)
+        local[-1] -= np.float32(lr) * d.sum(axis=0)
     return local - w, first_loss
 
 
-def client_loss(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
-    z = x @ w[:-1] + w[-1]
-    zmax = z.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(z - zmax).sum(axis=1)) + zmax[:, 0]
-    return float((lse - z[np.arange(y.size), y]).mean())
+def per_run_updates(
+    w: np.ndarray, x: np.ndarray, y: np.ndarray, lr: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """E = 1 updates of n clients of one run at once: x (n, B, F), y (n, B) → Δ (n, dim), loss (n,)."""
+    n, batch, f = x.shape
+    loss, d = _softmax_rows(x.reshape(n * batch, f) @ w[:-1] + w[-1], y.reshape(-1))
+    d = (d * np.float32(-lr / batch)).reshape(n, batch, -1)
+    out = np.empty((n, f + 1, w.shape[1]), dtype=np.float32)
+    np.matmul(x.transpose(0, 2, 1), d, out=out[:, :f])
+    out[:, f] = d.sum(axis=1)
+    return out.reshape(n, -1), loss.reshape(n, batch).mean(axis=1)
 
 
 def client_accuracy(w: np.ndarray, data: FederatedData) -> np.ndarray:
@@ -179,95 +226,82 @@ def client_accuracy(w: np.ndarray, data: FederatedData) -> np.ndarray:
     return np.asarray(acc)
 
 
-@dataclass
-class LoopRun:
-    spec: RunSpec
-    state: Any
-    rng: np.random.Generator
-    w: np.ndarray
-    selected: np.ndarray
-    client_updates: int = 0
-    loss_evals: int = 0
-    client_acc: list[np.ndarray] = field(default_factory=list)
-
-
-def per_client_loop(
-    specs: Sequence[RunSpec], data: FederatedData, config: SimConfig
+def run_loop(
+    specs: Sequence[RunSpec], data: FederatedData, config: SimConfig, *, per_client: bool
 ) -> list[LoopRun]:
-    """Every run round by round, every client's update computed on its own model copy."""
+    """Every run on its own, round by round (E = 1 for the per-run form).
+
+    ``per_client``: each client's update on its own model copy (the per-client loop); else one
+    gather and a few batched products per run and round (the per-run loop).
+    """
     n, batch, steps = data.n_clients, config.batch_size, config.local_steps
-    available = np.ones(n, dtype=bool)
+    everyone = np.ones(n, dtype=bool)
+    clients_all = np.arange(n)
     sizes = data.data_sizes.astype(np.float64)
+    f = int(np.prod(data.input_shape))
     runs = [
         LoopRun(
             spec=s,
             state=s.scheduler.init(n, sizes.copy()),
             rng=scheduler_rng(s.seed, s.run_id),
-            w=np.zeros((data.n_features + 1, data.n_classes), dtype=np.float32),
+            w=np.zeros((f + 1, data.n_classes), dtype=np.float32),
             selected=np.empty((config.rounds, s.scheduler.m), dtype=np.intp),
         )
         for s in specs
     ]
-    samplers = {
-        s.seed: MinibatchSampler(data, steps * batch, minibatch_seed_sequence(s.seed))
-        for s in specs
-    }
 
-    def minibatches(rows: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
-        r = rows[c].reshape(steps, batch)
-        return data.train_images[r].astype(np.float32) * PIXEL_SCALE, data.train_labels[r]
+    def minibatches(seed: int, t: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        local = minibatch_indices(
+            stream_key(seed), clients, t, data.data_sizes[clients], steps, batch
+        )
+        rows = data.train_rows(clients, local)  # (n, E, B)
+        x = data.train_images[rows].astype(np.float32) * PIXEL_SCALE
+        return x, data.train_labels[rows]
+
+    def updates_of(run: LoopRun, t: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x, y = minibatches(run.spec.seed, t, clients)
+        if not per_client:
+            return per_run_updates(run.w, x[:, 0], y[:, 0], config.local_lr)
+        pairs = [client_update(run.w, x[i], y[i], config.local_lr) for i in range(clients.size)]
+        return np.stack([p[0].ravel() for p in pairs]), np.array([p[1] for p in pairs])
 
     for run in runs:
         run.client_acc.append(client_accuracy(run.w, data))
     for t in range(config.rounds):
-        rows_of = {seed: sampler.rows(t) for seed, sampler in samplers.items()}
         for run in runs:
-            rows, scheduler = rows_of[run.spec.seed], run.spec.scheduler
-            probe = scheduler.probe(run.state, t, available, run.rng)
-            targets = probe.targets(available)
-            updates: dict[int, np.ndarray] = {}
-            losses = np.full(n, np.nan)
+            scheduler = run.spec.scheduler
+            probe = scheduler.probe(run.state, t, everyone, run.rng)
+            targets = clients_all if probe.clients is None else np.unique(probe.targets(everyone))
+            held: dict[int, np.ndarray] = {}
+            stats = ClientStats.blind(everyone)
             if probe.kind is ProbeKind.UPDATES:
-                for c in targets:
-                    updates[int(c)], losses[c] = client_update(
-                        run.w, *minibatches(rows, c), config.local_lr
-                    )
+                upd, losses = updates_of(run, t, targets)
+                held = {int(c): upd[i] for i, c in enumerate(targets)}
+                stats = ClientStats(everyone, targets, losses.astype(np.float64), upd)
             elif probe.kind is ProbeKind.LOSSES:
                 if probe.loss_source is LossSource.FULL:
-                    raise NotImplementedError("the loop baseline only has minibatch loss probes")
-                for c in targets:
-                    x, y = minibatches(rows, c)
-                    losses[c] = client_loss(run.w, x[0], y[0])
+                    raise NotImplementedError("the loop baselines have minibatch loss probes only")
+                x, y = minibatches(run.spec.seed, t, targets)
+                xf = x[:, 0].reshape(-1, f)
+                loss, _ = _softmax_rows(xf @ run.w[:-1] + run.w[-1], y[:, 0].reshape(-1))
+                losses = loss.reshape(targets.size, batch).mean(axis=1)
+                stats = ClientStats(everyone, targets, losses.astype(np.float64))
                 run.loss_evals += targets.size
-            stats = ClientStats.blind(available)
-            if probe.kind is not ProbeKind.NONE:
-                probed = np.zeros(n, dtype=bool)
-                probed[targets] = True
-                matrix = None
-                if updates:
-                    matrix = np.full((n, run.w.size), np.nan, dtype=np.float32)
-                    for c, u in updates.items():
-                        matrix[c] = u.ravel()
-                stats = ClientStats(available, probed, losses, matrix)
             selection, run.state = scheduler.select(run.state, t, stats, run.rng)
             clients = np.asarray(selection.clients)
-            for c in clients:
-                if int(c) not in updates:
-                    updates[int(c)], losses[c] = client_update(
-                        run.w, *minibatches(rows, c), config.local_lr
-                    )
-            run.client_updates += len(updates)
+            missing = np.array([c for c in clients.tolist() if c not in held], dtype=np.intp)
+            if missing.size:
+                upd, _ = updates_of(run, t, missing)
+                held.update({int(c): upd[i] for i, c in enumerate(missing)})
+            run.client_updates += len(held)
             if selection.weights is not None:
                 coef = np.asarray(selection.weights, dtype=np.float32)
             else:
                 coef = np.full(clients.size, 1.0 / clients.size, dtype=np.float32)
-            step = np.zeros_like(run.w)
-            for a, c in zip(coef, clients, strict=True):
-                step += a * updates[int(c)]
-            run.w += np.float32(config.server_lr) * step
-            if _observes_updates(scheduler):
-                sel_updates = np.stack([updates[int(c)].ravel() for c in clients])
-                run.state = scheduler.observe(run.state, t, clients, sel_updates, losses[clients])
+            rows = np.stack([held[int(c)] for c in clients])
+            run.w += np.float32(config.server_lr) * (coef @ rows).reshape(run.w.shape)
+            if scheduler.observes_updates:
+                run.state = scheduler.observe(run.state, t, clients, rows, None)
             run.selected[t] = clients
     for run in runs:
         run.client_acc.append(client_accuracy(run.w, data))
@@ -304,107 +338,121 @@ def _cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def time_loop(
-    specs: Sequence[RunSpec], data: FederatedData, config: SimConfig
-) -> tuple[Timing, list[LoopRun]]:
-    wrapped, clock = timed(specs)
-    wall, cpu = time.perf_counter(), _cpu_seconds()
-    runs = per_client_loop(wrapped, data, config)
-    wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
-    updates = sum(r.client_updates for r in runs)
-    evals = sum(r.loss_evals for r in runs)
-    return Timing(wall, cpu, clock[0], updates, evals, config.rounds), runs
-
-
-def time_vectorised(
-    specs: Sequence[RunSpec], data: FederatedData, config: SimConfig, workers: int
+def _timed_call(
+    specs: Sequence[RunSpec], call: Callable[[list[RunSpec]], list[Any]], rounds: int, sched: bool
 ) -> tuple[Timing, list[Any]]:
     wrapped, clock = timed(specs)
     wall, cpu = time.perf_counter(), _cpu_seconds()
-    results = simulate(wrapped, data, config, workers=workers)
+    out = call(wrapped)
     wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
-    updates = sum(r.client_updates for r in results)
-    evals = sum(r.loss_evals for r in results)
+    updates = sum(r.client_updates for r in out)
+    evals = sum(r.loss_evals for r in out)
     # with several workers the scheduler clocks tick in forked processes, out of reach here
-    sched = clock[0] if workers == 1 else math.nan
-    return Timing(wall, cpu, sched, updates, evals, config.rounds), results
+    return Timing(wall, cpu, clock[0] if sched else math.nan, updates, evals, rounds), out
 
 
 def describe(name: str, t: Timing) -> str:
     return (
-        f"{name:<26} {t.rounds / t.wall:9.2f} rounds/s  {t.updates / t.wall:10.0f} updates/s  "
+        f"{name:<24} {t.rounds / t.wall:8.1f} rounds/s {t.updates / t.wall:9.0f} updates/s  "
         f"wall {t.wall:7.2f} s  cpu {t.cpu:7.2f} s  in schedulers "
-        + ("  n/a (in workers)" if math.isnan(t.sched) else f"{t.sched / t.wall:5.1%}")
+        + ("n/a (in workers)" if math.isnan(t.sched) else f"{t.sched / t.wall:5.1%}")
     )
 
 
-def profile_summary(
-    specs: Sequence[RunSpec], data: FederatedData, config: SimConfig, top: int
-) -> str:
-    """CPU time of a vectorised run: by part of the code, then per function."""
-    profiler = cProfile.Profile(time.process_time)
-    profiler.enable()
-    simulate(specs, data, config)
-    profiler.disable()
-    stats = pstats.Stats(profiler)
-    table: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
-    total = max(cum for (_, _, _, cum, _) in table.values())
-    parts = {
-        "scheduler calls (probe/select/observe, incl. dpp)": 0.0,
-        "model: forward (one product + softmax)": 0.0,
-        "model: backward (aggregated product)": 0.0,
-        "model: per-client updates (batched products)": 0.0,
-        "gather + uint8 -> float32": 0.0,
-        "evaluation": 0.0,
-    }
-    keys = list(parts)
-    for (filename, _, name), (_, _, _, cum, _) in table.items():
-        path = filename.replace("\\", "/")
-        if "adcs/schedulers" in path and name in ("probe", "select", "observe"):
-            parts[keys[0]] += cum
-        elif "adcs/sim/model" in path and name == "shared_forward":
-            parts[keys[1]] += cum
-        elif "adcs/sim/model" in path and name == "weighted_grads":
-            parts[keys[2]] += cum
-        elif "adcs/sim/model" in path and name == "group_grads":
-            parts[keys[3]] += cum
-        elif "adcs/sim/engine" in path and name == "gather_train":
-            parts[keys[4]] += cum
-        elif "adcs/sim/engine" in path and name == "__call__":  # the evaluator
-            parts[keys[5]] += cum
-    parts["round loop and bookkeeping (the rest)"] = total - sum(parts.values())
-    out = io.StringIO()
-    per_round = 1e3 / config.rounds
-    print(f"CPU time by part ({total:.2f} s for {config.rounds} rounds):", file=out)
-    for label, seconds in parts.items():
-        print(
-            f"  {label:<52} {seconds * per_round:7.2f} ms/round  {seconds / total:6.1%}",
-            file=out,
-        )
-    stats.stream = out  # type: ignore[attr-defined]
-    stats.sort_stats("tottime").print_stats(top)
-    return out.getvalue()
-
-
-def compare(loop_runs: list[LoopRun], results: list[Any]) -> str:
-    same = sum(
-        np.array_equal(lr.selected, r.selected) for lr, r in zip(loop_runs, results, strict=True)
-    )
+def compare(name: str, loop_runs: list[LoopRun], results: list[Any]) -> str:
+    pairs = list(zip(loop_runs, results, strict=True))
+    same = sum(np.array_equal(lr.selected, r.selected) for lr, r in pairs)
     dw = max(
-        float(np.abs(lr.w - r.final_params).max() / max(np.abs(lr.w).max(), 1e-12))
-        for lr, r in zip(loop_runs, results, strict=True)
+        float(np.abs(lr.w.ravel() - r.final_params).max() / max(np.abs(lr.w).max(), 1e-12))
+        for lr, r in pairs
     )
-    dacc = max(
-        float(np.abs(lr.client_acc[-1] - r.client_acc[-1]).max())
-        for lr, r in zip(loop_runs, results, strict=True)
-    )
+    dacc = max(float(np.abs(lr.client_acc[-1] - r.client_acc[-1]).max()) for lr, r in pairs)
     counts = all(
-        (lr.client_updates, lr.loss_evals) == (r.client_updates, r.loss_evals)
-        for lr, r in zip(loop_runs, results, strict=True)
+        (lr.client_updates, lr.loss_evals) == (r.client_updates, r.loss_evals) for lr, r in pairs
     )
     return (
-        f"check: identical selections in {same}/{len(results)} runs, max relative |Δw| {dw:.2e}, "
-        f"max |Δ client acc| {dacc:.4f}, same computation counts: {counts}"
+        f"check {name} vs vectorised: identical selections in {same}/{len(pairs)} runs, max "
+        f"relative |Δw| {dw:.1e}, max |Δ client acc| {dacc:.4f}, same computation counts: {counts}"
+    )
+
+
+def side_by_side(specs: list[RunSpec], data: FederatedData, rounds: int, eval_every: int) -> None:
+    config = SimConfig(rounds=rounds, eval_every=eval_every)
+    print(
+        f"\n== side by side: {len(specs)} runs x {rounds} rounds, evaluation every {eval_every} =="
+    )
+    timings = {}
+    loops = {}
+    for name, per_client in (("per-client loop", True), ("per-run loop", False)):
+        timings[name], loops[name] = _timed_call(
+            specs, lambda s, pc=per_client: run_loop(s, data, config, per_client=pc), rounds, True
+        )
+    timings["vectorised"], results = _timed_call(
+        specs, lambda s: simulate(s, data, config), rounds, True
+    )
+    for name, t in timings.items():
+        print(describe(name, t))
+    vec = timings["vectorised"]
+    for name in loops:
+        t = timings[name]
+        print(
+            f"  {name} / vectorised: {t.wall / vec.wall:.2f}x wall, "
+            f"{(t.wall - t.sched) / (vec.wall - vec.sched):.2f}x outside scheduler calls, "
+            f"{t.cpu / vec.cpu:.2f}x CPU"
+        )
+    for name, runs in loops.items():
+        print(compare(name, runs, results))
+
+
+def grid(specs: list[RunSpec], data: FederatedData, rounds: int, eval_every: int,
+         workers: Sequence[int], full: bool) -> None:  # fmt: skip
+    config = SimConfig(rounds=PAPER_ROUNDS if full else rounds, eval_every=eval_every)
+    print(f"\n== Fig 1 grid: {len(specs)} runs x {PAPER_ROUNDS} rounds, evaluation every "
+          f"{eval_every} ==")  # fmt: skip
+    for w in workers:
+        t, _ = _timed_call(
+            specs, lambda s, w=w: simulate(s, data, config, workers=w), config.rounds, w == 1
+        )
+        scale = PAPER_ROUNDS / config.rounds
+        how = "measured" if full else f"extrapolated x{scale:.0f} from {config.rounds} rounds"
+        print(describe(f"vectorised ({w} worker{'s' if w > 1 else ''})", t))
+        print(
+            f"  -> full grid wall time {t.wall * scale:7.0f} s ({how}); CPU {t.cpu * scale:7.0f} s"
+        )
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def scaling(dataset: Any, sizes: Sequence[int], rounds: int) -> None:
+    print("\n== scaling: round time of one run alone, IID Fashion-MNIST, evaluation excluded ==")
+    print(f"{'N':>8} {'m':>4} {'Uniform ms/round':>17} {'ADCS ms/round':>14} {'ADCS refresh ms':>16} "
+          f"{'peak RSS MB':>12}")  # fmt: skip
+    uniform_ms: dict[int, float] = {}
+    for n in sizes:
+        data = iid_data(dataset, n)
+        m = M if n == N_CLIENTS else 30
+        config = SimConfig(rounds=rounds, eval_every=rounds)
+        row = []
+        for scheduler in (Uniform(m), ADCS(m, theta=0.8, refresh_every=20)):
+            simulate([RunSpec(scheduler, 0, "warm")], data, SimConfig(rounds=2, eval_every=2))
+            start = time.perf_counter()
+            simulate([RunSpec(scheduler, 0, "s")], data, config)
+            row.append((time.perf_counter() - start) / rounds * 1e3)
+        # one refresh round of ADCS on its own (probe of all N, kernel, MAP)
+        one = SimConfig(rounds=1, eval_every=1)
+        start = time.perf_counter()
+        simulate([RunSpec(ADCS(m, refresh_every=20), 0, "r")], data, one)
+        refresh = (time.perf_counter() - start) * 1e3
+        uniform_ms[n] = row[0]
+        print(f"{n:>8} {m:>4} {row[0]:>17.2f} {row[1]:>14.2f} {refresh:>16.0f} {_peak_mb():>12.0f}")
+    if 300 in uniform_ms and max(sizes) > 300:
+        top = max(sizes)
+        print(f"Uniform round time at N={top} / N=300: {uniform_ms[top] / uniform_ms[300]:.2f}x "
+              "(target <= 1.5x)")  # fmt: skip
+    print(
+        "(ADCS, the paper's form, probes all N clients every R rounds: its refresh grows with N.)"
     )
 
 
@@ -413,67 +461,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--data", default=None, help="Fashion-MNIST folder (default: the usual lookup)"
     )
-    parser.add_argument("--seeds", type=int, default=5, help="seeds of the grid (default 5)")
     parser.add_argument(
-        "--loop-rounds", type=int, default=60, help="rounds of the side-by-side run"
+        "--seeds", type=int, default=2, help="seeds of the side-by-side run (default 2)"
     )
     parser.add_argument(
-        "--grid-rounds", type=int, default=600, help="rounds measured for the grid estimate"
+        "--loop-rounds", type=int, default=400, help="rounds of the side-by-side run"
+    )
+    parser.add_argument("--loop-eval-every", type=int, default=100,
+                        help="evaluation period of the side-by-side run")  # fmt: skip
+    parser.add_argument("--grid-seeds", type=int, default=5, help="seeds of the grid (default 5)")
+    parser.add_argument(
+        "--grid-rounds", type=int, default=1000, help="rounds measured for the grid estimate"
     )
     parser.add_argument("--workers", default="1,2", help="worker counts for the grid estimate")
     parser.add_argument(
         "--eval-every", type=int, default=100, help="evaluation period of the grid run"
     )
-    parser.add_argument("--profile-rounds", type=int, default=100, help="0 to skip the profile")
     parser.add_argument(
         "--full", action="store_true", help=f"run the grid for all {PAPER_ROUNDS} rounds"
+    )
+    parser.add_argument(
+        "--scale", default="30,300,3000,30000", help="N of the scaling table ('' to skip)"
+    )
+    parser.add_argument(
+        "--scale-rounds", type=int, default=60, help="rounds per scaling measurement"
     )
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.seeds, args.loop_rounds, args.grid_rounds, args.profile_rounds = 1, 10, 40, 20
+        args.seeds, args.loop_rounds, args.loop_eval_every = 1, 10, 5
+        args.grid_seeds, args.grid_rounds, args.eval_every = 1, 20, 10
+        args.scale, args.scale_rounds, args.workers = "30,300", 5, "1"
     workers = [int(w) for w in str(args.workers).split(",") if w]
 
-    data, source = load_data(args.data, partition_seed=0)
-    specs = fig1_specs(args.seeds)
-    print(
-        f"data: {source}; N={data.n_clients}, m={M}, runs={len(specs)} ({args.seeds} seeds x 6 methods)"
-    )
+    dataset, data = load_data(args.data, partition_seed=0)
+    print(f"data: {dataset.source}; N={data.n_clients}, m={M}")
     print(f"machine: {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f} at start")
     with one_blas_thread() as blas:
         print(f"BLAS threads: {blas}")
-        side = SimConfig(rounds=args.loop_rounds, eval_every=args.loop_rounds)
-        print(f"\n== side by side, {args.loop_rounds} rounds ==")
-        loop_t, loop_runs = time_loop(specs, data, side)
-        vec_t, results = time_vectorised(specs, data, side, workers=1)
-        print(describe("per-client loop", loop_t))
-        print(describe("vectorised (1 worker)", vec_t))
-        own_loop, own_vec = loop_t.wall - loop_t.sched, vec_t.wall - vec_t.sched
-        print(
-            f"ratio (loop / vectorised): {loop_t.wall / vec_t.wall:.1f}x wall, "
-            f"{own_loop / own_vec:.1f}x outside scheduler calls, {loop_t.cpu / vec_t.cpu:.1f}x CPU"
+        side_by_side(fig1_specs(args.seeds), data, args.loop_rounds, args.loop_eval_every)
+        grid(
+            fig1_specs(args.grid_seeds), data, args.grid_rounds, args.eval_every, workers, args.full
         )
-        print(compare(loop_runs, results))
-
-        rounds = PAPER_ROUNDS if args.full else args.grid_rounds
-        grid = SimConfig(rounds=rounds, eval_every=args.eval_every)
-        print(f"\n== Fig 1 grid: {len(specs)} runs x {PAPER_ROUNDS} rounds ==")
-        for w in workers:
-            t, _ = time_vectorised(specs, data, grid, workers=w)
-            scale = PAPER_ROUNDS / rounds
-            how = "measured" if args.full else f"extrapolated x{scale:.0f} from {rounds} rounds"
-            print(describe(f"vectorised ({w} worker{'s' if w > 1 else ''})", t))
-            print(
-                f"  -> full grid wall time {t.wall * scale:7.0f} s ({how}); "
-                f"CPU {t.cpu * scale:7.0f} s"
-                + ("" if math.isnan(t.sched) else f"; scheduler calls {t.sched * scale:6.0f} s")
-            )
-        if args.profile_rounds > 0:
-            print(
-                f"\n== profile of the vectorised grid, {args.profile_rounds} rounds (CPU time) =="
-            )
-            config = SimConfig(rounds=args.profile_rounds, eval_every=args.eval_every)
-            print(profile_summary(specs, data, config, top=25))
+        sizes = [int(n) for n in str(args.scale).split(",") if n]
+        if sizes:
+            scaling(dataset, sizes, args.scale_rounds)
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
     return 0
 
 

@@ -196,7 +196,7 @@ def minibatch_indices(
     Every (client, round) gets E·B indices into the client's own data: the first E minibatches of a
     fresh uniform shuffle, i.e. E·B distinct indices drawn uniformly, in order (whole shuffles back
     to back when the client holds fewer than E·B samples). The draw is a pure function of
-    (``key``, client, ``round_idx``) and the client's size.
+    (``key``, client, ``round_idx``) and the client's size: the same whoever else is asked.
 
     Parameters
     ----------
@@ -228,10 +228,6 @@ def minibatch_indices(
     return out.reshape(clients.size, local_steps, batch_size)
 
 
-_SPARE = 4
-"""Extra draws per row: a row keeps the first E·B distinct of E·B + _SPARE uniform draws."""
-
-
 def _first_distinct(row: NDArray[np.int64], count: int) -> list[int] | None:
     """The first ``count`` distinct entries of ``row`` in order (None if it has fewer)."""
     seen: dict[int, None] = {}
@@ -248,24 +244,29 @@ def _draw(
     """:func:`minibatch_indices` without the checks, shape (n, per).
 
     Sequential rejection: a row's uniform draws are scanned in order and repeats skipped, which
-    samples without replacement exactly. Clients with size ≥ per² (a repeat is then unlikely) take
-    the first ``per`` distinct of ``per + _SPARE`` draws; the rare row that has fewer, and smaller
-    clients, take a uniform shuffle instead.
+    samples without replacement exactly. A client with size ≥ 2·per scans its first
+    per + 4 + ⌈per²/size⌉ draws (expected repeats: about per²/(2·size)); the rare client that
+    finds too few distinct values there, and smaller clients, take a uniform shuffle instead.
+    Every choice depends on the client's own size only, never on the other clients asked.
     """
-    direct = sizes >= per * per
+    direct = sizes >= 2 * per
     everyone = bool(direct.all())
     rows = slice(None) if everyone else np.flatnonzero(direct)
-    width = per + _SPARE if per > 1 else 1
-    bits = _hash(key, Domain.MINIBATCH, round_idx, 0, clients[rows], width)
+    own = sizes[rows]
+    if per == 1:
+        width = np.ones_like(own)
+    else:
+        width = per + 4 + -(-(per * per) // np.maximum(own, 1))
+    bits = _hash(key, Domain.MINIBATCH, round_idx, 0, clients[rows], int(width.max(initial=1)))
     bits >>= _S32
-    bits *= sizes[rows].astype(np.uint64)[:, None]
+    bits *= own.astype(np.uint64)[:, None]
     bits >>= _S32  # ⌊u · size⌋ for u = top 32 bits / 2³² (bias below size / 2³²)
     drawn = bits.astype(np.int64)
     out = drawn[:, :per]
     if per > 1:
         head = np.sort(out, axis=1)
         for r in np.flatnonzero((head[:, 1:] == head[:, :-1]).any(axis=1)).tolist():
-            fixed = _first_distinct(drawn[r], per)
+            fixed = _first_distinct(drawn[r, : width[r]], per)
             if fixed is None:
                 direct[np.arange(clients.size)[rows][r]] = False
             else:

@@ -99,6 +99,22 @@ def probed_updates(stats: ClientStats) -> tuple[FloatArray, BoolArray]:
     return updates, stats.usable()
 
 
+def row_norms(rows: FloatArray) -> FloatArray:
+    """‖g_n‖ of each (finite) row, in float64, shape (n,); rows of any finite scale are safe.
+
+    Squares are summed in the rows' own precision (fast); a row whose sum overflowed is
+    recomputed from its scaled float64 values.
+    """
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows).astype(np.float64))
+    big = ~np.isfinite(norms)
+    if big.any():
+        r = np.asarray(rows[big], dtype=np.float64)
+        peak = np.abs(r).max(axis=1)
+        norms[big] = np.linalg.norm(r / peak[:, None], axis=1) * peak
+    return norms
+
+
 def fill_from(order: IntArray, available: BoolArray, k: int) -> IntArray:
     """The first ``k`` available clients of ``order``, topped up with other available clients.
 

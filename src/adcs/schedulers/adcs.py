@@ -23,6 +23,7 @@ from adcs.schedulers._common import (
     SchedulerBase,
     fill_from,
     probed_updates,
+    row_norms,
 )
 from adcs.schedulers.base import (
     NO_PROBE,
@@ -149,9 +150,9 @@ class ADCS(SchedulerBase[ADCSState]):
                 raise ValueError("ADCS with quality=LOSS needs the probe's losses (stats.losses)")
             q = np.asarray(stats.losses, dtype=np.float64)
         else:
-            updates, _ = probed_updates(stats)
-            with np.errstate(invalid="ignore", over="ignore"):
-                q = np.linalg.norm(np.asarray(updates, dtype=np.float64), axis=1)  # ‖g_n‖
+            updates, usable = probed_updates(stats)
+            q = np.full(stats.n_probed, np.nan)
+            q[usable] = row_norms(updates[usable])  # ‖g_n‖
         if self.comm_score is not None:
             q = (1.0 - self.gamma) * q + self.gamma * np.asarray(self.comm_score)[stats.clients]
         return q

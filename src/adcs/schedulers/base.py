@@ -131,10 +131,9 @@ class ClientStats:
         """Probed clients that are available and whose statistics are all finite, shape (n_probed,)."""
         ok = self.available[self.clients]
         if self.losses is not None:
-            ok = ok & np.isfinite(self.losses)
-        if self.updates is not None:
-            with np.errstate(invalid="ignore", over="ignore"):
-                ok = ok & np.isfinite(self.updates).all(axis=1)
+            ok &= np.isfinite(self.losses)
+        if self.updates is not None and self.updates.size:
+            ok &= finite_rows(self.updates)
         return np.asarray(ok, dtype=bool)
 
 
@@ -154,6 +153,21 @@ class Selection:
 
     clients: IntArray
     weights: FloatArray | None = None
+
+
+def finite_rows(rows: FloatArray) -> BoolArray:
+    """Which rows of a 2-D array hold only finite numbers, shape (n_rows,).
+
+    A row sum is finite only if every entry is (NaN and ±inf propagate), so one fast product
+    answers for almost every row; rows whose sum is not finite — a non-finite entry, or a sum
+    that overflowed — are checked entry by entry.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = np.isfinite(rows @ np.ones(rows.shape[1], dtype=rows.dtype))
+        if not ok.all():
+            suspect = np.flatnonzero(~ok)
+            ok[suspect] = np.isfinite(rows[suspect]).all(axis=1)
+    return np.asarray(ok)
 
 
 @runtime_checkable
@@ -218,6 +232,9 @@ def top_m(scores: FloatArray, m: int) -> IntArray:
     Ties go to the lowest position; NaN scores rank below every number, −inf included.
     """
     s = np.asarray(scores, dtype=np.float64)
+    nan = np.isnan(s)
+    if not nan.any():  # a stable sort of −s keeps equal scores in position order
+        return np.argsort(-s, kind="stable")[:m].astype(np.intp)
     # lexsort sorts by the last key first: NaN last, then descending score, then ascending position
-    order = np.lexsort((np.arange(s.size), -np.nan_to_num(s, nan=-np.inf), np.isnan(s)))
+    order = np.lexsort((np.arange(s.size), -np.where(nan, -np.inf, s), nan))
     return order[:m].astype(np.intp)

@@ -19,6 +19,7 @@ from adcs.schedulers._common import (
     SchedulerBase,
     fill_from,
     probed_updates,
+    row_norms,
 )
 from adcs.schedulers.base import (
     BoolArray,
@@ -115,8 +116,8 @@ class OCS(SchedulerBase[BasicState]):
     ) -> tuple[Selection, BasicState]:
         available, k = check_available(stats.available, state.n_clients, self.m)
         updates, usable = probed_updates(stats)
-        with np.errstate(invalid="ignore", over="ignore"):
-            norms = np.linalg.norm(np.asarray(updates[usable], dtype=np.float64), axis=1)
+        rows = updates if usable.all() else updates[usable]
+        norms = row_norms(rows)
         known = stats.clients[usable]
         if not self.unbiased or k == 0:
             return Selection(fill_from(known[top_m(norms, k)], available, k)), state

@@ -33,7 +33,6 @@ or on the number of workers. A run alone therefore equals the same run batched w
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import multiprocessing
 import sys
@@ -272,12 +271,21 @@ class _Run:
     dropped: int = 0
 
 
-@dataclass
-class _Gathered:
-    """Step 2's results for one run: its probe's statistics, and the updates it holds (by client)."""
+@dataclass(frozen=True)
+class _Availability:
+    """A round's availability: the mask (n_clients,) and the available clients, ascending."""
 
-    stats: ClientStats
-    update_rows: dict[int, int] = field(default_factory=dict)  # client → row of stats.updates
+    mask: BoolArray
+    clients: IntArray
+    blind: ClientStats
+
+
+def _locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
+    """Which ``clients`` are in the ascending array ``pool``, and their positions there."""
+    if pool.size == 0:
+        return np.zeros(clients.size, dtype=bool), np.zeros(clients.size, dtype=np.intp)
+    pos = np.minimum(np.searchsorted(pool, clients), pool.size - 1)
+    return np.asarray(pool[pos] == clients), pos
 
 
 class _Context:
@@ -287,7 +295,9 @@ class _Context:
         self.data = data
         self.config = config
         self.model = model
-        self.shared = isinstance(model, SharedInputs) and config.local_steps == 1
+        self.shared: SharedInputs | None = (
+            model if isinstance(model, SharedInputs) and config.local_steps == 1 else None
+        )
         self.sizes = data.data_sizes
         self.base_weights: F64Array | None = (
             data.data_sizes.astype(np.float64) if config.weighting == "data_size" else None
@@ -295,15 +305,17 @@ class _Context:
         self.always = isinstance(config.availability, AlwaysAvailable)
         everyone = np.ones(data.n_clients, dtype=bool)
         everyone.setflags(write=False)
-        self.everyone = everyone
+        self._always = _Availability(
+            everyone, np.arange(data.n_clients, dtype=np.intp), ClientStats.blind(everyone)
+        )
         self.no_clients = np.empty(0, dtype=np.intp)
 
-    def availability(self, seed_key: int, t: int) -> BoolArray:
+    def availability(self, seed_key: int, t: int) -> _Availability:
         if self.always:
-            return self.everyone
+            return self._always
         mask = self.config.availability.mask(seed_key, t, self.data.groups)
         mask.setflags(write=False)
-        return mask
+        return _Availability(mask, np.flatnonzero(mask), ClientStats.blind(mask))
 
     def returned(self, seed_key: int, t: int, clients: IntArray) -> BoolArray:
         """Which of the selected clients deliver their update (the rest drop out)."""
@@ -386,31 +398,30 @@ class _Stream:
 
     # -- the five steps ------------------------------------------------------------------------
 
-    def step(self, t: int, available: BoolArray) -> None:
+    def step(self, t: int, avail: _Availability) -> None:
         """One round of every run of the stream (Algorithm 1, lines 2–14)."""
         ctx = self.ctx
+        runs = self.runs
         # 1. probe; blind runs select at once (their choice needs nothing computed)
-        probes = [r.scheduler.probe(r.state, t, available, r.rng) for r in self.runs]
-        targets = [self._targets(p, available) for p in probes]
-        selections: list[Selection | None] = [None] * len(self.runs)
-        for j, (run, probe) in enumerate(zip(self.runs, probes, strict=True)):
+        probes = [r.scheduler.probe(r.state, t, avail.mask, r.rng) for r in runs]
+        targets = [self._targets(p, avail) for p in probes]
+        selections: list[Selection | None] = [None] * len(runs)
+        for j, probe in enumerate(probes):
             if probe.kind is ProbeKind.NONE:
-                selections[j], run.state = run.scheduler.select(
-                    run.state, t, ClientStats.blind(available), run.rng
-                )
+                run = runs[j]
+                selections[j], run.state = run.scheduler.select(run.state, t, avail.blind, run.rng)
         # 2. gather what the probes ask, over the union of the active clients
         batch = _Batch(self, t, probes, targets, selections)
-        gathered = [batch.gather(j, available) for j in range(len(self.runs))]
+        stats = [batch.gather(j, avail) for j in range(len(runs))]
         # 3. select
         chosen: list[IntArray] = []
         coefs: list[F64Array] = []
         returned: list[BoolArray] = []
-        for j, run in enumerate(self.runs):
+        for j, run in enumerate(runs):
             sel = selections[j]
             if sel is None:
-                sel, run.state = run.scheduler.select(run.state, t, gathered[j].stats, run.rng)
-            who = f"run {run.spec.run_id!r} at round {t}"
-            clients = check_selection(sel.clients, available, run.scheduler.m, who=who)
+                sel, run.state = run.scheduler.select(run.state, t, stats[j], run.rng)
+            clients = check_selection(sel.clients, avail.mask, run.scheduler.m, who=run.spec.run_id)
             ok = ctx.returned(self.seed_key, t, clients)  # dropouts
             chosen.append(clients)
             returned.append(ok)
@@ -420,32 +431,29 @@ class _Stream:
                 )
             )
         # 4. train the selected clients that return, and aggregate
-        observed = batch.train_and_step(gathered, chosen, returned, coefs)
+        observed, fresh = batch.train_and_step(stats, chosen, returned, coefs)
         # 5. observe, record
-        for j, run in enumerate(self.runs):
+        for j, run in enumerate(runs):
             clients, ok = chosen[j], returned[j]
             if run.observes:
-                delivered = clients[ok]
                 updates, losses = observed[j]
-                run.state = run.scheduler.observe(run.state, t, delivered, updates, losses)
+                run.state = run.scheduler.observe(run.state, t, clients[ok], updates, losses)
             k = clients.size
             run.selected[t, :k] = clients
             run.returned[t, :k] = ok
-            run.dropped += int(k - np.count_nonzero(ok))
-            probed_updates = gathered[j].update_rows
-            run.client_updates += len(probed_updates) + int(
-                sum(1 for c in clients[ok].tolist() if c not in probed_updates)
-            )
+            run.dropped += k - int(np.count_nonzero(ok))
+            probed = stats[j].n_probed if stats[j].updates is not None else 0
+            run.client_updates += probed + fresh[j]
             if probes[j].kind is ProbeKind.LOSSES:
                 run.loss_evals += int(targets[j].size)
 
-    def _targets(self, probe: Probe, available: BoolArray) -> IntArray:
+    def _targets(self, probe: Probe, avail: _Availability) -> IntArray:
         """The clients to probe: distinct, available, ascending."""
         if probe.kind is ProbeKind.NONE:
             return self.ctx.no_clients
         if probe.clients is None:
-            return np.flatnonzero(available)
-        return np.unique(probe.targets(available))
+            return avail.clients
+        return np.unique(probe.targets(avail.mask))
 
 
 class _Batch:
@@ -478,20 +486,21 @@ class _Batch:
         ]
         early += [np.asarray(s.clients, dtype=np.intp) for s in selections if s is not None]
         parts = [a for a in early if a.size]
-        self.union: IntArray = np.unique(np.concatenate(parts)) if parts else self.ctx.no_clients
+        if len(parts) == 1 or (parts and all(a is parts[0] for a in parts)):
+            self.union: IntArray = np.unique(parts[0])
+        else:
+            self.union = np.unique(np.concatenate(parts)) if parts else self.ctx.no_clients
         self.rows = self.ctx.minibatch(stream.key, t, self.union) if self.union.size else None
         self.forward: SharedForward | None = None
         self.client_loss: F32Array | None = None
-        if self.ctx.shared and self.union.size:
-            self._shared_forward()
+        if self.ctx.shared is not None and self.union.size:
+            self._shared_forward(self.ctx.shared)
 
-    def _shared_forward(self) -> None:
+    def _shared_forward(self, model: SharedInputs) -> None:
         ctx, batch = self.ctx, self.ctx.config.batch_size
         assert self.rows is not None
         first = self.rows[:, :batch].reshape(-1)
         x = ctx.data.gather_train(first)
-        model = ctx.model
-        assert isinstance(model, SharedInputs)
         self.forward = model.shared_forward(self.stream.params, x, ctx.data.train_labels[first])
         self.client_loss = self.forward.sample_loss.reshape(
             len(self.stream.runs), self.union.size, batch
@@ -500,42 +509,32 @@ class _Batch:
     def _positions(self, clients: IntArray) -> IntArray:
         return np.searchsorted(self.union, clients)
 
-    def _in_union(self, clients: IntArray) -> BoolArray:
-        if self.union.size == 0:
-            return np.zeros(clients.size, dtype=bool)
-        pos = np.minimum(self._positions(clients), self.union.size - 1)
-        return np.asarray(self.union[pos] == clients)
-
     # -- step 2 --------------------------------------------------------------------------------
 
-    def gather(self, j: int, available: BoolArray) -> _Gathered:
+    def gather(self, j: int, avail: _Availability) -> ClientStats:
         """ClientStats of run j: what its probe asked for, at the current model."""
         probe, clients = self.probes[j], self.targets[j]
         if probe.kind is ProbeKind.NONE:
-            return _Gathered(ClientStats.blind(available))
+            return avail.blind
         ctx = self.ctx
         params = self.stream.params
-        if clients.size == 0:  # nobody to probe (none available)
-            updates = np.empty((0, ctx.model.dim), np.float32)
-            empty = ClientStats(available, clients, np.empty(0), updates)
-            return _Gathered(
-                empty
-                if probe.kind is ProbeKind.UPDATES
-                else dataclasses.replace(empty, updates=None)
-            )
         if probe.kind is ProbeKind.LOSSES:
-            if probe.loss_source is LossSource.FULL:
+            if clients.size == 0:
+                losses = np.empty(0)
+            elif probe.loss_source is LossSource.FULL:
                 losses = ctx.full_losses(params[j], clients)
             elif self.client_loss is not None:
                 losses = self.client_loss[j, self._positions(clients)].astype(np.float64)
             else:
                 rows = self._rows_of(clients)
                 losses = ctx.first_losses(params, np.full(clients.size, j), rows).astype(np.float64)
-            return _Gathered(ClientStats(available, clients, losses))
-        if self.forward is not None:
-            assert self.client_loss is not None and isinstance(ctx.model, SharedInputs)
+            return ClientStats(avail.mask, clients, losses)
+        if clients.size == 0:  # nobody to probe (none available)
+            updates, losses32 = np.empty((0, ctx.model.dim), np.float32), np.empty(0, np.float32)
+        elif self.forward is not None and ctx.shared is not None:
+            assert self.client_loss is not None
             pos = self._positions(clients)
-            updates = ctx.model.block_grads(
+            updates = ctx.shared.block_grads(
                 self.forward, j, pos, ctx.config.batch_size, -ctx.config.local_lr
             )
             losses32 = self.client_loss[j, pos]
@@ -543,8 +542,7 @@ class _Batch:
             updates, losses32 = ctx.local_updates(
                 params, np.full(clients.size, j), self._rows_of(clients)
             )
-        stats = ClientStats(available, clients, losses32.astype(np.float64), updates)
-        return _Gathered(stats, {c: i for i, c in enumerate(clients.tolist())})
+        return ClientStats(avail.mask, clients, losses32.astype(np.float64), updates)
 
     def _rows_of(self, clients: IntArray) -> IntArray:
         """The training rows of clients of the union (their round-t minibatches)."""
@@ -555,88 +553,89 @@ class _Batch:
 
     def train_and_step(
         self,
-        gathered: list[_Gathered],
+        stats: list[ClientStats],
         chosen: list[IntArray],
         returned: list[BoolArray],
         coefs: list[F64Array],
-    ) -> list[tuple[F32Array, F64Array]]:
+    ) -> tuple[list[tuple[F32Array, F64Array]], list[int]]:
         """Aggregate the returned clients' updates and step every run's model.
 
-        Returns, for each run that observes updates, the returned clients' updates
-        (n_returned, dim) and their first-minibatch losses at w⁽ᵗ⁾.
+        Returns, for each run, the returned clients' updates (n_returned, dim) and their
+        first-minibatch losses at w⁽ᵗ⁾ (empty unless the run observes updates), and how many
+        updates were computed beyond those its probe already held.
         """
         ctx, cfg = self.ctx, self.ctx.config
         runs = self.stream.runs
         dim = ctx.model.dim
         params = self.stream.params
         step = np.zeros((len(runs), dim), dtype=np.float32)
-        observed: list[tuple[F32Array, F64Array]] = [
-            (np.empty((0, dim), np.float32), np.empty(0)) for _ in runs
-        ]
-        weighted: list[int] = []  # runs whose missing part is one weighted product
-        job_run: list[IntArray] = []
-        job_client: list[IntArray] = []
-        job_coef: list[F64Array] = []
+        empty = (np.empty((0, dim), np.float32), np.empty(0))
+        observed: list[tuple[F32Array, F64Array]] = [empty] * len(runs)
+        fresh = [0] * len(runs)
+        weighted: list[tuple[int, IntArray, F64Array]] = []  # one weighted product for these
+        jobs: list[tuple[int, IntArray, F64Array]] = []  # independent loss_and_grad jobs
         for j, run in enumerate(runs):
             ok = returned[j]
-            clients, coef = chosen[j][ok], coefs[j][ok]
-            held = gathered[j].update_rows
-            have = np.fromiter((c in held for c in clients.tolist()), bool, clients.size)
-            upd = gathered[j].stats.updates
-            if have.any():
+            clients, coef = (chosen[j], coefs[j]) if ok.all() else (chosen[j][ok], coefs[j][ok])
+            upd = stats[j].updates
+            held_clients = stats[j].clients if upd is not None else ctx.no_clients
+            have, pos = _locate(held_clients, clients)
+            if have.any():  # reuse the probed updates: one product over the probe's rows
                 assert upd is not None
-                idx = [held[c] for c in clients[have].tolist()]
-                step[j] += coef[have].astype(np.float32) @ upd[idx]
-            missing = clients[~have]
+                over_probe = np.zeros(held_clients.size, dtype=np.float32)
+                over_probe[pos[have]] = coef[have]
+                step[j] += over_probe @ upd
+            missing = ~have
+            fresh[j] = int(np.count_nonzero(missing))
             if run.observes:
-                observed[j] = self._observed(j, clients, have, gathered[j])
-                if missing.size:
-                    step[j] += coef[~have].astype(np.float32) @ observed[j][0][~have]
-            elif missing.size and self.forward is not None and self._in_union(missing).all():
-                weighted.append(j)
-            elif missing.size:
-                job_run.append(np.full(missing.size, j))
-                job_client.append(missing)
-                job_coef.append(coef[~have])
+                observed[j] = self._observed(j, clients, have, pos, stats[j])
+                if fresh[j]:
+                    step[j] += coef[missing].astype(np.float32) @ observed[j][0][missing]
+            elif fresh[j]:
+                lost = clients[missing]
+                in_union, _ = _locate(self.union, lost)
+                target = weighted if self.forward is not None and in_union.all() else jobs
+                target.append((j, lost, coef[missing]))
         if weighted:
-            step[weighted] += self._weighted(weighted, chosen, returned, coefs, gathered)
-        if job_run:
-            run_index = np.concatenate(job_run)
-            clients = np.concatenate(job_client)
+            idx = [j for j, _, _ in weighted]
+            step[idx] += self._weighted(weighted)
+        if jobs:
+            run_index = np.concatenate([np.full(c.size, j) for j, c, _ in jobs])
+            clients = np.concatenate([c for _, c, _ in jobs])
             updates, _ = ctx.local_updates(params, run_index, self._rows_for(clients))
-            weights = np.concatenate(job_coef).astype(np.float32)[:, None] * updates
-            np.add.at(step, run_index, weights)
+            updates *= np.concatenate([w for _, _, w in jobs]).astype(np.float32)[:, None]
+            np.add.at(step, run_index, updates)
         step *= np.float32(cfg.server_lr)
         params += step
-        return observed
+        return observed, fresh
 
     def _rows_for(self, clients: IntArray) -> IntArray:
         """Training rows of any clients at this round (from the union's draw where it has them)."""
-        if self.rows is not None and clients.size and self._in_union(clients).all():
-            return self._rows_of(clients)
+        in_union, pos = _locate(self.union, clients)
+        if self.rows is not None and in_union.all():
+            return self.rows[pos]
         return self.ctx.minibatch(self.stream.key, self.t, clients)
 
     def _observed(
-        self, j: int, clients: IntArray, have: BoolArray, got: _Gathered
+        self, j: int, clients: IntArray, have: BoolArray, pos: IntArray, got: ClientStats
     ) -> tuple[F32Array, F64Array]:
         """The updates (n, dim) and first losses (n,) of run j's returned clients."""
         ctx = self.ctx
         out = np.empty((clients.size, ctx.model.dim), dtype=np.float32)
         losses = np.empty(clients.size)
         if have.any():
-            assert got.stats.updates is not None and got.stats.losses is not None
-            idx = [got.update_rows[c] for c in clients[have].tolist()]
-            out[have] = got.stats.updates[idx]
-            losses[have] = got.stats.losses[idx]
+            assert got.updates is not None and got.losses is not None
+            out[have] = got.updates[pos[have]]
+            losses[have] = got.losses[pos[have]]
         missing = clients[~have]
         if missing.size:
-            if self.forward is not None and self._in_union(missing).all():
-                assert self.client_loss is not None and isinstance(ctx.model, SharedInputs)
-                pos = self._positions(missing)
-                out[~have] = ctx.model.block_grads(
-                    self.forward, j, pos, ctx.config.batch_size, -ctx.config.local_lr
+            in_union, upos = _locate(self.union, missing)
+            if self.forward is not None and ctx.shared is not None and in_union.all():
+                assert self.client_loss is not None
+                out[~have] = ctx.shared.block_grads(
+                    self.forward, j, upos, ctx.config.batch_size, -ctx.config.local_lr
                 )
-                losses[~have] = self.client_loss[j, pos]
+                losses[~have] = self.client_loss[j, upos]
             else:
                 upd, first = ctx.local_updates(
                     self.stream.params, np.full(missing.size, j), self._rows_for(missing)
@@ -644,28 +643,17 @@ class _Batch:
                 out[~have], losses[~have] = upd, first
         return out, losses
 
-    def _weighted(
-        self,
-        runs: list[int],
-        chosen: list[IntArray],
-        returned: list[BoolArray],
-        coefs: list[F64Array],
-        gathered: list[_Gathered],
-    ) -> F32Array:
-        """Σ c_i Δ_i over each listed run's returned, not-probed clients: one weighted product."""
+    def _weighted(self, parts: list[tuple[int, IntArray, F64Array]]) -> F32Array:
+        """Σ c_i Δ_i over each listed run's clients (all in the union): one weighted product."""
         ctx, cfg = self.ctx, self.ctx.config
         batch = cfg.batch_size
-        assert self.forward is not None and isinstance(ctx.model, SharedInputs)
-        sample_weights = np.zeros((len(runs), self.union.size), dtype=np.float32)
-        for i, j in enumerate(runs):
-            ok = returned[j]
-            clients, coef = chosen[j][ok], coefs[j][ok]
-            held = gathered[j].update_rows
-            fresh = np.fromiter((c not in held for c in clients.tolist()), bool, clients.size)
-            sample_weights[i, self._positions(clients[fresh])] = coef[fresh]
+        assert self.forward is not None and ctx.shared is not None
+        sample_weights = np.zeros((len(parts), self.union.size), dtype=np.float32)
+        for i, (_, clients, coef) in enumerate(parts):
+            sample_weights[i, self._positions(clients)] = coef
         sample_weights *= np.float32(-cfg.local_lr / batch)
         per_sample = np.repeat(sample_weights, batch, axis=1)
-        return ctx.model.weighted_grads(self.forward, runs, per_sample)
+        return ctx.shared.weighted_grads(self.forward, [j for j, _, _ in parts], per_sample)
 
 
 # --------------------------------------------------------------------------------------------
@@ -780,10 +768,10 @@ class _Shard:
                 self.evaluate(next_eval)
                 next_eval += 1
             masks = {seed: self.ctx.availability(key, t) for seed, key in self.seeds.items()}
-            for seed, mask in masks.items():
-                self.n_available[seed][t] = np.count_nonzero(mask)
+            for seed, avail in masks.items():
+                self.n_available[seed][t] = avail.clients.size
                 if self.available is not None:
-                    self.available[seed][t] = np.packbits(mask)
+                    self.available[seed][t] = np.packbits(avail.mask)
             for stream in self.streams:
                 stream.step(t, masks[stream.runs[0].spec.seed])
             self.rounds_done = t + 1
