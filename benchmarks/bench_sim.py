@@ -93,7 +93,8 @@ def iid_data(dataset: Any, n_clients: int, seed: int = 0) -> FederatedData:
     """
     rng = np.random.default_rng(seed)
     train = np.array_split(rng.permutation(dataset.train_labels.size), n_clients)
-    tests = np.array_split(rng.permutation(dataset.test_labels.size), min(n_clients, 10_000))
+    n_test = dataset.test_labels.size
+    tests = np.array_split(rng.permutation(n_test), min(n_clients, n_test))
     return FederatedData(
         dataset.train_images, dataset.train_labels, dataset.test_images, dataset.test_labels,
         tuple(train), tuple(tests[c % len(tests)] for c in range(n_clients)),
