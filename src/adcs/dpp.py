@@ -36,6 +36,7 @@ __all__ = [
     "greedy_map_features",
     "log_det",
     "naive_greedy_map",
+    "row_norms",
     "unit_gram",
     "unit_rows",
 ]
@@ -96,15 +97,23 @@ def unit_gram(gram: ArrayLike) -> FloatArray:
 def unit_rows(features: ArrayLike, dtype: Any = np.float32) -> FloatArray:
     """φ_n = g_n / ‖g_n‖ (eq. 5), shape (n, k); zero rows stay zero.
 
-    The scale is removed before anything is squared, so rows of any finite size (even 1e200) are
-    safe; non-finite rows must be excluded by the caller.
+    Each row is first divided by its largest magnitude, so rows of any finite size (even 1e200)
+    are safe; the work runs in blocks of rows, in the features' precision (float32 stays float32),
+    so no float64 copy of the whole matrix is made. Non-finite rows must be excluded by the caller.
     """
-    f = np.asarray(features, dtype=np.float64)
-    peak = np.abs(f).max(axis=1, initial=0.0)
-    scaled = f / np.where(peak > 0, peak, 1.0)[:, None]
-    norms = np.linalg.norm(scaled, axis=1)
-    out = scaled / np.where(norms > 0, norms, 1.0)[:, None]
-    return np.asarray(out, dtype=dtype)
+    f = np.asarray(features)
+    if f.dtype not in (np.float32, np.float64):
+        f = f.astype(np.float64)
+    out = np.empty(f.shape, dtype=dtype)
+    rows = max(1, (1 << 22) // max(1, f.shape[1] if f.ndim == 2 else 1))  # ≤ 4 Mi numbers
+    for start in range(0, f.shape[0], rows):
+        block = f[start : start + rows]
+        peak = np.abs(block).max(axis=1, initial=0.0)
+        scaled = block / np.where(peak > 0, peak, 1.0).astype(block.dtype)[:, None]
+        norms = np.sqrt(np.einsum("ij,ij->i", scaled, scaled, dtype=np.float64))
+        scaled /= np.where(norms > 0, norms, 1.0).astype(block.dtype)[:, None]
+        out[start : start + block.shape[0]] = scaled
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,11 +276,29 @@ def greedy_map(
     return _greedy_core(new_row, total_w, nonzero, m, tol, n)
 
 
-def _row_norms(features: NDArray[np.floating[Any]]) -> NDArray[np.float64]:
-    out = np.empty(features.shape[0])
-    for start in range(0, features.shape[0], _FEATURE_CHUNK):
-        block = features[start : start + _FEATURE_CHUNK].astype(np.float64)
-        out[start : start + _FEATURE_CHUNK] = np.sqrt(np.einsum("ij,ij->i", block, block))
+def row_norms(features: ArrayLike) -> NDArray[np.float64]:
+    """‖f_i‖ of every row, shape (n,), float64.
+
+    Squares are summed in the features' own precision (float32 stays float32: fast, and as
+    accurate as the features), in blocks of rows so no float64 copy of the matrix is made. A row
+    whose sum overflowed — finite entries of any size are allowed — is recomputed scaled; a row
+    with a NaN or infinite entry gets NaN or inf.
+    """
+    f = np.asarray(features)
+    if f.dtype not in (np.float32, np.float64):
+        f = f.astype(np.float64)
+    out = np.empty(f.shape[0])
+    rows = max(1, (1 << 22) // max(1, f.shape[1]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, f.shape[0], rows):
+            block = f[start : start + rows]
+            out[start : start + block.shape[0]] = np.sqrt(np.einsum("ij,ij->i", block, block))
+        big = np.flatnonzero(np.isinf(out))
+        for i in big.tolist():  # overflowed (or a genuine inf entry)
+            row = f[i].astype(np.float64)
+            peak = float(np.abs(row).max())
+            if np.isfinite(peak) and peak > 0:
+                out[i] = float(np.linalg.norm(row / peak)) * peak
     return out
 
 
@@ -313,7 +340,7 @@ def greedy_map_features(
     n = f.shape[0]
     _check_m(m, n)
     w = _check_log_weights(log_weights, n)
-    norms = _row_norms(f)
+    norms = row_norms(f)
     if not np.isfinite(norms).all():
         raise ValueError("features contain NaN or infinite values")
     nonzero = norms > 0

@@ -8,7 +8,14 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from adcs._validate import check_int
-from adcs.dpp import gram_matrix, greedy_map, greedy_map_features, unit_gram, unit_rows
+from adcs.dpp import (
+    gram_matrix,
+    greedy_map,
+    greedy_map_features,
+    row_norms,
+    unit_gram,
+    unit_rows,
+)
 from adcs.schedulers.base import (
     NO_PROBE,
     BoolArray,
@@ -83,7 +90,7 @@ KERNEL_RTOL = 1e-5
 """Residual (squared sine of the angle to the span of the clients already chosen) below which a
 client's update direction counts as dependent; float32 Gram matrices are accurate to about 1e-6."""
 DENSE_KERNEL_MAX = 4096
-"""Up to this many pool clients a scheduler keeps the dense kernel (n × n float64, ≤ 134 MB);
+"""Largest pool for which a scheduler may keep the dense kernel (n × n float64, ≤ 134 MB);
 beyond it, the unit features and :func:`adcs.dpp.greedy_map_features` (the same picks)."""
 
 
@@ -97,22 +104,6 @@ def probed_updates(stats: ClientStats) -> tuple[FloatArray, BoolArray]:
             f"stats.updates must have shape ({stats.n_probed}, dim), got {updates.shape}"
         )
     return updates, stats.usable()
-
-
-def row_norms(rows: FloatArray) -> FloatArray:
-    """‖g_n‖ of each (finite) row, in float64, shape (n,); rows of any finite scale are safe.
-
-    Squares are summed in the rows' own precision (fast); a row whose sum overflowed is
-    recomputed from its scaled float64 values.
-    """
-    with np.errstate(over="ignore"):
-        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows).astype(np.float64))
-    big = ~np.isfinite(norms)
-    if big.any():
-        r = np.asarray(rows[big], dtype=np.float64)
-        peak = np.abs(r).max(axis=1)
-        norms[big] = np.linalg.norm(r / peak[:, None], axis=1) * peak
-    return norms
 
 
 def fill_from(order: IntArray, available: BoolArray, k: int) -> IntArray:
@@ -149,10 +140,16 @@ class Pool:
     features: FloatArray | None
 
     @classmethod
-    def from_updates(cls, clients: IntArray, updates: FloatArray) -> Pool:
-        """The pool of these clients (rows of ``updates``, all finite)."""
+    def from_updates(cls, clients: IntArray, updates: FloatArray, picks: int | None = None) -> Pool:
+        """The pool of these clients (rows of ``updates``, all finite).
+
+        ``picks`` is how many greedy steps the pool may serve before it is rebuilt (None: any
+        number). The dense kernel costs n²·dim once and m²·n per MAP, the features path m·n·dim
+        per MAP, so the kernel is formed only when n ≤ picks (and n ≤ :data:`DENSE_KERNEL_MAX`).
+        """
         phi = unit_rows(updates)
-        dense = phi.shape[0] <= DENSE_KERNEL_MAX
+        limit = DENSE_KERNEL_MAX if picks is None else min(DENSE_KERNEL_MAX, picks)
+        dense = phi.shape[0] <= limit
         kernel = unit_gram(gram_matrix(phi)) if dense else None
         return cls(np.asarray(clients, dtype=np.intp), kernel, None if dense else phi)
 
@@ -174,10 +171,10 @@ class Pool:
             picks = greedy_map(sub, k, log_weights[idx], rtol=KERNEL_RTOL)
         else:
             assert self.features is not None
-            f = self.features[idx]
+            f = self.features if idx.size == self.size else self.features[idx]
             # the rows are unit vectors up to float32 rounding; remove that rounding from the
             # weights (the features path adds 2 log ‖f‖) so that ties break as on the kernel
-            norms = np.linalg.norm(f.astype(np.float64), axis=1)
+            norms = row_norms(f)  # exactly the norms the features path uses
             w = log_weights[idx] - 2.0 * np.log(np.where(norms > 0, norms, 1.0))
             picks = greedy_map_features(f, k, w, rtol=KERNEL_RTOL)
         return self.clients[idx[picks]].astype(np.intp)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from adcs._validate import check_int, check_unit_interval
-from adcs.dpp import alpha_of
+from adcs.dpp import alpha_of, row_norms
 from adcs.schedulers._common import (
     UPDATES_OF_ALL,
     BasicState,
@@ -23,7 +23,6 @@ from adcs.schedulers._common import (
     SchedulerBase,
     fill_from,
     probed_updates,
-    row_norms,
 )
 from adcs.schedulers.base import (
     NO_PROBE,
@@ -152,7 +151,7 @@ class ADCS(SchedulerBase[ADCSState]):
         else:
             updates, usable = probed_updates(stats)
             q = np.full(stats.n_probed, np.nan)
-            q[usable] = row_norms(updates[usable])  # ‖g_n‖
+            q[usable] = row_norms(updates if usable.all() else updates[usable])  # ‖g_n‖
         if self.comm_score is not None:
             q = (1.0 - self.gamma) * q + self.gamma * np.asarray(self.comm_score)[stats.clients]
         return q
@@ -161,7 +160,9 @@ class ADCS(SchedulerBase[ADCSState]):
         updates, usable = probed_updates(stats)
         quality = self.quality_scores(stats)
         usable = usable & np.isfinite(quality)
-        pool = Pool.from_updates(stats.clients[usable], updates[usable])
+        rows = updates if usable.all() else updates[usable]
+        # at most one MAP per round until the next refresh
+        pool = Pool.from_updates(stats.clients[usable], rows, self.refresh_every * self.m)
         state = replace(
             state, pool=pool, quality=quality[usable], refreshed_at=round_idx, order=None
         )

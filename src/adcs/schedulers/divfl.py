@@ -71,11 +71,16 @@ def facility_location_greedy(
     ndarray of shape (m,)
         Picks in order.
     """
+    dist = np.ascontiguousarray(dist, dtype=np.float64)
     cover = np.full(dist.shape[0], np.inf)
     blocked = ~np.asarray(candidates, dtype=bool)
     picks: list[int] = []
-    for _ in range(m):
-        cost = np.minimum(cover[:, None], dist).sum(axis=0)
+    buffer = np.empty_like(dist)
+    cost = dist.sum(axis=0)  # nothing covered yet: the cost of a lone facility
+    for step in range(m):
+        if step:  # buffers reused: a step is a handful of passes over n × n numbers
+            np.minimum(cover[:, None], dist, out=buffer)
+            buffer.sum(axis=0, out=cost)
         if sample_size is not None and rng is not None:
             pool = np.flatnonzero(~blocked)
             if pool.size > sample_size:
@@ -83,7 +88,7 @@ def facility_location_greedy(
                 unsampled[rng.choice(pool, size=sample_size, replace=False)] = False
                 cost[unsampled] = np.inf
         cost[blocked] = np.inf
-        j = int(np.argmin(cost))  # argmin takes the first minimum: lowest index
+        j = int(cost.argmin())  # argmin takes the first minimum: lowest index
         picks.append(j)
         blocked[j] = True
         np.minimum(cover, dist[:, j], out=cover)

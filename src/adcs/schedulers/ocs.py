@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adcs.dpp import row_norms
 from adcs.schedulers._common import (
     UPDATES_OF_ALL,
     BasicState,
     SchedulerBase,
     fill_from,
     probed_updates,
-    row_norms,
 )
 from adcs.schedulers.base import (
     BoolArray,

@@ -81,7 +81,10 @@ class StaticDPP(SchedulerBase[StaticDPPState]):
         available, k = check_available(stats.available, state.n_clients, self.m)
         if state.subset is None:
             updates, usable = probed_updates(stats)
-            state = replace(state, pool=Pool.from_updates(stats.clients[usable], updates[usable]))
+            rows = updates if usable.all() else updates[usable]
+            # the pool serves every later round: keep the kernel whenever it fits
+            pool = Pool.from_updates(stats.clients[usable], rows)
+            state = replace(state, pool=pool)
             state = replace(state, subset=self._map(state, np.ones(int(usable.sum()), dtype=bool)))
         assert state.pool is not None and state.subset is not None
         order = state.subset

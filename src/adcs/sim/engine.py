@@ -75,6 +75,9 @@ _EVAL_RUNS_PER_PRODUCT = 32
 _FULL_LOSS_ROWS = 8192
 _JOB_ROWS = 16_384
 """Samples per batched ``loss_and_grad`` call of independent jobs (bounds memory)."""
+_SHARED_ROWS = 65_536
+"""Largest union (clients × B samples) computed in one shared forward product; larger rounds
+(a probe of tens of thousands of clients) run as memory-bounded independent jobs instead."""
 _PROGRESS_EVERY = 50
 _MAX_RECORDED_AVAILABILITY_BITS = 1 << 31
 """Availability masks are stored while rounds × N stays below this (256 MB packed)."""
@@ -484,7 +487,13 @@ class _Batch:
             if p.kind is ProbeKind.UPDATES
             or (p.kind is ProbeKind.LOSSES and p.loss_source is LossSource.MINIBATCH)
         ]
-        early += [np.asarray(s.clients, dtype=np.intp) for s in selections if s is not None]
+        picked = {
+            j: np.asarray(s.clients, dtype=np.intp)
+            for j, s in enumerate(selections)
+            if s is not None
+        }
+        early += list(picked.values())
+        self.early = set(picked)  # runs whose selection is in the union by construction
         parts = [a for a in early if a.size]
         if len(parts) == 1 or (parts and all(a is parts[0] for a in parts)):
             self.union: IntArray = np.unique(parts[0])
@@ -493,7 +502,8 @@ class _Batch:
         self.rows = self.ctx.minibatch(stream.key, t, self.union) if self.union.size else None
         self.forward: SharedForward | None = None
         self.client_loss: F32Array | None = None
-        if self.ctx.shared is not None and self.union.size:
+        rows = self.union.size * self.ctx.config.batch_size
+        if self.ctx.shared is not None and 0 < rows <= _SHARED_ROWS:
             self._shared_forward(self.ctx.shared)
 
     def _shared_forward(self, model: SharedInputs) -> None:
@@ -574,28 +584,38 @@ class _Batch:
         fresh = [0] * len(runs)
         weighted: list[tuple[int, IntArray, F64Array]] = []  # one weighted product for these
         jobs: list[tuple[int, IntArray, F64Array]] = []  # independent loss_and_grad jobs
+        no_dropout = cfg.dropout == 0.0
         for j, run in enumerate(runs):
             ok = returned[j]
-            clients, coef = (chosen[j], coefs[j]) if ok.all() else (chosen[j][ok], coefs[j][ok])
+            if no_dropout:
+                clients, coef = chosen[j], coefs[j]
+            else:
+                clients, coef = chosen[j][ok], coefs[j][ok]
             upd = stats[j].updates
-            held_clients = stats[j].clients if upd is not None else ctx.no_clients
-            have, pos = _locate(held_clients, clients)
-            if have.any():  # reuse the probed updates: one product over the probe's rows
-                assert upd is not None
-                over_probe = np.zeros(held_clients.size, dtype=np.float32)
-                over_probe[pos[have]] = coef[have]
-                step[j] += over_probe @ upd
-            missing = ~have
-            fresh[j] = int(np.count_nonzero(missing))
+            if upd is not None:
+                have, pos = _locate(stats[j].clients, clients)
+                if have.any():  # reuse the probed updates: one product over the probe's rows
+                    over_probe = np.zeros(stats[j].n_probed, dtype=np.float32)
+                    over_probe[pos[have]] = coef[have]
+                    step[j] += over_probe @ upd
+                missing = ~have
+                fresh[j] = int(np.count_nonzero(missing))
+            else:
+                have, pos = np.zeros(clients.size, dtype=bool), self.ctx.no_clients
+                missing = ~have
+                fresh[j] = clients.size
             if run.observes:
                 observed[j] = self._observed(j, clients, have, pos, stats[j])
                 if fresh[j]:
                     step[j] += coef[missing].astype(np.float32) @ observed[j][0][missing]
             elif fresh[j]:
-                lost = clients[missing]
-                in_union, _ = _locate(self.union, lost)
-                target = weighted if self.forward is not None and in_union.all() else jobs
-                target.append((j, lost, coef[missing]))
+                lost = clients[missing] if upd is not None else clients
+                if self.forward is not None and (
+                    j in self.early or _locate(self.union, lost)[0].all()
+                ):
+                    weighted.append((j, lost, coef[missing]))
+                else:
+                    jobs.append((j, lost, coef[missing]))
         if weighted:
             idx = [j for j, _, _ in weighted]
             step[idx] += self._weighted(weighted)
