@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from adcs._validate import check_int
+
 __all__ = ["Partition", "class_counts", "dirichlet", "iid", "paper_groups"]
 
 IntArray = NDArray[np.intp]
@@ -68,7 +70,7 @@ class Partition:
             raise ValueError(
                 f"test_indices has {len(test)} clients but train_indices has {len(train)}"
             )
-        n_groups = _positive_int(self.n_groups, "n_groups")
+        n_groups = check_int("n_groups", self.n_groups)
         groups = np.array(self.groups, copy=True)
         if groups.shape != (len(train),) or not np.issubdtype(groups.dtype, np.integer):
             raise ValueError(
@@ -179,10 +181,10 @@ def paper_groups(
     test = _labels(test_labels, "test_labels")
     _check_rng(rng)
     n_classes = _n_classes(train, test)
-    n_groups = _positive_int(n_groups, "n_groups")
+    n_groups = check_int("n_groups", n_groups)
     if n_groups > n_classes:
         raise ValueError(f"n_groups must be in [1, n_classes={n_classes}], got {n_groups}")
-    clients_per_group = _positive_int(clients_per_group, "clients_per_group")
+    clients_per_group = check_int("clients_per_group", clients_per_group)
     rho = _dominance(dominance, n_classes)
 
     group_shares = np.full((n_groups, n_classes), (1.0 - rho) / max(n_classes - 1, 1))
@@ -243,7 +245,7 @@ def dirichlet(
     test = _labels(test_labels, "test_labels")
     _check_rng(rng)
     n_classes = _n_classes(train, test)
-    n_clients = _positive_int(n_clients, "n_clients")
+    n_clients = check_int("n_clients", n_clients)
     if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha <= 0:
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
 
@@ -297,14 +299,14 @@ def iid(
     train = _labels(train_labels, "train_labels")
     test = _labels(test_labels, "test_labels")
     _check_rng(rng)
-    n_clients = _positive_int(n_clients, "n_clients")
+    n_clients = check_int("n_clients", n_clients)
     splits = []
     for labels, size, name in (
         (train, train_per_client, "train_per_client"),
         (test, test_per_client, "test_per_client"),
     ):
         largest = len(labels) // n_clients
-        size = largest if size is None else _positive_int(size, name)
+        size = largest if size is None else check_int(name, size)
         if size < 1 or size > largest:
             raise ValueError(
                 f"{name} must be in [1, {largest}] ({len(labels)} samples, {n_clients} clients), "
@@ -375,7 +377,7 @@ def _equal_size_counts(
                 f"{shares.shape[0]} clients even one sample with these class shares"
             )
         size = largest
-    size = _positive_int(size, name)
+    size = check_int(name, size)
     counts = _apportion(size, shares, priority)
     demand = counts.sum(axis=0)
     if np.any(demand > available):
@@ -428,14 +430,6 @@ def _labels(labels: ArrayLike, name: str) -> IntArray:
 
 def _n_classes(train: IntArray, test: IntArray) -> int:
     return int(max(train.max(), test.max())) + 1
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-    return int(value)
 
 
 def _dominance(value: Any, n_classes: int) -> float:

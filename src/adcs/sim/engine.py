@@ -857,10 +857,10 @@ def _build_shards(
     for keys in dealt:
         streams, member = [], []
         for seed, run_id in keys:
-            group = keyed[(seed, run_id)]
-            stream_runs = [_new_run(runs[i], ctx) for i in group]
+            indices = keyed[(seed, run_id)]
+            stream_runs = [_new_run(runs[i], ctx) for i in indices]
             streams.append(_Stream(stream_runs, stream_key(seed, run_id), stream_key(seed), ctx))
-            member.extend(group)
+            member.extend(indices)
         seeds = {seed: stream_key(seed) for seed, _ in keys}
         shards.append(_Shard(streams, seeds, evaluator, ctx, n_evals))
         members.append(member)
