@@ -11,7 +11,17 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from adcs.dpp import exact_map, greedy_map, greedy_map_features, log_det, naive_greedy_map
+from adcs.dpp import (
+    exact_map,
+    greedy_map,
+    greedy_map_features,
+    kdpp_eigen,
+    kdpp_inclusion_probabilities,
+    log_det,
+    log_elementary_symmetric,
+    naive_greedy_map,
+    sample_kdpp,
+)
 
 
 def weighted_logdet(kernel: np.ndarray, subset: np.ndarray, log_weights: np.ndarray) -> float:
@@ -265,3 +275,116 @@ def test_property_greedy_below_exact(problem):
     assert weighted_logdet(kernel, exact, w) == pytest.approx(best, abs=1e-9) or math.isinf(best)
     greedy = greedy_map(kernel, m, w)
     assert weighted_logdet(kernel, greedy, w) <= best + 1e-9
+
+
+# --- k-DPP sampling and marginals: against exhaustive enumeration ------------------------------
+
+
+def enumerate_kdpp(kernel: np.ndarray, k: int) -> dict[tuple[int, ...], float]:
+    """P(S) = det L_S / Σ_{|T|=k} det L_T for every k-subset (the definition)."""
+    dets = {
+        s: max(float(np.linalg.det(kernel[np.ix_(s, s)])), 0.0)
+        for s in itertools.combinations(range(kernel.shape[0]), k)
+    }
+    total = sum(dets.values())
+    return {s: d / total for s, d in dets.items()}
+
+
+def quality_diversity_kernel(rng: np.random.Generator, n: int, dim: int, alpha: float = 2.0):
+    """L = Q C Q with C the cosine kernel of random updates and Q = diag(e^{αq}) (eq. 7)."""
+    g = rng.normal(size=(n, dim))
+    phi = g / np.linalg.norm(g, axis=1, keepdims=True)
+    q = np.diag(np.exp(alpha * rng.uniform(0.5, 2.0, size=n)))
+    return q @ (phi @ phi.T) @ q
+
+
+def test_elementary_symmetric_polynomials_hand_worked():
+    table = log_elementary_symmetric([1.0, 2.0, 3.0], 3)
+    # e_1 = 6, e_2 = 1·2 + 1·3 + 2·3 = 11, e_3 = 6; prefixes too: e(1, 2) = (1, 3, 2, 0)
+    np.testing.assert_allclose(np.exp(table[3]), [1.0, 6.0, 11.0, 6.0])
+    np.testing.assert_allclose(np.exp(table[2]), [1.0, 3.0, 2.0, 0.0], atol=0)
+
+
+@pytest.mark.parametrize(("n", "k", "dim"), [(6, 2, 6), (7, 3, 4), (8, 4, 8), (6, 5, 6)])
+def test_kdpp_marginals_equal_exhaustive_enumeration(n, k, dim):
+    kernel = quality_diversity_kernel(np.random.default_rng(n * 10 + k), n, dim)
+    exact = np.zeros(n)
+    for subset, p in enumerate_kdpp(kernel, k).items():
+        exact[list(subset)] += p
+    pi = kdpp_inclusion_probabilities(kernel, k)
+    np.testing.assert_allclose(pi, exact, atol=1e-10)
+    assert pi.sum() == pytest.approx(k, abs=1e-10)
+
+
+def test_kdpp_of_a_diagonal_kernel_is_conditional_poisson_sampling():
+    # L = diag(p): P(S) ∝ Π_{i∈S} p_i, so π_i = p_i e_{k−1}(p_{−i}) / e_k(p) (worked by hand)
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    e2 = sum(p[i] * p[j] for i, j in itertools.combinations(range(4), 2))
+    expected = [p[i] * (p.sum() - p[i]) / e2 for i in range(4)]
+    np.testing.assert_allclose(kdpp_inclusion_probabilities(np.diag(p), 2), expected)
+
+
+def test_kdpp_sampler_follows_the_enumerated_distribution():
+    n, k, draws = 6, 3, 10_000
+    kernel = quality_diversity_kernel(np.random.default_rng(5), n, 5)
+    exact = enumerate_kdpp(kernel, k)
+    eig = kdpp_eigen(kernel)
+    rng = np.random.default_rng(6)
+    counts = dict.fromkeys(exact, 0)
+    for _ in range(draws):
+        subset = sample_kdpp(eig, k, rng)
+        assert subset.tolist() == sorted(set(subset.tolist())) and subset.size == k
+        counts[tuple(subset.tolist())] += 1
+    for subset, p in exact.items():  # each frequency within 5 binomial standard errors
+        assert abs(counts[subset] / draws - p) <= 5 * math.sqrt(p * (1 - p) / draws) + 1e-9
+
+
+def test_kdpp_empirical_inclusion_frequencies_match_the_marginals():
+    n, k, draws = 40, 8, 3000
+    kernel = quality_diversity_kernel(np.random.default_rng(7), n, 20, alpha=1.0)
+    eig = kdpp_eigen(kernel)
+    pi = kdpp_inclusion_probabilities(eig, k)
+    rng = np.random.default_rng(8)
+    freq = np.zeros(n)
+    for _ in range(draws):
+        freq[sample_kdpp(eig, k, rng)] += 1
+    freq /= draws
+    assert np.all(np.abs(freq - pi) <= 5 * np.sqrt(pi * (1 - pi) / draws) + 1e-9)
+    assert pi.min() < 0.1 < 0.5 < pi.max()  # the kernel is far from uniform: the check has teeth
+
+
+def test_kdpp_is_scale_free_in_the_log_domain():
+    kernel = quality_diversity_kernel(np.random.default_rng(9), 10, 10)
+    pi = kdpp_inclusion_probabilities(kernel, 4)
+    huge = kernel * 1e250  # e_4 of these eigenvalues is far beyond float64
+    np.testing.assert_allclose(kdpp_inclusion_probabilities(huge, 4), pi, rtol=1e-8)
+    np.testing.assert_allclose(kdpp_inclusion_probabilities(kernel * 1e-250, 4), pi, rtol=1e-8)
+    sample = sample_kdpp(huge, 4, np.random.default_rng(0))
+    assert sample.size == 4 and np.unique(sample).size == 4
+
+
+def test_kdpp_accepts_its_eigendecomposition():
+    kernel = quality_diversity_kernel(np.random.default_rng(10), 9, 9)
+    values, vectors = np.linalg.eigh(kernel)
+    np.testing.assert_allclose(
+        kdpp_inclusion_probabilities((values, vectors), 3), kdpp_inclusion_probabilities(kernel, 3)
+    )
+    a = sample_kdpp(kernel, 3, np.random.default_rng(1))
+    b = sample_kdpp(kdpp_eigen(kernel), 3, np.random.default_rng(1))
+    assert a.tolist() == b.tolist()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: kdpp_inclusion_probabilities(np.diag([1.0, 1.0, 0.0]), 3), "rank 2 < k = 3"),
+        (lambda: sample_kdpp(np.eye(3), 4, np.random.default_rng(0)), "k must satisfy"),
+        (lambda: sample_kdpp(np.eye(3), 0, np.random.default_rng(0)), "k must satisfy"),
+        (lambda: kdpp_inclusion_probabilities(np.diag([1.0, -1.0]), 1), "positive semi-definite"),
+        (lambda: kdpp_inclusion_probabilities((np.ones(2), np.eye(3)), 1), "eigendecomposition"),
+        (lambda: kdpp_inclusion_probabilities(np.eye(2), 1.5), "k must be an integer"),
+    ],
+)
+def test_kdpp_bad_input_raises_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
