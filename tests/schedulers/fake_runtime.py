@@ -28,6 +28,8 @@ def run_rounds(scheduler, updates_per_round, losses_per_round, available_per_rou
     ):
         stats = gather(scheduler, state, t, avail, g, q, rng)
         selection, state = scheduler.select(state, t, stats, rng)
-        state = scheduler.observe(state, t, selection.clients, g[selection.clients], None)
+        state = scheduler.observe(
+            state, t, selection.clients, g[selection.clients], q[selection.clients]
+        )
         out.append(selection)
     return out

@@ -1,4 +1,4 @@
-"""One table-driven contract test over all six schedulers (after optax's alias_test)."""
+"""One table-driven contract test over every scheduler of ``SCHEDULERS`` (after optax's alias_test)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,20 @@ import numpy as np
 import pytest
 
 from adcs.rounds import check_selection
-from adcs.schedulers import ADCS, SCHEDULERS, DivFL, PowerOfChoice, Uniform
+from adcs.schedulers import (
+    ADCS,
+    DELTA,
+    KDPP,
+    SCHEDULERS,
+    ClusteredSimilarity,
+    DivFL,
+    FedCor,
+    Oort,
+    PowerOfChoice,
+    Uniform,
+)
 from adcs.schedulers.adcs import Quality
+from adcs.schedulers.clustered_similarity import Distance
 from tests.schedulers.fake_runtime import gather, run_rounds
 
 N, M, DIM, ROUNDS = 30, 18, 12, 12
@@ -24,6 +36,21 @@ VARIANTS: dict[str, list[dict]] = {
         {"theta": 1.0, "refresh_every": 1},
         {"quality": Quality.GRAD_NORM},
         {"gamma": 0.5, "comm_score": tuple(np.linspace(0, 1, N))},
+        {"fresh_quality": True, "refresh_every": 4},
+    ],
+    "md": [{}],
+    "clustered_size": [{}],
+    "clustered_similarity": [{}, {"distance": Distance.L2}],
+    "delta": [{}, {"alpha": 0.0, "variance_decay": 0.0}],
+    "oort": [{}, {"durations": tuple(np.linspace(1, 3, N)), "pacer_step": 2}],
+    "fedcor": [
+        {"warmup": 2, "refit_every": 4},
+        {"warmup": 0, "refit_every": 3, "dimension": 2, "epsilon": 0.3},
+    ],
+    "kdpp": [
+        {"refresh_every": 3},
+        {"theta": 0.0, "refresh_every": 1},
+        {"quality": Quality.GRAD_NORM},
     ],
 }
 """Hyperparameter variants of every row of ``SCHEDULERS``; a row without one fails the table test."""
@@ -49,6 +76,27 @@ BAD_HYPERPARAMETERS = [
     (ADCS, {"m": 5, "gamma": 0.3}, "comm_score"),
     (ADCS, {"m": 5, "gamma": 2.0, "comm_score": (1.0,)}, "gamma"),
     (ADCS, {"m": 5, "comm_score": (1.0, float("nan"))}, "comm_score"),
+    (ADCS, {"m": 5, "fresh_quality": 1}, "fresh_quality"),
+    (ADCS, {"m": 5, "fresh_quality": True, "quality": Quality.GRAD_NORM}, "fresh_quality"),
+    (ClusteredSimilarity, {"m": 5, "distance": "arccos"}, "distance"),
+    (DELTA, {"m": 5, "alpha": -1.0}, "alpha"),
+    (DELTA, {"m": 5, "beta": float("inf")}, "beta"),
+    (DELTA, {"m": 5, "alpha": 0.0, "beta": 0.0}, "alpha \\+ beta"),
+    (DELTA, {"m": 5, "variance_decay": 1.0}, "variance_decay"),
+    (Oort, {"m": 5, "exploration_factor": 1.5}, "exploration_factor"),
+    (Oort, {"m": 5, "cut_off": 0.0}, "cut_off"),
+    (Oort, {"m": 5, "pacer_step": 0}, "pacer_step"),
+    (Oort, {"m": 5, "round_threshold": 0.0}, "round_threshold"),
+    (Oort, {"m": 5, "durations": (1.0, -2.0)}, "durations"),
+    (FedCor, {"m": 5, "warmup": -1}, "warmup"),
+    (FedCor, {"m": 5, "refit_every": 0}, "refit_every"),
+    (FedCor, {"m": 5, "gamma": 0.0}, "gamma"),
+    (FedCor, {"m": 5, "noise": 0.0}, "noise"),
+    (FedCor, {"m": 5, "discount": 1.5}, "discount"),
+    (FedCor, {"m": 5, "loss_source": "full"}, "loss_source"),
+    (KDPP, {"m": 5, "theta": 1.0}, "theta"),
+    (KDPP, {"m": 5, "jitter": 0.0}, "jitter"),
+    (KDPP, {"m": 5, "refresh_every": 0}, "refresh_every"),
 ]
 
 
@@ -142,7 +190,29 @@ def test_too_few_clients_raise_and_too_few_available_are_all_selected(name):
             assert selection.weights.shape == clients.shape
 
 
+OBSERVING = {"divfl-1", "clustered_similarity", "clustered_similarity-1", "oort", "oort-1"}
+"""Variants whose ``observe`` uses the selected clients' reports (the simulator calls it only then)."""
+
+
 @pytest.mark.parametrize("name", FACTORIES)
 def test_observes_updates_flag_matches_behaviour(name):
     scheduler = FACTORIES[name]()
-    assert scheduler.observes_updates is (name == "divfl-1")
+    assert scheduler.observes_updates is (name in OBSERVING)
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_a_scheduler_that_does_not_observe_ignores_observe(name):
+    # the simulator skips observe when observes_updates is False, the Flower strategy does not:
+    # both runtimes agree only if observe then leaves the state as it is
+    scheduler = FACTORIES[name]()
+    updates, losses, available = clustered_data(seed=5, rounds=2)
+    rng = np.random.default_rng(0)
+    state = scheduler.init(N)
+    for t in range(2):
+        stats = gather(scheduler, state, t, available[t], updates[t], losses[t], rng)
+        selection, state = scheduler.select(state, t, stats, rng)
+        c = selection.clients
+        after = scheduler.observe(state, t, c, updates[t][c], losses[t][c])
+        if not scheduler.observes_updates:
+            assert after is state
+        state = after

@@ -1,4 +1,4 @@
-"""Client schedulers: ADCS and the five baselines of the paper, behind one protocol (see ``base``)."""
+"""Client schedulers: ADCS, the paper's five baselines and the rivals, behind one protocol (``base``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,15 @@ from adcs.schedulers.base import (
     Scheduler,
     Selection,
 )
+from adcs.schedulers.clustered_similarity import ClusteredSimilarity, Distance
+from adcs.schedulers.clustered_size import ClusteredSize
+from adcs.schedulers.delta import DELTA
 from adcs.schedulers.divfl import DivFL
+from adcs.schedulers.fedcor import FedCor
+from adcs.schedulers.kdpp import KDPP
+from adcs.schedulers.md import MD
 from adcs.schedulers.ocs import OCS
+from adcs.schedulers.oort import Oort
 from adcs.schedulers.power_of_choice import PowerOfChoice
 from adcs.schedulers.static_dpp import StaticDPP
 from adcs.schedulers.uniform import Uniform
@@ -26,18 +33,33 @@ SCHEDULERS: dict[str, type] = {
     "divfl": DivFL,
     "staticdpp": StaticDPP,
     "adcs": ADCS,
+    "md": MD,
+    "clustered_size": ClusteredSize,
+    "clustered_similarity": ClusteredSimilarity,
+    "delta": DELTA,
+    "oort": Oort,
+    "fedcor": FedCor,
+    "kdpp": KDPP,
 }
 """The one name → class table used by configs and the command line."""
 
 __all__ = [
     "ADCS",
+    "DELTA",
+    "KDPP",
+    "MD",
     "NO_PROBE",
     "OCS",
     "SCHEDULERS",
     "ADCSState",
     "ClientStats",
+    "ClusteredSimilarity",
+    "ClusteredSize",
+    "Distance",
     "DivFL",
+    "FedCor",
     "LossSource",
+    "Oort",
     "PowerOfChoice",
     "Probe",
     "ProbeKind",

@@ -106,6 +106,14 @@ def probed_updates(stats: ClientStats) -> tuple[FloatArray, BoolArray]:
     return updates, stats.usable()
 
 
+def data_weights(sizes: FloatArray | None, clients: IntArray) -> FloatArray:
+    """p_i ∝ data size over ``clients``, shape (n,), Σ p = 1 (uniform when sizes are unknown or 0)."""
+    if sizes is None or float(sizes[clients].sum()) <= 0.0:
+        return np.full(clients.shape[0], 1.0 / max(clients.shape[0], 1))
+    w = sizes[clients].astype(np.float64)
+    return w / w.sum()
+
+
 def fill_from(order: IntArray, available: BoolArray, k: int) -> IntArray:
     """The first ``k`` available clients of ``order``, topped up with other available clients.
 

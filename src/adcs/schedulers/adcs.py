@@ -5,6 +5,10 @@ updates φ_n = g_n/‖g_n‖ (Gram matrix C = ΦᵀΦ, eq. 5) and quality scores
 greedy MAP of the m-DPP with kernel L = Q C Q, Q = diag(e^{αq}), α = θ / (2(1 − θ)) (eq. 7–9), which
 maximises (1 − θ) log det C_S + θ Σ_{n∈S} q_n (eq. 6). Between refreshes the kernel — and, MAP being
 deterministic, the selection — is unchanged.
+
+Option ``fresh_quality`` (not the paper's): the kernel C is still refreshed every R rounds, but the
+quality q every round, from a loss probe of the pool's clients (PowerOfChoice's cost: one loss
+evaluation per client, no update), so the selection can move between kernel refreshes.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from adcs._validate import check_int, check_unit_interval
+from adcs._validate import check_bool, check_int, check_unit_interval
 from adcs.dpp import alpha_of, row_norms
 from adcs.schedulers._common import (
     UPDATES_OF_ALL,
@@ -31,6 +35,7 @@ from adcs.schedulers.base import (
     FloatArray,
     IntArray,
     Probe,
+    ProbeKind,
     Selection,
     check_available,
     top_m,
@@ -56,7 +61,7 @@ class ADCSState(BasicState):
         Clients that had a finite update and quality at the last refresh, with their kernel C
         (eq. 5).
     quality : ndarray of shape (n_pool,) or None
-        q_n of the last refresh.
+        q_n of the last refresh (with ``fresh_quality``, of the last loss probe).
     refreshed_at : int
         Round of the last refresh (−1 before the first).
     order : ndarray of shape (min(m, n_pool),) or None
@@ -87,6 +92,12 @@ class ADCS(SchedulerBase[ADCSState]):
         γ ∈ [0, 1]: q = (1 − γ) q_learn + γ q_comm (Sec. 4.1); needs ``comm_score`` when γ > 0.
     comm_score : tuple of float, optional
         Per-client communication score q_comm, one per client.
+    fresh_quality : bool
+        ``False`` (default, the paper's): between refreshes nothing is probed and the selection
+        stays. ``True``: every round between refreshes probes the loss of the pool's available
+        clients on one minibatch and reruns the MAP on the cached kernel C with q from those
+        losses (a client whose fresh loss is missing keeps its last q). Needs
+        ``quality=Quality.LOSS``.
 
     Notes
     -----
@@ -101,6 +112,7 @@ class ADCS(SchedulerBase[ADCSState]):
     quality: Quality = Quality.LOSS
     gamma: float = 0.0
     comm_score: tuple[float, ...] | None = None
+    fresh_quality: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -119,6 +131,12 @@ class ADCS(SchedulerBase[ADCSState]):
         if self.gamma > 0 and self.comm_score is None:
             raise ValueError(
                 "gamma > 0 needs comm_score (the per-client communication score q_comm)"
+            )
+        check_bool("fresh_quality", self.fresh_quality)
+        if self.fresh_quality and self.quality is not Quality.LOSS:
+            raise ValueError(
+                "fresh_quality probes losses, so it needs quality=Quality.LOSS, "
+                f"got quality={self.quality}"
             )
 
     @property
@@ -140,7 +158,11 @@ class ADCS(SchedulerBase[ADCSState]):
     def probe(
         self, state: ADCSState, round_idx: int, available: BoolArray, rng: np.random.Generator
     ) -> Probe:
-        return UPDATES_OF_ALL if self._due(state, round_idx) else NO_PROBE
+        if self._due(state, round_idx):
+            return UPDATES_OF_ALL
+        if self.fresh_quality and state.pool is not None:
+            return Probe(ProbeKind.LOSSES, clients=state.pool.clients)
+        return NO_PROBE
 
     def quality_scores(self, stats: ClientStats) -> FloatArray:
         """q_n of every probed client, shape (n_probed,) (NaN where unknown)."""
@@ -168,6 +190,17 @@ class ADCS(SchedulerBase[ADCSState]):
         )
         return replace(state, order=self._map(state, np.ones(pool.size, dtype=bool)))
 
+    def _requality(self, state: ADCSState, stats: ClientStats) -> ADCSState:
+        """q from this round's loss probe of the pool (``fresh_quality``), and the MAP order anew."""
+        assert state.pool is not None and state.quality is not None
+        fresh = self.quality_scores(stats)
+        known = np.isfinite(fresh)
+        pos = np.searchsorted(state.pool.clients, stats.clients[known])
+        quality = state.quality.copy()
+        quality[pos] = fresh[known]
+        state = replace(state, quality=quality, order=None)
+        return replace(state, order=self._map(state, np.ones(quality.size, dtype=bool)))
+
     def _map(self, state: ADCSState, eligible: BoolArray) -> IntArray:
         """The greedy MAP (or top-m at θ = 1) over the eligible pool positions, as client indices."""
         assert state.pool is not None and state.quality is not None
@@ -183,6 +216,8 @@ class ADCS(SchedulerBase[ADCSState]):
         available, k = check_available(stats.available, state.n_clients, self.m)
         if self._due(state, round_idx):
             state = self._refresh(state, round_idx, stats)
+        elif self.fresh_quality and stats.losses is not None and stats.n_probed:
+            state = self._requality(state, stats)
         assert state.pool is not None and state.order is not None
         order = state.order
         # The MAP over the whole pool is also the MAP over any available part that contains it.
