@@ -6,7 +6,21 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adcs.schedulers import ADCS, OCS, DivFL, PowerOfChoice, StaticDPP, Uniform
+from adcs.schedulers import (
+    ADCS,
+    DELTA,
+    KDPP,
+    MD,
+    OCS,
+    ClusteredSimilarity,
+    ClusteredSize,
+    DivFL,
+    FedCor,
+    Oort,
+    PowerOfChoice,
+    StaticDPP,
+    Uniform,
+)
 from tests.schedulers.fake_runtime import run_rounds
 
 ROW_VALUES = st.sampled_from([0.0, 1.0, -1.0, 2.5, np.nan, 1e-8, 1e8])
@@ -45,6 +59,14 @@ def test_every_scheduler_returns_m_distinct_available(problem, seed):
         DivFL(m=m, stale=True),
         StaticDPP(m=m),
         ADCS(m=m, theta=theta, refresh_every=2),
+        ADCS(m=m, theta=theta, refresh_every=2, fresh_quality=True),
+        MD(m=m),
+        ClusteredSize(m=m),
+        ClusteredSimilarity(m=m),
+        DELTA(m=m),
+        Oort(m=m),
+        FedCor(m=m, warmup=0, refit_every=2),
+        KDPP(m=m, theta=min(theta, 0.9), refresh_every=2),
     ]
     rounds = len(masks)
     for scheduler in schedulers:

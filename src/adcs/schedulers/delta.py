@@ -90,6 +90,8 @@ def delta_scores(
         σ_i² estimates (finite).
     """
     u = np.asarray(updates, dtype=np.float64)
+    if u.shape[0] == 0:
+        return np.zeros(0)
     mean = (p / p.sum()) @ u if p.sum() > 0 else u.mean(axis=0)
     diversity = np.einsum("ij,ij->i", u - mean, u - mean)  # ζ_i²
     return p * np.sqrt(alpha * diversity + beta * variance)

@@ -72,15 +72,22 @@ class KDPPState(BasicState):
     cache: tuple[bytes, int, KernelEigen, FloatArray] | None = None
 
 
+QUALITY_RANGES = (10.0, 5.0, 2.5, 1.0, 0.0)
+"""Caps on α(q_max − q_n) tried in turn when the full range is too wide (:func:`quality_kernel`)."""
+
+
 def quality_kernel(
-    cosine: FloatArray, quality: FloatArray, alpha: float, jitter: float
+    cosine: FloatArray, quality: FloatArray, alpha: float, jitter: float, cap: float = np.inf
 ) -> FloatArray:
-    """L = Q (C + εI) Q, Q = diag(e^{α q}) (eq. 7), scaled by e^{−2α max q} (a k-DPP is scale free).
+    """L = Q (C + εI) Q, Q = diag(e^{α q}) (eq. 7), scaled by e^{−α max q} (a k-DPP is scale free).
 
     The jitter ε I keeps the k-DPP defined when rank C < k (fewer update directions than slots,
-    or duplicates); the sampler and the marginals both use this L, so the weights stay exact.
+    or duplicates). ``cap`` bounds α(q_max − q_n): beyond a range of about e^{20} in L's entries
+    an eigendecomposition in float64 no longer resolves the low-quality clients, and the k-DPP
+    would be numerically rank deficient. The sampler and the marginals both use the L built
+    here, so the Horvitz–Thompson weights are exact for it whatever the cap.
     """
-    scale = np.exp(alpha * (quality - quality.max()))
+    scale = np.exp(np.maximum(alpha * (quality - quality.max()), -cap))
     kernel = (cosine + jitter * np.eye(cosine.shape[0])) * scale[:, None] * scale[None, :]
     return (kernel + kernel.T) / 2
 
@@ -111,8 +118,9 @@ class KDPP(SchedulerBase[KDPPState]):
     available pool has no more than k clients; then every selected client is taken for certain
     and weighted p_i over the selection (the exact average of what was selected). The kernel is
     dense over the pool and its eigendecomposition costs O(n³) at each refresh (or availability
-    change): fine for thousands of clients. For θ close to 1 the kernel's dynamic range e^{2αΔq}
-    can exceed float64's and the smallest inclusion probabilities lose relative accuracy.
+    change): fine for thousands of clients. When the quality range is so wide (θ near 1, or an
+    outlying loss) that float64 cannot resolve L, the range is compressed until it can
+    (:func:`quality_kernel`); the weights stay exact for the kernel sampled.
     """
 
     theta: float = 0.8
@@ -159,7 +167,13 @@ class KDPP(SchedulerBase[KDPPState]):
         pool = Pool.from_updates(stats.clients[usable], updates[usable])
         return replace(state, pool=pool, quality=q[usable], refreshed_at=round_idx, cache=None)
 
-    def _kernel_of(self, state: KDPPState, idx: IntArray) -> FloatArray:
+    def _design(self, state: KDPPState, idx: IntArray, k: int) -> tuple[KernelEigen, FloatArray]:
+        """The eigendecomposition of L over the pool positions ``idx`` and its k-DPP marginals.
+
+        The quality range is used in full when float64 resolves the kernel, else compressed
+        (:data:`QUALITY_RANGES`) until it does; with no range left, L = C + εI has every
+        eigenvalue ≥ ε, so the loop always ends.
+        """
         assert state.pool is not None and state.quality is not None
         if state.pool.kernel is not None:
             cosine = state.pool.kernel[np.ix_(idx, idx)]
@@ -167,7 +181,14 @@ class KDPP(SchedulerBase[KDPPState]):
             assert state.pool.features is not None
             f = state.pool.features[idx].astype(np.float64)
             cosine = f @ f.T
-        return quality_kernel(cosine, state.quality[idx], self.alpha, self.jitter)
+        quality = state.quality[idx]
+        for cap in (np.inf, *QUALITY_RANGES):
+            eig = kdpp_eigen(quality_kernel(cosine, quality, self.alpha, self.jitter, cap))
+            try:
+                return eig, kdpp_inclusion_probabilities(eig, k)
+            except ValueError:  # numerically of rank < k: compress the quality range
+                continue
+        raise AssertionError("unreachable: C + εI has full rank")
 
     def select(
         self, state: KDPPState, round_idx: int, stats: ClientStats, rng: np.random.Generator
@@ -183,8 +204,7 @@ class KDPP(SchedulerBase[KDPPState]):
             return Selection(chosen, data_weights(state.data_sizes, chosen)), state
         key = eligible.tobytes()
         if state.cache is None or state.cache[:2] != (key, k):
-            eig = kdpp_eigen(self._kernel_of(state, idx))
-            state = replace(state, cache=(key, k, eig, kdpp_inclusion_probabilities(eig, k)))
+            state = replace(state, cache=(key, k, *self._design(state, idx, k)))
         assert state.cache is not None and state.pool is not None
         _, _, eig, pi = state.cache
         picks = sample_kdpp(eig, k, rng)

@@ -32,7 +32,7 @@ from scipy.special import gammaln, xlog1py, xlogy
 from adcs.schedulers._common import BasicState, SchedulerBase, data_weights
 from adcs.schedulers.base import ClientStats, FloatArray, IntArray, Selection, check_available
 
-_GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(8)
+_GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(6)
 _EPS = 1e-16
 
 
@@ -135,12 +135,12 @@ def expected_draws(p: FloatArray, k: int) -> float:
     end = far
     if chernoff_below(far) * far < _EPS * centre:
         end = _bisect(lambda t: chernoff_below(t) * far >= _EPS * centre, centre, far)
-    # panels: σ wide around the centre, then growing by 25% towards the far end
-    near_lo, near_hi = max(start, centre - 12 * width), min(end, centre + 12 * width)
-    edges = [start] if start < near_lo else []
-    edges += list(np.linspace(near_lo, near_hi, max(2, round((near_hi - near_lo) / width))))
-    while edges[-1] < end:
-        edges.append(min(end, edges[-1] * 1.25 + width))
+    # panels: a geometric grid (20% steps resolve every client's e^{−p_i t} at its own scale),
+    # refined to σ-wide panels around the centre where the integrand falls
+    first = max(start, 1e-3 * centre)
+    grid = first * 1.2 ** np.arange(math.ceil(math.log(end / first) / math.log(1.2)) + 1)
+    near = np.arange(max(start, centre - 12 * width), min(end, centre + 12 * width), width)
+    edges = np.unique(np.concatenate([[start, end], np.minimum(grid, end), near]))
     lo_e, hi_e = np.asarray(edges[:-1]), np.asarray(edges[1:])
     half = (hi_e - lo_e)[:, None] / 2
     nodes = ((lo_e + hi_e)[:, None] / 2 + half * _GAUSS_NODES[None, :]).ravel()
