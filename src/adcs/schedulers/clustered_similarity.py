@@ -79,6 +79,14 @@ def refresh_representatives(
         return state
     clients = np.asarray(clients, dtype=np.intp)[ok]
     rows = rows[ok].astype(np.float32)
+    if state.known is not None and state.representatives is not None and state.gram is not None:
+        pos = np.minimum(np.searchsorted(state.known, clients), state.known.size - 1)
+        if (state.known[pos] == clients).all():  # no new client: overwrite rows of copies
+            reps = state.representatives.copy()
+            reps[pos] = rows
+            gram = state.gram.copy()
+            _set_rows(gram, reps, pos)
+            return replace(state, representatives=reps, gram=gram)
     old_known: IntArray = np.empty(0, dtype=np.intp)
     old_reps: FloatArray = np.empty((0, rows.shape[1]), np.float32)
     old_gram: FloatArray = np.empty((0, 0))
@@ -91,12 +99,17 @@ def refresh_representatives(
     reps[new_pos] = rows
     gram = np.empty((known.size, known.size))
     gram[np.ix_(old_pos, old_pos)] = old_gram
-    cross = (reps[new_pos] @ reps.T).astype(np.float64)  # only the changed rows are recomputed
-    gram[new_pos] = cross
-    gram[:, new_pos] = cross.T
-    block = gram[np.ix_(new_pos, new_pos)]
-    gram[np.ix_(new_pos, new_pos)] = (block + block.T) / 2
+    _set_rows(gram, reps, new_pos)
     return replace(state, known=known, representatives=reps, gram=gram)
+
+
+def _set_rows(gram: FloatArray, reps: FloatArray, pos: IntArray) -> None:
+    """Recompute the rows and columns ``pos`` of the Gram matrix of ``reps``, in place."""
+    cross = (reps[pos] @ reps.T).astype(np.float64)
+    gram[pos] = cross
+    gram[:, pos] = cross.T
+    block = gram[np.ix_(pos, pos)]
+    gram[np.ix_(pos, pos)] = (block + block.T) / 2
 
 
 def distances_from_gram(gram: FloatArray, distance: Distance) -> FloatArray:

@@ -75,6 +75,11 @@ class DELTAState(BasicState):
     variance: FloatArray | None = None
 
 
+def squared_norms(rows: FloatArray) -> FloatArray:
+    """‖row‖² of every row, shape (n,), summed in float64 (the rows may be float32)."""
+    return np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+
+
 def delta_scores(
     p: FloatArray, updates: FloatArray, variance: FloatArray, alpha: float, beta: float
 ) -> FloatArray:
@@ -89,11 +94,12 @@ def delta_scores(
     variance : ndarray of shape (n,)
         σ_i² estimates (finite).
     """
-    u = np.asarray(updates, dtype=np.float64)
+    u = np.asarray(updates)
     if u.shape[0] == 0:
         return np.zeros(0)
-    mean = (p / p.sum()) @ u if p.sum() > 0 else u.mean(axis=0)
-    diversity = np.einsum("ij,ij->i", u - mean, u - mean)  # ζ_i²
+    w = p / p.sum() if p.sum() > 0 else np.full(u.shape[0], 1.0 / u.shape[0])
+    mean = (w @ u.astype(np.float64)).astype(u.dtype)
+    diversity = squared_norms(u - mean)  # ζ_i²
     return p * np.sqrt(alpha * diversity + beta * variance)
 
 
@@ -150,8 +156,7 @@ class DELTA(SchedulerBase[DELTAState]):
         if state.last_clients is not None and state.last_updates is not None:
             if state.last_round == round_idx - 1:
                 both, now, before = np.intersect1d(clients, state.last_clients, return_indices=True)
-                diff = updates[now].astype(np.float64) - state.last_updates[before]
-                sample = 0.5 * np.einsum("ij,ij->i", diff, diff)
+                sample = 0.5 * squared_norms(updates[now] - state.last_updates[before])
                 old = variance[both]
                 rho = self.variance_decay
                 variance[both] = np.where(np.isnan(old), sample, rho * old + (1 - rho) * sample)
