@@ -37,6 +37,7 @@ from adcs.schedulers.base import (
     ProbeKind,
     Selection,
     check_available,
+    finite_rows,
 )
 
 
@@ -73,8 +74,7 @@ def refresh_representatives(
 ) -> ClusteredSimilarityState:
     """Replace (or add) the representatives of ``clients`` by the finite rows of ``updates``."""
     rows = np.asarray(updates)
-    with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.isfinite(rows).all(axis=1) if rows.ndim == 2 else np.zeros(0, dtype=bool)
+    ok = finite_rows(rows) if rows.ndim == 2 and rows.size else np.zeros(0, dtype=bool)
     if not ok.any():
         return state
     clients = np.asarray(clients, dtype=np.intp)[ok]
