@@ -4,7 +4,7 @@ Each scheduler is brought to a steady state (past its first probe, warm-up or re
 round it runs most often is timed: ``select`` alone, on statistics gathered beforehand (the
 probe's updates are dim = 7850, the paper's logistic regression). Rounds that recompute
 something costly (MD when availability changes, FedCor's refit, k-DPP's refresh) are timed apart.
-Prints the median of ``--repeats`` calls in milliseconds.
+Prints the median of ``--repeats`` calls in milliseconds, wall and process CPU.
 
     python benchmarks/bench_select.py --clients 30 1000
 """
@@ -32,13 +32,16 @@ from adcs.schedulers import (
 from adcs.schedulers.clustered_similarity import refresh_representatives
 
 
-def median_ms(call: Callable[[], object], repeats: int) -> float:
-    times = []
+def median_ms(call: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Median wall and process-CPU milliseconds of ``call`` (CPU time is steadier on a shared
+    machine; it counts every BLAS thread, so it can exceed the wall time)."""
+    wall, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         call()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return 1e3 * statistics.median(wall), 1e3 * statistics.median(cpu)
 
 
 def cases(n: int, m: int, dim: int, rng: np.random.Generator) -> dict[str, Callable[[], object]]:
@@ -112,11 +115,11 @@ def main() -> None:
     args = parser.parse_args()
     results = {n: cases(n, args.m, args.dim, np.random.default_rng(0)) for n in args.clients}
     names = list(results[args.clients[0]])
-    header = "scheduler".ljust(32) + "".join(f"N={n} (ms)".rjust(14) for n in args.clients)
-    print(header)
+    header = "".join(f"N={n} wall / cpu (ms)".rjust(26) for n in args.clients)
+    print("scheduler".ljust(30) + header)
     for name in names:
         row = [median_ms(results[n][name], args.repeats) for n in args.clients]
-        print(name.ljust(32) + "".join(f"{v:14.3f}" for v in row))
+        print(name.ljust(30) + "".join(f"{w:13.3f} /{c:10.3f}" for w, c in row))
 
 
 if __name__ == "__main__":
