@@ -97,6 +97,7 @@ BAD_HYPERPARAMETERS = [
     (KDPP, {"m": 5, "theta": 1.0}, "theta"),
     (KDPP, {"m": 5, "jitter": 0.0}, "jitter"),
     (KDPP, {"m": 5, "refresh_every": 0}, "refresh_every"),
+    (ADCS, {"m": 5, "comm_score": "fast"}, "comm_score"),
 ]
 
 

@@ -18,7 +18,7 @@ from adcs.schedulers import (
     StaticDPP,
     Uniform,
 )
-from adcs.schedulers.adcs import alpha_of
+from adcs.schedulers.adcs import alpha_of, speed_score
 from adcs.schedulers.divfl import facility_location_greedy, pairwise_distances
 from adcs.schedulers.ocs import ocs_inclusion_probabilities, systematic_sample
 from tests.schedulers.fake_runtime import gather, run_rounds
@@ -149,6 +149,29 @@ def test_adcs_quality_mix_with_comm_score():
     assert picks.tolist() == [29, 28, 27, 26, 25]
     with pytest.raises(ValueError, match="comm_score"):
         scheduler.init(10)
+
+
+def test_speed_score_is_the_scaled_negative_log_round_time():
+    tau = np.array([1.0, 10.0, 100.0, 10.0])
+    np.testing.assert_allclose(speed_score(tau), [1.0, 0.5, 0.0, 0.5])  # log-linear
+    np.testing.assert_allclose(speed_score(3600 * tau), speed_score(tau))  # unit-free
+    np.testing.assert_array_equal(speed_score(np.full(4, 2.0)), np.zeros(4))
+    with pytest.raises(ValueError, match="round_times"):
+        speed_score(np.array([1.0, 0.0]))
+
+
+def test_adcs_speed_takes_its_comm_score_from_the_round_times():
+    tau = np.array([8.0, 1.0, 4.0, 2.0, 16.0, 1.0])
+    scheduler = ADCS(m=2, theta=1.0, gamma=1.0, comm_score="speed")
+    assert scheduler.needs_round_times
+    with pytest.raises(ValueError, match="comm_score='speed' needs the clients' round"):
+        scheduler.init(6)
+    resolved = scheduler.with_round_times(tau)
+    assert isinstance(resolved, ADCS) and not resolved.needs_round_times
+    np.testing.assert_allclose(resolved.comm_score, speed_score(tau))
+    assert select_once(resolved, np.eye(6), np.zeros(6)).tolist() == [1, 5]  # the two fastest
+    plain = ADCS(m=2, comm_score=(1.0,) * 6)
+    assert plain.with_round_times(tau) is plain and not plain.needs_round_times
 
 
 # --- PowerOfChoice ---------------------------------------------------------------------------

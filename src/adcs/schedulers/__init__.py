@@ -12,6 +12,7 @@ from adcs.schedulers.base import (
     ProbeKind,
     Scheduler,
     Selection,
+    UsesRoundTimes,
 )
 from adcs.schedulers.clustered_similarity import ClusteredSimilarity, Distance
 from adcs.schedulers.clustered_size import ClusteredSize
@@ -68,5 +69,6 @@ __all__ = [
     "Selection",
     "StaticDPP",
     "Uniform",
+    "UsesRoundTimes",
     "alpha_of",
 ]

@@ -9,6 +9,10 @@ deterministic, the selection — is unchanged.
 Option ``fresh_quality`` (not the paper's): the kernel C is still refreshed every R rounds, but the
 quality q every round, from a loss probe of the pool's clients (PowerOfChoice's cost: one loss
 evaluation per client, no update), so the selection can move between kernel refreshes.
+
+The communication term (Sec. 4.1): q = (1 − γ) q_learn + γ q_comm, with q_comm given per client or,
+with ``comm_score="speed"``, derived from the clients' expected round durations τ_n by
+:func:`speed_score` when the runtime knows them (:class:`~adcs.schedulers.base.UsesRoundTimes`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import enum
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from adcs._validate import check_bool, check_int, check_unit_interval
 from adcs.dpp import alpha_of, row_norms
@@ -36,10 +41,40 @@ from adcs.schedulers.base import (
     IntArray,
     Probe,
     ProbeKind,
+    Scheduler,
     Selection,
     check_available,
     top_m,
 )
+
+SPEED = "speed"
+"""``comm_score`` value asking for q_comm derived from the clients' round durations."""
+
+
+def speed_score(round_times: ArrayLike) -> FloatArray:
+    """q_comm from expected round durations: the negative log duration, scaled to [0, 1].
+
+    q_comm_n = (log τ_max − log τ_n) / (log τ_max − log τ_min): 1 for the fastest client, 0 for
+    the slowest, linear in −log τ between (so a client twice as fast as another gains the same
+    whatever the units or the median speed). All zeros when every τ_n is equal.
+
+    Parameters
+    ----------
+    round_times : ndarray of shape (n_clients,)
+        τ_n > 0, seconds of a full local round.
+
+    Returns
+    -------
+    ndarray of shape (n_clients,), in [0, 1]
+    """
+    tau = np.asarray(round_times, dtype=np.float64)
+    if tau.ndim != 1 or tau.size == 0 or not np.isfinite(tau).all() or (tau <= 0).any():
+        raise ValueError("round_times must be a non-empty 1-D array of finite durations > 0")
+    log_tau = np.log(tau)
+    span = float(log_tau.max() - log_tau.min())
+    if span == 0.0:
+        return np.zeros(tau.size)
+    return np.asarray((log_tau.max() - log_tau) / span)
 
 
 class Quality(enum.Enum):
@@ -90,8 +125,10 @@ class ADCS(SchedulerBase[ADCSState]):
         q_learn: the probe's minibatch loss (default) or the update norm.
     gamma : float
         γ ∈ [0, 1]: q = (1 − γ) q_learn + γ q_comm (Sec. 4.1); needs ``comm_score`` when γ > 0.
-    comm_score : tuple of float, optional
-        Per-client communication score q_comm, one per client.
+    comm_score : tuple of float, "speed", optional
+        Per-client communication score q_comm, one per client; or ``"speed"``: q_comm from the
+        clients' expected round durations (:func:`speed_score`), which the runtime hands over
+        through :meth:`with_round_times` (the simulator does when it has a system profile).
     fresh_quality : bool
         ``False`` (default, the paper's): between refreshes nothing is probed and the selection
         stays. ``True``: every round between refreshes probes the loss of the pool's available
@@ -111,7 +148,7 @@ class ADCS(SchedulerBase[ADCSState]):
     refresh_every: int = 20
     quality: Quality = Quality.LOSS
     gamma: float = 0.0
-    comm_score: tuple[float, ...] | None = None
+    comm_score: tuple[float, ...] | str | None = None
     fresh_quality: bool = False
 
     def __post_init__(self) -> None:
@@ -123,7 +160,12 @@ class ADCS(SchedulerBase[ADCSState]):
                 f"quality must be a Quality ({[q.value for q in Quality]}), got {self.quality!r}"
             )
         check_unit_interval("gamma", self.gamma)
-        if self.comm_score is not None:
+        if isinstance(self.comm_score, str):
+            if self.comm_score != SPEED:
+                raise ValueError(
+                    f"comm_score must be per-client numbers or {SPEED!r}, got {self.comm_score!r}"
+                )
+        elif self.comm_score is not None:
             score = np.asarray(self.comm_score, dtype=np.float64)
             if score.ndim != 1 or not np.isfinite(score).all():
                 raise ValueError("comm_score must be a sequence of finite numbers, one per client")
@@ -144,8 +186,24 @@ class ADCS(SchedulerBase[ADCSState]):
         """α = θ / (2(1 − θ)) (eq. 7)."""
         return alpha_of(self.theta)
 
+    @property
+    def needs_round_times(self) -> bool:
+        """``comm_score="speed"`` needs the clients' round durations before it can run."""
+        return self.comm_score == SPEED
+
+    def with_round_times(self, round_times: FloatArray) -> Scheduler:
+        """With ``comm_score="speed"``, this scheduler with q_comm = :func:`speed_score`."""
+        if self.comm_score != SPEED:
+            return self
+        return replace(self, comm_score=tuple(speed_score(round_times).tolist()))
+
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> ADCSState:
         sizes = self._check_init(n_clients, data_sizes)
+        if self.comm_score == SPEED:
+            raise ValueError(
+                "comm_score='speed' needs the clients' round durations: run with a system "
+                "profile ([sim.system], SimConfig.system) or call with_round_times first"
+            )
         if self.comm_score is not None and len(self.comm_score) != n_clients:
             raise ValueError(
                 f"comm_score has {len(self.comm_score)} entries but there are {n_clients} clients"

@@ -215,6 +215,29 @@ class Scheduler(Protocol):
         ...
 
 
+@runtime_checkable
+class UsesRoundTimes(Protocol):
+    """Optional capability: a scheduler that uses each client's expected round duration.
+
+    A runtime that knows the clients' devices (the simulator with a system profile) calls
+    :meth:`with_round_times` once per run, before :meth:`Scheduler.init`, and runs the scheduler
+    it returns. ``needs_round_times`` says the scheduler cannot run without them, so a runtime
+    without durations refuses it up front.
+    """
+
+    @property
+    def needs_round_times(self) -> bool:
+        """Whether the scheduler cannot run until :meth:`with_round_times` has been called."""
+        ...
+
+    def with_round_times(self, round_times: FloatArray) -> Scheduler:
+        """The scheduler to run, given each client's expected full-round duration.
+
+        ``round_times`` has shape (n_clients,), in seconds (> 0).
+        """
+        ...
+
+
 def check_available(available: BoolArray, n_clients: int, m: int) -> tuple[BoolArray, int]:
     """Validate an availability mask; return it and the number of clients to select, min(m, #available)."""
     available = np.asarray(available)

@@ -33,6 +33,7 @@ or on the number of workers. A run alone therefore equals the same run batched w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import multiprocessing
 import sys
@@ -55,11 +56,13 @@ from adcs.schedulers.base import (
     ProbeKind,
     Scheduler,
     Selection,
+    UsesRoundTimes,
 )
 from adcs.sim.availability import AlwaysAvailable, Availability, TraceAvailability
 from adcs.sim.data import FederatedData, to_unit_float
 from adcs.sim.metrics import group_share, tv_to_uniform, worst_and_average
 from adcs.sim.model import LogisticRegression, Model, SharedForward, SharedInputs, local_update
+from adcs.sim.system import ClientTimes, SystemConfig, client_times, probe_phase, training_phase
 from adcs.streams import Domain, _draw, counter_uniform, scheduler_rng, stream_key
 
 __all__ = ["RunResult", "RunSpec", "SimConfig", "simulate"]
@@ -118,6 +121,10 @@ class SimConfig:
     dropout : float
         Probability in [0, 1) that a selected client fails to return its update in a round (drawn
         per (seed, client, round)); dropped clients are not aggregated and are recorded.
+    system : SystemConfig, optional
+        Client devices and round rules (:mod:`adcs.sim.system`): every round is timed on a
+        simulated clock, and a deadline or over-commitment decides who is aggregated. ``None``
+        (default): no clock, and every number is as without this option.
     """
 
     rounds: int
@@ -130,6 +137,7 @@ class SimConfig:
     common_minibatches: bool = True
     availability: Availability = field(default_factory=AlwaysAvailable)
     dropout: float = 0.0
+    system: SystemConfig | None = None
 
     def __post_init__(self) -> None:
         check_int("rounds", self.rounds)
@@ -146,6 +154,8 @@ class SimConfig:
         if isinstance(self.availability, TraceAvailability):
             self.availability.check_rounds(self.rounds)
         check_number("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        if self.system is not None and not isinstance(self.system, SystemConfig):
+            raise ValueError(f"system must be a SystemConfig or None, got {self.system!r}")
 
     @property
     def eval_rounds(self) -> IntArray:
@@ -207,9 +217,11 @@ class RunResult:
         Accuracy of the global model on each client's own test set.
     selected : ndarray of shape (rounds, m), int32
         Clients selected in each round, in the scheduler's order; −1 where fewer than m were
-        (fewer than m available).
+        (fewer than m available). With over-commitment (``SimConfig.system``) m is the number
+        invited, ⌈(1 + o)·m⌉.
     returned : ndarray of shape (rounds, m), bool
-        Which selected clients returned their update (not dropped); False in padding.
+        Which selected clients returned their update and were aggregated (not dropped, in time,
+        among the first m with over-commitment); False in padding.
     n_available : ndarray of shape (rounds,), int
         Clients available in each round.
     available : ndarray of shape (rounds, ⌈N/8⌉), uint8, or None
@@ -222,7 +234,7 @@ class RunResult:
     loss_evals : int
         Losses evaluated apart from an update (loss probes).
     dropped : int
-        Selected clients that failed to return their update.
+        Selected clients that failed to return their update (dropped out, or past the deadline).
     wall_s : float
         This run's share of the batch's wall time (batch time / number of runs).
     group_share : ndarray of shape (n_groups,)
@@ -232,6 +244,11 @@ class RunResult:
         (:func:`adcs.sim.metrics.tv_to_uniform`): what uniform selection gives in expectation.
     final_params : ndarray of shape (dim,), float32
         w⁽ᵀ⁾.
+    round_time : ndarray of shape (rounds,), or None
+        Simulated seconds of each round (probe phase + training phase, :mod:`adcs.sim.system`);
+        None without ``SimConfig.system``.
+    busy_time : ndarray of shape (rounds,), or None
+        Client-seconds spent in each round, summed over the clients that worked.
     """
 
     spec: RunSpec
@@ -251,6 +268,31 @@ class RunResult:
     group_share: F64Array
     tv_to_uniform: float
     final_params: F32Array
+    round_time: F64Array | None = None
+    busy_time: F64Array | None = None
+
+    @property
+    def clock(self) -> F64Array | None:
+        """Simulated time at the start of each round and at the end, shape (rounds + 1,)."""
+        if self.round_time is None:
+            return None
+        return np.concatenate([[0.0], np.cumsum(self.round_time)])
+
+    @property
+    def eval_clock(self) -> F64Array | None:
+        """Simulated time of each evaluation, shape (n_evals,) (after ``eval_rounds`` rounds)."""
+        clock = self.clock
+        return None if clock is None else clock[self.eval_rounds]
+
+    @property
+    def total_time(self) -> float | None:
+        """Simulated seconds of the whole run."""
+        return None if self.round_time is None else float(self.round_time.sum())
+
+    @property
+    def client_time(self) -> float | None:
+        """Client-seconds spent over the whole run."""
+        return None if self.busy_time is None else float(self.busy_time.sum())
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,6 +314,9 @@ class _Run:
     client_updates: int = 0
     loss_evals: int = 0
     dropped: int = 0
+    target: int = 0  # updates wanted per round: m (less than the invited with over-commitment)
+    round_s: F64Array | None = None  # simulated seconds per round (with a system profile)
+    busy_s: F64Array | None = None  # client-seconds per round
 
 
 @dataclass(frozen=True)
@@ -312,6 +357,23 @@ class _Context:
             everyone, np.arange(data.n_clients, dtype=np.intp), ClientStats.blind(everyone)
         )
         self.no_clients = np.empty(0, dtype=np.intp)
+        self.system = config.system
+        self._times: dict[int, ClientTimes] = {}
+
+    def client_times(self, seed: int) -> ClientTimes:
+        """How long each client's work takes in runs of ``seed`` (its devices, drawn once)."""
+        assert self.system is not None
+        if seed not in self._times:
+            cfg = self.config
+            self._times[seed] = client_times(
+                self.system.draw(seed, self.data.groups),
+                dim=self.model.dim,
+                local_samples=cfg.local_steps * cfg.batch_size,
+                batch_size=cfg.batch_size,
+                data_sizes=self.sizes,
+                forward_cost=self.system.forward_cost,
+            )
+        return self._times[seed]
 
     def availability(self, seed_key: int, t: int) -> _Availability:
         if self.always:
@@ -398,6 +460,7 @@ class _Stream:
         self.seed_key = seed_key
         self.ctx = ctx
         self.params = ctx.model.init_params(len(runs))
+        self.times = None if ctx.system is None else ctx.client_times(runs[0].spec.seed)
 
     # -- the five steps ------------------------------------------------------------------------
 
@@ -420,12 +483,18 @@ class _Stream:
         chosen: list[IntArray] = []
         coefs: list[F64Array] = []
         returned: list[BoolArray] = []
+        failed: list[int] = []
         for j, run in enumerate(runs):
             sel = selections[j]
             if sel is None:
                 sel, run.state = run.scheduler.select(run.state, t, stats[j], run.rng)
             clients = check_selection(sel.clients, avail.mask, run.scheduler.m, who=run.spec.run_id)
             ok = ctx.returned(self.seed_key, t, clients)  # dropouts
+            if self.times is None:
+                failed.append(clients.size - int(np.count_nonzero(ok)))
+            else:  # the clock: deadline and over-commitment decide who is aggregated
+                ok, n_failed = self._timed(run, t, probes[j], targets[j], stats[j], clients, ok)
+                failed.append(n_failed)
             chosen.append(clients)
             returned.append(ok)
             coefs.append(
@@ -434,7 +503,15 @@ class _Stream:
                 )
             )
         # 4. train the selected clients that return, and aggregate
-        observed, fresh = batch.train_and_step(stats, chosen, returned, coefs)
+        if self.times is None:
+            observed, fresh = batch.train_and_step(stats, chosen, returned, coefs)
+        else:  # only the aggregated clients: a deadline drops clients without any dropout rate
+            observed, fresh = batch.train_and_step(
+                stats,
+                [c[ok] for c, ok in zip(chosen, returned, strict=True)],
+                [np.ones(int(np.count_nonzero(ok)), dtype=bool) for ok in returned],
+                [c[ok] for c, ok in zip(coefs, returned, strict=True)],
+            )
         # 5. observe, record
         for j, run in enumerate(runs):
             clients, ok = chosen[j], returned[j]
@@ -444,11 +521,46 @@ class _Stream:
             k = clients.size
             run.selected[t, :k] = clients
             run.returned[t, :k] = ok
-            run.dropped += k - int(np.count_nonzero(ok))
+            run.dropped += failed[j]
             probed = stats[j].n_probed if stats[j].updates is not None else 0
             run.client_updates += probed + fresh[j]
             if probes[j].kind is ProbeKind.LOSSES:
                 run.loss_evals += int(targets[j].size)
+
+    def _timed(
+        self,
+        run: _Run,
+        t: int,
+        probe: Probe,
+        probed: IntArray,
+        stats: ClientStats,
+        clients: IntArray,
+        ok: BoolArray,
+    ) -> tuple[BoolArray, int]:
+        """Time run's round t on the clock; return who is aggregated and how many failed.
+
+        The probe phase waits for the slowest probed client; in the training phase a client
+        whose update the probe already holds answers at once (:mod:`adcs.sim.system`).
+        """
+        times = self.times
+        assert times is not None and run.round_s is not None and run.busy_s is not None
+        if probe.kind is ProbeKind.UPDATES:
+            probe_s = times.update[probed]
+        elif probe.kind is ProbeKind.LOSSES:
+            full = probe.loss_source is LossSource.FULL
+            probe_s = (times.full_loss if full else times.loss)[probed]
+        else:
+            probe_s = times.update[self.ctx.no_clients]
+        wait, probe_busy = probe_phase(probe_s)
+        response = times.update[clients]
+        if stats.updates is not None:
+            response = np.where(_locate(stats.clients, clients)[0], 0.0, response)
+        deadline = self.ctx.system.deadline if self.ctx.system is not None else None
+        kept, seconds, busy = training_phase(response, ~ok, min(run.target, clients.size), deadline)
+        run.round_s[t] = wait + seconds
+        run.busy_s[t] = probe_busy + busy
+        late = response > deadline if deadline is not None else np.zeros(clients.size, bool)
+        return kept, int(np.count_nonzero(~ok | late))
 
     def _targets(self, probe: Probe, avail: _Availability) -> IntArray:
         """The clients to probe: distinct, available, ascending."""
@@ -741,7 +853,16 @@ class _Shard:
             (
                 s.params,
                 [
-                    (r.state, r.selected, r.returned, r.client_updates, r.loss_evals, r.dropped)
+                    (
+                        r.state,
+                        r.selected,
+                        r.returned,
+                        r.client_updates,
+                        r.loss_evals,
+                        r.dropped,
+                        r.round_s,
+                        r.busy_s,
+                    )
                     for r in s.runs
                 ],
             )
@@ -769,7 +890,7 @@ class _Shard:
         for stream, (params, runs) in zip(self.streams, streams, strict=True):
             stream.params = params
             for run, values in zip(stream.runs, runs, strict=True):
-                (run.state, run.selected, run.returned, *counts) = values
+                (run.state, run.selected, run.returned, *counts, run.round_s, run.busy_s) = values
                 run.client_updates, run.loss_evals, run.dropped = counts
 
     def evaluate(self, k: int) -> None:
@@ -820,6 +941,15 @@ def _check_runs(runs: Sequence[RunSpec], data: FederatedData) -> None:
 
 def _new_run(spec: RunSpec, ctx: _Context) -> _Run:
     scheduler = spec.scheduler
+    target = int(scheduler.m)
+    timed = ctx.system is not None
+    if timed:
+        scheduler = _with_system(spec, ctx)
+    elif isinstance(scheduler, UsesRoundTimes) and scheduler.needs_round_times:
+        raise ValueError(
+            f"run {spec.run_id!r}: its scheduler needs the clients' round durations; "
+            "give SimConfig a system profile (system=SystemConfig(...))"
+        )
     rounds, m = ctx.config.rounds, int(scheduler.m)
     return _Run(
         spec=spec,
@@ -829,7 +959,30 @@ def _new_run(spec: RunSpec, ctx: _Context) -> _Run:
         observes=bool(scheduler.observes_updates),
         selected=np.full((rounds, m), -1, dtype=np.int32),
         returned=np.zeros((rounds, m), dtype=bool),
+        target=target,
+        round_s=np.zeros(rounds) if timed else None,
+        busy_s=np.zeros(rounds) if timed else None,
     )
+
+
+def _with_system(spec: RunSpec, ctx: _Context) -> Scheduler:
+    """The scheduler a timed run uses: told the round durations, asked for ⌈(1 + o)·m⌉ clients."""
+    assert ctx.system is not None
+    scheduler = spec.scheduler
+    if isinstance(scheduler, UsesRoundTimes):
+        scheduler = scheduler.with_round_times(ctx.client_times(spec.seed).update)
+    invited = ctx.system.invited(int(scheduler.m), ctx.data.n_clients)
+    if invited == scheduler.m:
+        return scheduler
+    if not dataclasses.is_dataclass(scheduler) or "m" not in {
+        f.name for f in dataclasses.fields(scheduler)
+    }:
+        raise ValueError(
+            f"run {spec.run_id!r}: over-commitment asks the scheduler for {invited} clients, "
+            f"which needs a dataclass scheduler with a field m; {type(scheduler).__name__} is not"
+        )
+    invite: Scheduler = dataclasses.replace(scheduler, m=invited)
+    return invite
 
 
 def _build_shards(
@@ -1076,6 +1229,8 @@ def _collect(
                     group_share=share,
                     tv_to_uniform=tv_to_uniform(share, data.groups, data.n_groups),
                     final_params=stream.params[j].copy(),
+                    round_time=run.round_s,
+                    busy_time=run.busy_s,
                 )
                 row += 1
     return [r for r in results if r is not None]
