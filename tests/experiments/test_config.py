@@ -258,3 +258,62 @@ def test_bad_availability_tables_name_the_key(table: dict[str, Any], message: st
 def test_dropout_must_be_below_one() -> None:
     with pytest.raises(ConfigError, match=r"sim\.dropout"):
         config_from_dict(_with("sim.dropout", 1.0))
+
+
+def test_a_system_table_builds_the_simulated_clock(tmp_path: Path) -> None:
+    from adcs.sim.system import SystemConfig
+
+    table = {"compute_median": 20.0, "compute_sigma": 1.13, "deadline": 30, "overcommit": 0.3}
+    config = config_from_dict(_with("sim.system", table))
+    sim = config.sim.build(config.data.total_clients)
+    assert sim.system == SystemConfig(
+        compute_median=20.0, compute_sigma=1.13, deadline=30.0, overcommit=0.3
+    )
+    assert config_from_dict(config_to_dict(config)) == config
+    assert "system" not in config_to_dict(config_from_dict(BASE))["sim"]  # absent stays absent
+    assert config_from_dict(BASE).sim.build(6).system is None
+    (tmp_path / "devices.csv").write_text(
+        "client,compute,upload,download\n" + "".join(f"{c},{c + 1},1e6,1e6\n" for c in range(6))
+    )
+    (tmp_path / "c.toml").write_text(
+        'name = "t"\nm = 3\nseeds = [0]\n[data]\nn_groups = 2\n[sim]\nrounds = 10\n'
+        '[sim.system]\nkind = "csv"\npath = "devices.csv"\n[[methods]]\nname = "uniform"\n'
+    )
+    measured = load_config(tmp_path / "c.toml").sim.build(6).system
+    assert measured is not None and measured.profile is not None
+    assert measured.profile.compute.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"kind": "trace"}, r"sim\.system\.kind must be one of"),
+        ({"compute_median": 0}, r"sim\.system\.compute_median must be a number in \(0"),
+        ({"upload_sigma": -1.0}, r"sim\.system\.upload_sigma"),
+        ({"download_median": "fast"}, r"sim\.system\.download_median"),
+        ({"group_correlation": 2.0}, r"sim\.system\.group_correlation"),
+        ({"deadline": 0.0}, r"sim\.system\.deadline"),
+        ({"overcommit": -0.5}, r"sim\.system\.overcommit"),
+        ({"forward_cost": 1.5}, r"sim\.system\.forward_cost"),
+        ({"speed": 3.0}, r"unknown key\(s\) sim\.system\.speed"),
+        ({"kind": "csv"}, r"sim\.system\.path is required"),
+        ({"kind": "csv", "path": "x.csv", "compute_median": 3.0}, r"sim\.system\.compute_median"),
+        ({"kind": "csv", "path": "missing.csv"}, r"sim\.system: system profile .* does not exist"),
+    ],
+)
+def test_bad_system_tables_name_the_key(table: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        config_from_dict(_with("sim.system", table)).sim.build(6)
+    assert "\n" not in str(caught.value)  # one line
+
+
+def test_adcs_speed_needs_a_system_table() -> None:
+    method = {"name": "adcs", "comm_score": "speed", "sweep": {"gamma": [0.0, 0.5]}}
+    doc = {**copy.deepcopy(BASE), "methods": [method]}
+    with pytest.raises(ConfigError, match=r"methods\[0\] .* add a \[sim\.system\] table"):
+        config_from_dict(doc)
+    doc["sim"]["system"] = {}
+    config = config_from_dict(doc)
+    assert [p["gamma"] for p in config.methods[0].grid()] == [0.0, 0.5]
+    with pytest.raises(ConfigError, match="comm_score must be per-client numbers or 'speed'"):
+        config_from_dict({**doc, "methods": [{"name": "adcs", "comm_score": "fast"}]})

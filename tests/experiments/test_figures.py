@@ -85,3 +85,27 @@ def test_curve_series_has_one_series_per_variant() -> None:
     assert adcs_r == {1, 5, 20, 100, 500}
     assert {s.theta for s in series if s.method == "adcs"} == {0.2, 0.6, 0.8}
     assert all(s.theta is None for s in series if s.method != "adcs")
+
+
+def test_timed_runs_get_accuracy_against_simulated_time(tmp_path: Path) -> None:
+    import dataclasses
+
+    from adcs.experiments.figures import plot_accuracy_against_time
+
+    runs = []
+    for s in range(2):
+        for gamma, seconds in ((0.0, 3.0), (0.5, 1.0)):  # two ADCS variants alike in θ and R
+            base = record("adcs", 0.4, 0.8, seed=s, theta=0.8, refresh_every=20)
+            variant = f"{base.variant}-gamma={gamma}"
+            runs.append(dataclasses.replace(
+                base, variant=variant, run_id=f"{variant}-seed={s}",
+                eval_clock=ROUNDS * seconds, total_time=500 * seconds, client_time=0.0,
+            ))  # fmt: skip
+    drawn = plot_accuracy_against_time(runs, tmp_path / "time.png")
+    assert drawn == [
+        "adcs-theta=0.8-refresh_every=20-gamma=0.0",
+        "adcs-theta=0.8-refresh_every=20-gamma=0.5",
+    ]
+    assert _png_size(tmp_path / "time.png") == (1440, 960)
+    assert write_figures(tmp_path, runs, []) == ["time.png"]
+    assert write_figures(tmp_path, [record("uniform", 0.3, 0.8)], []) == []  # no clock, no figure

@@ -116,6 +116,7 @@ def test_results_folder_holds_every_file(tiny_run: Path) -> None:
         "manifest.json", "report.md", "table1.csv", "table1.md", "fig1.png", "curves.png",
     }  # fmt: skip
     assert expected <= names
+    assert not names & {"clock.npz", "system.csv", "time.png"}  # no clock without [sim.system]
     leftovers = [p.name for p in tiny_run.parent.iterdir() if p.name != "tiny"]
     assert leftovers == []
 
@@ -276,3 +277,109 @@ def test_partition_per_seed(tmp_path: Path, synthetic: FashionMNIST) -> None:
     manifest = json.loads((tmp_path / "per_seed" / "manifest.json").read_text())
     assert sorted(manifest["data"]["data_sizes"]) == ["0", "1"]
     assert manifest["config"]["data"]["partition_per_seed"] is True
+
+
+TIMED: dict[str, Any] = {
+    **TINY,
+    "name": "timed",
+    "outputs": [],
+    "sim": {**TINY["sim"], "system": {"compute_median": 5.0, "compute_sigma": 1.0}},
+    "methods": [
+        {"name": "uniform"}, {"name": "powerofchoice"},
+        {"name": "adcs", "refresh_every": 2, "comm_score": "speed", "sweep": {"gamma": [0.0, 0.5]}},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def timed_run(tmp_path_factory: pytest.TempPathFactory, synthetic: FashionMNIST) -> Path:
+    out = tmp_path_factory.mktemp("res") / "timed"
+    run_experiment(config_from_dict(TIMED), out, dataset=synthetic, workers=2)
+    return out
+
+
+def test_a_system_profile_adds_the_clock_to_the_results(timed_run: Path) -> None:
+    names = {p.name for p in timed_run.iterdir()}
+    assert {"clock.npz", "system.csv", "time.png", "metrics.csv", "runs.csv"} <= names
+    metrics = _read(timed_run / "metrics.csv")
+    assert list(metrics[0])[-1] == "clock_s"  # added last, nothing removed
+    runs = _read(timed_run / "runs.csv")
+    assert list(runs[0])[-2:] == ["sim_time_s", "client_time_s"]
+    assert {r["variant"] for r in runs} >= {
+        "adcs-theta=0.8-refresh_every=2-comm_score=speed-gamma=0.5"
+    }
+    clock = np.load(timed_run / "clock.npz")
+    summary = {r["run_id"]: r for r in json.loads((timed_run / "summary.json").read_text())["runs"]}
+    for row in runs:
+        rid = row["run_id"]
+        rounds, busy = clock[f"round_time/{rid}"], clock[f"busy_time/{rid}"]
+        assert rounds.shape == busy.shape == (6,) and (rounds > 0).all()
+        assert float(row["sim_time_s"]) == pytest.approx(rounds.sum(), rel=1e-12)
+        assert float(row["client_time_s"]) == pytest.approx(busy.sum(), rel=1e-12)
+        assert summary[rid]["sim_time_s"] == pytest.approx(rounds.sum(), rel=1e-12)
+        at = {int(m["round"]): float(m["clock_s"]) for m in metrics if m["run_id"] == rid}
+        for t, seconds in at.items():
+            assert seconds == pytest.approx(rounds[:t].sum(), rel=1e-12)
+    selections = np.load(timed_run / "selections.npz")
+    assert not any(k.startswith(("round_time/", "busy_time/")) for k in selections.files)
+
+
+def test_system_csv_lists_each_seeds_devices(timed_run: Path) -> None:
+    rows = _read(timed_run / "system.csv")
+    assert [(int(r["seed"]), int(r["client"])) for r in rows] == [
+        (s, c) for s in (0, 1) for c in range(6)
+    ]
+    by_seed = {s: [float(r["compute"]) for r in rows if int(r["seed"]) == s] for s in (0, 1)}
+    assert by_seed[0] != by_seed[1]
+    # a Uniform round (no probe) lasts exactly as long as its slowest selected client
+    selected = np.load(timed_run / "selections.npz")["selected/uniform-seed=1"]
+    own = {int(r["client"]): float(r["round_s"]) for r in rows if int(r["seed"]) == 1}
+    rounds = np.load(timed_run / "clock.npz")["round_time/uniform-seed=1"]
+    np.testing.assert_allclose(rounds, [max(own[c] for c in sel) for sel in selected], rtol=1e-12)
+
+
+def test_the_report_and_manifest_describe_the_clock(timed_run: Path) -> None:
+    report = (timed_run / "report.md").read_text()
+    assert "## Time to accuracy on the simulated clock" in report
+    assert "![accuracy against simulated time](time.png)" in report
+    assert "Client devices (system.csv)" in report and "Reference: uniform." in report
+    manifest = json.loads((timed_run / "manifest.json").read_text())
+    assert manifest["system"]["compute_median"] == 5.0
+    assert manifest["config"]["sim"]["system"]["compute_sigma"] == 1.0
+
+
+def test_timed_records_read_back_with_their_clock(timed_run: Path, tiny_run: Path) -> None:
+    records = load_records(timed_run)
+    clock = np.load(timed_run / "clock.npz")
+    for r in records:
+        assert r.eval_clock is not None and r.total_time is not None
+        rounds = clock[f"round_time/{r.run_id}"]
+        np.testing.assert_allclose(
+            r.eval_clock, [rounds[:t].sum() for t in r.eval_rounds], rtol=1e-12
+        )
+    assert all(r.eval_clock is None and r.total_time is None for r in load_records(tiny_run))
+
+
+def test_the_systems_experiment_is_ready_to_run() -> None:
+    from adcs.experiments.config import load_config
+    from adcs.sim.system import client_times
+
+    config = load_config(Path(__file__).parents[2] / "experiments" / "systems.toml")
+    variants = {r.variant for r in expand_runs(config)}
+    assert len(variants) == 6 and len(config.seeds) == 3
+    system = config.sim.build(config.data.total_clients).system
+    assert system is not None and system.deadline is None and system.overcommit == 0.0
+    groups = np.arange(30) // 3
+    ratios = []
+    for seed in config.seeds:
+        times = client_times(
+            system.draw(seed, groups),
+            dim=7850,
+            local_samples=16,
+            batch_size=16,
+            data_sizes=np.full(30, 2000),
+            forward_cost=1 / 3,
+        )
+        ratios.append(times.update.max() / np.median(times.update))  # fmt: skip
+    # σ = 1.13 puts the expected slowest of 30 at 10× the median; each seed's draw varies
+    assert all(5.0 < r < 50.0 for r in ratios)

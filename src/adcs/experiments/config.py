@@ -53,7 +53,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from adcs.schedulers import SCHEDULERS
-from adcs.schedulers.base import Scheduler
+from adcs.schedulers.base import Scheduler, UsesRoundTimes
 from adcs.sim.availability import (
     AlwaysAvailable,
     Availability,
@@ -62,6 +62,7 @@ from adcs.sim.availability import (
     TraceAvailability,
 )
 from adcs.sim.engine import SimConfig
+from adcs.sim.system import SystemConfig, SystemProfile
 
 __all__ = [
     "OUTPUTS",
@@ -72,6 +73,7 @@ __all__ = [
     "ExperimentConfig",
     "MethodConfig",
     "SimSettings",
+    "SystemSettings",
     "config_from_dict",
     "config_to_dict",
     "load_config",
@@ -312,6 +314,91 @@ class AvailabilitySettings:
         return {k: getattr(self, k) for k in sorted(_AVAILABILITY_KEYS[self.kind])}
 
 
+SYSTEM_KINDS = ("lognormal", "csv")
+_SYSTEM_RULES = frozenset({"kind", "deadline", "overcommit", "forward_cost"})
+_SYSTEM_KEYS = {
+    "lognormal": _SYSTEM_RULES
+    | frozenset(f"{q}_{p}" for q in ("compute", "upload", "download") for p in ("median", "sigma"))
+    | {"group_correlation"},
+    "csv": _SYSTEM_RULES | {"path"},
+}
+_SYSTEM_DEFAULTS = SystemConfig()
+
+
+@dataclass(frozen=True)
+class SystemSettings:
+    """``[sim.system]``: client devices and the simulated clock (:mod:`adcs.sim.system`).
+
+    Attributes
+    ----------
+    kind : {"lognormal", "csv"}
+        "lognormal" (default): each client's compute speed and bandwidths are drawn per seed,
+        log-normal around the medians; "csv": measured values from ``path``, for every seed.
+    compute_median, compute_sigma : float
+        Median training speed (samples/s, > 0) and its log-space standard deviation (≥ 0).
+    upload_median, upload_sigma, download_median, download_sigma : float
+        The same for the bandwidths (bytes/s).
+    group_correlation : float in [0, 1]
+        Correlation of the log-values of two clients of one group.
+    path : str
+        For "csv": columns ``client,compute,upload,download``, one row per client.
+    deadline : float > 0, optional
+        Seconds after which a round's training phase closes (later clients are dropped).
+    overcommit : float ≥ 0
+        Invite ⌈(1 + overcommit)·m⌉ clients, aggregate the first m to return.
+    forward_cost : float in (0, 1]
+        Cost of a forward pass relative to a training step (loss probes).
+    """
+
+    kind: str = "lognormal"
+    compute_median: float = _SYSTEM_DEFAULTS.compute_median
+    compute_sigma: float = _SYSTEM_DEFAULTS.compute_sigma
+    upload_median: float = _SYSTEM_DEFAULTS.upload_median
+    upload_sigma: float = _SYSTEM_DEFAULTS.upload_sigma
+    download_median: float = _SYSTEM_DEFAULTS.download_median
+    download_sigma: float = _SYSTEM_DEFAULTS.download_sigma
+    group_correlation: float = 0.0
+    path: str | None = None
+    deadline: float | None = None
+    overcommit: float = 0.0
+    forward_cost: float = _SYSTEM_DEFAULTS.forward_cost
+
+    def __post_init__(self) -> None:
+        key = "sim.system"
+        _choice(f"{key}.kind", self.kind, SYSTEM_KINDS)
+        for q in ("compute", "upload", "download"):
+            _float(f"{key}.{q}_median", getattr(self, f"{q}_median"), 0.0, math.inf, low_open=True)
+            _float(f"{key}.{q}_sigma", getattr(self, f"{q}_sigma"), 0.0, math.inf)
+        _float(f"{key}.group_correlation", self.group_correlation, 0.0, 1.0)
+        if self.kind == "csv" and self.path is None:
+            raise ConfigError(f"{key}.path is required for kind = 'csv'")
+        if self.path is not None and (not isinstance(self.path, str) or not self.path):
+            raise ConfigError(f"{key}.path must be a non-empty string, got {self.path!r}")
+        if self.deadline is not None:
+            _float(f"{key}.deadline", self.deadline, 0.0, math.inf, low_open=True)
+        _float(f"{key}.overcommit", self.overcommit, 0.0, math.inf)
+        _float(f"{key}.forward_cost", self.forward_cost, 0.0, 1.0, low_open=True)
+
+    def build(self, n_clients: int) -> SystemConfig:
+        """The simulator's system configuration (a CSV profile is read and checked here)."""
+        profile = None
+        if self.kind == "csv":
+            assert self.path is not None
+            try:
+                profile = SystemProfile.from_csv(self.path, n_clients)
+            except ValueError as exc:
+                raise ConfigError(f"sim.system: {exc}") from None
+        kwargs = {k: getattr(self, k) for k in sorted(_SYSTEM_KEYS[self.kind] - {"kind", "path"})}
+        return SystemConfig(profile=profile, **kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML table (only the keys of its kind; no deadline when there is none)."""
+        doc = {k: getattr(self, k) for k in sorted(_SYSTEM_KEYS[self.kind])}
+        if doc["deadline"] is None:
+            del doc["deadline"]
+        return doc
+
+
 @dataclass(frozen=True)
 class SimSettings:
     """Simulator settings; mirrors :class:`adcs.sim.engine.SimConfig` (paper defaults, Sec. 6).
@@ -337,6 +424,8 @@ class SimSettings:
         Probability that a selected client fails to return its update in a round.
     availability : AvailabilitySettings
         The ``[sim.availability]`` table.
+    system : SystemSettings or None
+        The ``[sim.system]`` table; ``None`` (no table): no simulated clock.
     """
 
     rounds: int = 20_000
@@ -349,6 +438,7 @@ class SimSettings:
     common_minibatches: bool = True
     dropout: float = 0.0
     availability: AvailabilitySettings = AvailabilitySettings()
+    system: SystemSettings | None = None
 
     def __post_init__(self) -> None:
         _int("sim.rounds", self.rounds, 1)
@@ -370,12 +460,17 @@ class SimSettings:
         """The simulator's configuration."""
         kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         kwargs["availability"] = self.availability.build(n_clients)
+        kwargs["system"] = None if self.system is None else self.system.build(n_clients)
         return SimConfig(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``[sim]`` table (availability as its own sub-table)."""
+        """The ``[sim]`` table (availability and system as their own sub-tables)."""
         doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         doc["availability"] = self.availability.to_dict()
+        if self.system is None:
+            del doc["system"]
+        else:
+            doc["system"] = self.system.to_dict()
         return doc
 
 
@@ -481,10 +576,10 @@ class ExperimentConfig:
         for o in self.outputs:
             _choice("outputs[]", o, OUTPUTS)
         for i, method in enumerate(self.methods):
-            _check_method(f"methods[{i}]", method, self.m)
+            _check_method(f"methods[{i}]", method, self.m, timed=self.sim.system is not None)
 
 
-def _check_method(key: str, method: MethodConfig, m: int) -> None:
+def _check_method(key: str, method: MethodConfig, m: int, *, timed: bool = False) -> None:
     """Refuse unknown hyperparameters and build every grid point once, so bad values fail now."""
     if method.name not in SCHEDULERS:
         raise ConfigError(f"{key}.name must be one of {sorted(SCHEDULERS)}, got {method.name!r}")
@@ -511,9 +606,14 @@ def _check_method(key: str, method: MethodConfig, m: int) -> None:
             raise ConfigError(f"{key}.sweep.{k} repeats a value: {list(values)}")
     for point in method.grid():
         try:
-            method.build(m, point)
+            scheduler = method.build(m, point)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{key} ({method.name}, {point}): {exc}") from exc
+        if not timed and isinstance(scheduler, UsesRoundTimes) and scheduler.needs_round_times:
+            raise ConfigError(
+                f"{key} ({method.name}, {point}) needs the clients' round durations: "
+                "add a [sim.system] table"
+            )
 
 
 def _enum_types(cls: type[Any], name: str) -> list[type[enum.Enum]]:
@@ -571,6 +671,16 @@ def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
     return DataConfig(**kwargs)
 
 
+def _parse_system(raw: Mapping[str, Any], base_dir: Path | None) -> SystemSettings:
+    kind = raw.get("kind", "lognormal")
+    _choice("sim.system.kind", kind, SYSTEM_KINDS)
+    _no_unknown("sim.system", raw, _SYSTEM_KEYS[kind])
+    if isinstance(raw.get("path"), str) and base_dir is not None:
+        path = Path(raw["path"]).expanduser()
+        raw = {**raw, "path": str(path if path.is_absolute() else base_dir / path)}
+    return SystemSettings(**raw)
+
+
 def _parse_method(i: int, raw: Any) -> MethodConfig:
     key = f"methods[{i}]"
     table = _table(key, raw)
@@ -623,6 +733,8 @@ def config_from_dict(
                 trace = Path(avail["path"]).expanduser()
                 avail = {**avail, "path": str(trace if trace.is_absolute() else base_dir / trace)}
             sim_raw["availability"] = AvailabilitySettings(**avail)
+        if "system" in sim_raw:
+            sim_raw["system"] = _parse_system(_table("sim.system", sim_raw["system"]), base_dir)
         seeds = raw["seeds"]
         if not isinstance(seeds, list):
             raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")

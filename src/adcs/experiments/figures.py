@@ -17,13 +17,20 @@ import numpy as np
 
 from adcs.experiments.report import (
     FIGURE_SERIES,
+    TIME_FIGURE,
     RunRecord,
     Series,
     select_runs,
     t_interval,
 )
 
-__all__ = ["FIGURE_TITLES", "curve_series", "plot_accuracy", "write_figures"]
+__all__ = [
+    "FIGURE_TITLES",
+    "curve_series",
+    "plot_accuracy",
+    "plot_accuracy_against_time",
+    "write_figures",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +124,57 @@ def plot_accuracy(
     return drawn
 
 
+def plot_accuracy_against_time(
+    records: Sequence[RunRecord], path: Path, targets: tuple[float, float] | None = None
+) -> list[str]:
+    """Worst and average accuracy against rounds (top) and simulated time (bottom), per variant.
+
+    Each curve is one variant's mean over seeds with a shaded 95 % t-interval; on the time axis a
+    point is at the seeds' mean simulated time of that evaluation. The targets of the report's
+    time-to-accuracy table (default :func:`adcs.experiments.timing.default_targets`) are dashed.
+    Returns the variants drawn.
+    """
+    from adcs.experiments.timing import curves, default_targets, variant_label
+
+    plt = _pyplot()
+    targets = default_targets(records) if targets is None else targets
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="col")
+    drawn = []
+    for variant, runs in curves(records).items():
+        n = min(r.eval_rounds.size for r in runs)
+        clock = np.mean([np.asarray(r.eval_clock)[:n] for r in runs], axis=0)
+        label = variant_label(variant) + (f" (n={len(runs)})" if len(runs) > 1 else "")
+        for col, attr in enumerate(("worst_acc", "avg_acc")):
+            mean, half = t_interval(np.array([getattr(r, attr)[:n] for r in runs]))
+            for row, x in enumerate((runs[0].eval_rounds[:n], clock / 3600.0)):
+                ax = axes[row, col]
+                (line,) = ax.plot(x, 100 * mean, label=label, lw=1.3)
+                if np.isfinite(half).all():
+                    low, high = np.clip(mean - half, 0.0, 1.0), np.clip(mean + half, 0.0, 1.0)
+                    ax.fill_between(x, 100 * low, 100 * high, color=line.get_color(), alpha=0.15)
+        drawn.append(variant)
+    for col, (name, target) in enumerate(zip(("Worst", "Average"), targets, strict=True)):
+        for row, xlabel in enumerate(("round", "simulated time (h)")):
+            ax = axes[row, col]
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(f"{name} test accuracy (%)")
+            ax.grid(alpha=0.3)
+        axes[1, col].axhline(100 * target, color="0.4", ls="--", lw=0.8)
+    if drawn:
+        axes[1, 1].legend(loc="lower right", fontsize=7)
+    fig.suptitle("Worst and average test accuracy against rounds and simulated time")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return drawn
+
+
 def write_figures(folder: Path, records: Sequence[RunRecord], outputs: Sequence[str]) -> list[str]:
     """Draw the figures named in ``outputs`` (``fig1``–``fig3``, ``curves``) into ``folder``.
 
-    A paper figure none of whose runs exist is skipped. Returns the file names written.
+    A paper figure none of whose runs exist is skipped. Runs with a simulated clock (a system
+    profile) also get ``time.png`` (:func:`plot_accuracy_against_time`). Returns the file names
+    written.
     """
     written = []
     for name in outputs:
@@ -135,4 +189,7 @@ def write_figures(folder: Path, records: Sequence[RunRecord], outputs: Sequence[
             continue
         plot_accuracy(records, series, folder / f"{name}.png", FIGURE_TITLES[name])
         written.append(f"{name}.png")
+    if records and all(r.eval_clock is not None for r in records):
+        plot_accuracy_against_time(records, folder / TIME_FIGURE)
+        written.append(TIME_FIGURE)
     return written

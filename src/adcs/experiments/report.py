@@ -75,6 +75,9 @@ PAPER_TABLE1: dict[str, tuple[float, ...]] = {
 }  # fmt: skip
 """Paper Table 1: share of selection slots of groups 0–9 per method."""
 
+TIME_FIGURE = "time.png"
+"""Accuracy against rounds and simulated time, drawn for runs with a system profile."""
+
 PAPER_ROUNDS = 20_000
 FULL_SEEDS = 5
 
@@ -114,6 +117,10 @@ class RunRecord:
         Selected clients that dropped out (did not return their update).
     mean_available : float
         Mean number of clients available per round.
+    eval_clock : ndarray of shape (n_evals,) or None
+        Simulated seconds at each evaluation (runs with a system profile; else None).
+    total_time, client_time : float or None
+        Simulated seconds of the whole run, and client-seconds spent (with a system profile).
     """
 
     run_id: str
@@ -134,6 +141,9 @@ class RunRecord:
     wall_s: float
     dropped: int = 0
     mean_available: float = math.nan
+    eval_clock: FloatArray | None = None
+    total_time: float | None = None
+    client_time: float | None = None
 
 
 @dataclass(frozen=True)
@@ -841,7 +851,13 @@ def write_report(
     if rows:
         out += ["## Table 1: selection bias", "", table1_markdown(rows)]
     others = [f for f in context.figures if f.removesuffix(".png") not in FIGURE_SERIES]
+    timed = bool(records) and all(r.eval_clock is not None for r in records)
     for fig in others:
-        out += [f"![{fig}]({fig})", ""]
+        if not (timed and fig == TIME_FIGURE):
+            out += [f"![{fig}]({fig})", ""]
+    if timed:
+        from adcs.experiments.timing import time_section
+
+        out += time_section(records, TIME_FIGURE if TIME_FIGURE in context.figures else None)
     path.write_text("\n".join(out).rstrip() + "\n")
     return claims

@@ -21,6 +21,17 @@ once. :func:`run_experiment` loads and partitions the data, advances the runs in
     manifest.json    configuration, seeds, versions, git commit, data source and checksums, time
     fig*.png, table1.md/.csv, report.md
 
+With a ``[sim.system]`` table (client devices and the simulated clock, :mod:`adcs.sim.system`)
+metrics.csv gains ``clock_s`` (simulated seconds at the evaluation), runs.csv and summary.json
+``sim_time_s`` and ``client_time_s``, and three files are added::
+
+    clock.npz        per run ``round_time/<run_id>`` and ``busy_time/<run_id>`` (rounds,): the
+                     simulated seconds and the client-seconds of every round
+    system.csv       per seed and client: compute (samples/s), upload and download (bytes/s) and
+                     round_s, the expected seconds of a full local round
+    time.png         accuracy against rounds and simulated time; report.md gains the
+                     time-to-accuracy section
+
 The folder is written under a temporary name beside the target and renamed at the end, so an
 interrupted or failed run leaves nothing half-written.
 """
@@ -31,6 +42,7 @@ import csv
 import dataclasses
 import enum
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -67,6 +79,8 @@ from adcs.experiments.report import (
 )
 from adcs.schedulers.base import Scheduler
 from adcs.sim.engine import FederatedData, RunResult, RunSpec, SimConfig, simulate
+from adcs.sim.model import LogisticRegression
+from adcs.sim.system import client_times
 
 __all__ = [
     "ExperimentOutcome",
@@ -86,6 +100,7 @@ MEMORY_BUDGET_BYTES = 1 << 30
 """Rough memory allowed per batch of runs; larger grids are split into several batches."""
 
 _KEY_PARAMS = ("theta", "refresh_every")
+_CLOCK_ARRAYS = ("round_time/", "busy_time/")
 
 
 class RunError(RuntimeError):
@@ -302,6 +317,9 @@ def _record(run: PlannedRun, result: RunResult) -> RunRecord:
         wall_s=float(result.wall_s),
         dropped=int(result.dropped),
         mean_available=mean_available,
+        eval_clock=result.eval_clock,
+        total_time=result.total_time,
+        client_time=result.client_time,
     )
 
 
@@ -324,18 +342,30 @@ def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]])
             writer.writerow([_cell(v) for v in row])
 
 
+def _timed(records: Sequence[RunRecord]) -> bool:
+    return bool(records) and all(r.eval_clock is not None for r in records)
+
+
 def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
     def ids(r: RunRecord) -> list[Any]:
         return [r.run_id, r.method, r.seed, r.theta, r.refresh_every]
 
+    timed = _timed(records)  # the clock's columns come last, only when there is a clock
+
+    def clock(r: RunRecord) -> Iterable[Any]:
+        return r.eval_clock if r.eval_clock is not None else itertools.repeat(None)
+
+    def totals(r: RunRecord) -> list[Any]:
+        return [r.total_time, r.client_time] if timed else []
+
     _write_csv(
         folder / "metrics.csv",
-        [*_ID_COLUMNS, "round", "worst_acc", "avg_acc", "test_loss"],
+        [*_ID_COLUMNS, "round", "worst_acc", "avg_acc", "test_loss", *(["clock_s"] * timed)],
         (
-            [*ids(r), int(t), w, a, loss]
+            [*ids(r), int(t), w, a, loss, *([c] * timed)]
             for r in records
-            for t, w, a, loss in zip(r.eval_rounds, r.worst_acc, r.avg_acc, r.test_loss,
-                                     strict=True)
+            for t, w, a, loss, c in zip(r.eval_rounds, r.worst_acc, r.avg_acc, r.test_loss,
+                                        clock(r), strict=False)
         ),
     )  # fmt: skip
     n_groups = max(r.group_share.size for r in records)
@@ -345,12 +375,13 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
             *_ID_COLUMNS, "variant", "params", "final_round", "final_worst_acc", "final_avg_acc",
             "final_test_loss", "tv_to_uniform", "client_updates", "loss_evals", "wall_s",
             *(f"share_g{k}" for k in range(n_groups)), "dropped", "mean_available",
+            *(["sim_time_s", "client_time_s"] if timed else []),
         ],
         (
             [
                 *ids(r), r.variant, json.dumps(r.params, sort_keys=True),
                 *_final(r), r.tv_to_uniform, r.client_updates, r.loss_evals, r.wall_s,
-                *r.group_share, r.dropped, r.mean_available,
+                *r.group_share, r.dropped, r.mean_available, *totals(r),
             ]
             for r in records
         ),
@@ -394,7 +425,44 @@ def _summary(records: Sequence[RunRecord], config: ExperimentConfig) -> dict[str
                 "mean_available": r.mean_available,
             }
         )
+        if r.eval_clock is not None:
+            runs[-1].update({"sim_time_s": r.total_time, "client_time_s": r.client_time})
     return {"experiment": config.name, "runs": runs}
+
+
+def _system_rows(
+    fed: Mapping[int | None, FederatedData], sim_config: SimConfig, seeds: Sequence[int]
+) -> list[list[Any]]:
+    """Rows of ``system.csv``: seed, client, its devices and its full-round seconds."""
+    system = sim_config.system
+    assert system is not None
+    rows = []
+    for seed in seeds:
+        data = fed[seed] if seed in fed else fed[None]
+        profile = system.draw(seed, data.groups)
+        model = LogisticRegression(int(np.prod(data.input_shape)), data.n_classes)  # simulate's
+        times = client_times(
+            profile, dim=model.dim, local_samples=sim_config.local_steps * sim_config.batch_size,
+            batch_size=sim_config.batch_size, data_sizes=data.data_sizes,
+            forward_cost=system.forward_cost,
+        )  # fmt: skip
+        for n in range(data.n_clients):
+            rows.append(
+                [seed, n, profile.compute[n], profile.upload[n], profile.download[n],
+                 times.update[n]]
+            )  # fmt: skip
+    return rows
+
+
+def _system_note(rows: Sequence[Sequence[Any]]) -> str:
+    """One line for the report: each seed's median and slowest full-round time."""
+    parts = []
+    for seed in sorted({int(r[0]) for r in rows}):
+        times = np.array([float(r[5]) for r in rows if r[0] == seed])
+        median, slowest = float(np.median(times)), float(times.max())
+        parts.append(f"seed {seed}: median {median:.2f} s, slowest {slowest:.2f} s "
+                     f"({slowest / median:.1f}× the median)")  # fmt: skip
+    return "Client devices (system.csv): seconds of a full local round, " + "; ".join(parts) + "."
 
 
 def _versions() -> dict[str, str | None]:
@@ -547,6 +615,9 @@ def _simulate_all(
             selections.setdefault(f"n_available/seed{run.seed}", res.n_available)
             if res.available is not None:
                 selections.setdefault(f"available/seed{run.seed}", res.available)
+            if res.round_time is not None and res.busy_time is not None:
+                selections[f"round_time/{run.run_id}"] = res.round_time
+                selections[f"busy_time/{run.run_id}"] = res.busy_time
     if progress is not None:
         progress(total, total)
     order = {r.run_id: i for i, r in enumerate(plan)}
@@ -619,10 +690,22 @@ def run_experiment(
     tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the results are ordinary files
     try:
         records, client_acc, selections = _simulate_all(plan, fed, sim_config, progress, workers)
+        # the clock's arrays travel with the selections but have a file of their own
+        clocks = {k: selections.pop(k) for k in list(selections) if k.startswith(_CLOCK_ARRAYS)}
         _write_tables(tmp, records)
         np.savez_compressed(tmp / "client_acc.npz", **client_acc)  # type: ignore[arg-type]
         np.savez_compressed(tmp / "selections.npz", **selections)  # type: ignore[arg-type]
         _write_json(tmp / "summary.json", _summary(records, config))
+        notes: list[str] = []
+        if sim_config.system is not None:
+            np.savez_compressed(tmp / "clock.npz", **clocks)  # type: ignore[arg-type]
+            rows = _system_rows(fed, sim_config, config.seeds)
+            _write_csv(
+                tmp / "system.csv",
+                ["seed", "client", "compute", "upload", "download", "round_s"],
+                rows,
+            )
+            notes.append(_system_note(rows))
         if "table1" in config.outputs:
             write_table1(tmp, records)
         figures = write_figures(tmp, records, config.outputs)
@@ -633,10 +716,10 @@ def run_experiment(
             m=config.m, n_clients=first.n_clients, seeds=config.seeds,
             data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
             figures=tuple(figures), wall_s=time.perf_counter() - started,
-            notes=tuple(
+            notes=(*notes, *(
                 f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."
                 for p in sorted(tmp.glob("*/report.md"))
-            ),
+            )),
         )  # fmt: skip
         claims = write_report(tmp / "report.md", records, context)
         wall_s = time.perf_counter() - started
@@ -657,6 +740,7 @@ def run_experiment(
                 "data_sizes": {str(k): np.asarray(v.data_sizes).tolist() for k, v in fed.items()},
             },
             "availability": sim_config.availability.describe(),
+            **({} if sim_config.system is None else {"system": sim_config.system.describe()}),
             "versions": _versions(),
             "git": _git_info(),
             "platform": platform.platform(),
@@ -689,7 +773,9 @@ def load_records(folder: str | Path) -> list[RunRecord]:
     with (folder / "runs.csv").open(newline="") as fh:
         runs = list(csv.DictReader(fh))
     with (folder / "metrics.csv").open(newline="") as fh:
-        metrics = list(csv.DictReader(fh))
+        reader = csv.DictReader(fh)
+        metrics = list(reader)
+        fields = set(reader.fieldnames or ())
     by_run: dict[str, list[dict[str, str]]] = {}
     for row in metrics:
         by_run.setdefault(row["run_id"], []).append(row)
@@ -721,6 +807,11 @@ def load_records(folder: str | Path) -> list[RunRecord]:
                 wall_s=float(row["wall_s"]),
                 dropped=int(row.get("dropped") or 0),
                 mean_available=float(row.get("mean_available") or "nan"),
+                eval_clock=(
+                    np.array([float(m["clock_s"]) for m in rows]) if "clock_s" in fields else None
+                ),
+                total_time=opt(row.get("sim_time_s", ""), float),
+                client_time=opt(row.get("client_time_s", ""), float),
             )
         )
     return records
