@@ -70,6 +70,17 @@ def test_run_refuses_a_bad_config_before_writing_anything(tmp_path: Path) -> Non
     assert not (tmp_path / "results").exists()
 
 
+def test_errors_naming_a_table_print_it(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        packaged_config_path("quick").read_text()
+        + '\n[[methods]]\nname = "adcs"\ncomm_score = "speed"\n'
+    )
+    result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "add a [sim.system] table" in " ".join(result.output.split())
+
+
 @pytest.mark.parametrize(
     "args",
     [

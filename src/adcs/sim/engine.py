@@ -230,7 +230,8 @@ class RunResult:
         masks are too large to keep (regenerate them from ``SimConfig.availability`` and the seed).
     client_updates : int
         Local updates computed (probed ∪ returned selected per round; a probed update reused for
-        aggregation counts once).
+        aggregation counts once). Updates the clock discards (past the deadline, or beyond the
+        first m with over-commitment) are not counted; their clients' time is in ``busy_time``.
     loss_evals : int
         Losses evaluated apart from an update (loss probes).
     dropped : int
@@ -238,7 +239,7 @@ class RunResult:
     wall_s : float
         This run's share of the batch's wall time (batch time / number of runs).
     group_share : ndarray of shape (n_groups,)
-        Share of selection slots per group (Table 1).
+        Share of selection slots per group (Table 1); with over-commitment, of the invitations.
     tv_to_uniform : float
         TV distance of ``group_share`` to the groups' shares of the population
         (:func:`adcs.sim.metrics.tv_to_uniform`): what uniform selection gives in expectation.
