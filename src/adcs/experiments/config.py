@@ -671,14 +671,21 @@ def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
     return DataConfig(**kwargs)
 
 
-def _parse_system(raw: Mapping[str, Any], base_dir: Path | None) -> SystemSettings:
-    kind = raw.get("kind", "lognormal")
-    _choice("sim.system.kind", kind, SYSTEM_KINDS)
-    _no_unknown("sim.system", raw, _SYSTEM_KEYS[kind])
-    if isinstance(raw.get("path"), str) and base_dir is not None:
-        path = Path(raw["path"]).expanduser()
-        raw = {**raw, "path": str(path if path.is_absolute() else base_dir / path)}
-    return SystemSettings(**raw)
+def _kind_table(
+    key: str, value: Any, default: str, keys: Mapping[str, frozenset[str]], base_dir: Path | None
+) -> dict[str, Any]:
+    """A sub-table whose ``kind`` decides its keys (``[sim.availability]``, ``[sim.system]``).
+
+    The kind and the keys are checked, and a relative ``path`` is resolved against ``base_dir``.
+    """
+    table = dict(_table(key, value))
+    kind = table.get("kind", default)
+    _choice(f"{key}.kind", kind, list(keys))
+    _no_unknown(key, table, keys[kind])
+    if isinstance(table.get("path"), str) and base_dir is not None:
+        path = Path(table["path"]).expanduser()
+        table["path"] = str(path if path.is_absolute() else base_dir / path)
+    return table
 
 
 def _parse_method(i: int, raw: Any) -> MethodConfig:
@@ -725,16 +732,15 @@ def config_from_dict(
         sim_raw = dict(_table("sim", raw.get("sim", {})))
         _no_unknown("sim", sim_raw, _SIM_KEYS)
         if "availability" in sim_raw:
-            avail = _table("sim.availability", sim_raw["availability"])
-            kind = avail.get("kind", "always")
-            _choice("sim.availability.kind", kind, AVAILABILITY_KINDS)
-            _no_unknown("sim.availability", avail, _AVAILABILITY_KEYS[kind])
-            if isinstance(avail.get("path"), str) and base_dir is not None:
-                trace = Path(avail["path"]).expanduser()
-                avail = {**avail, "path": str(trace if trace.is_absolute() else base_dir / trace)}
+            avail = _kind_table(
+                "sim.availability", sim_raw["availability"], "always", _AVAILABILITY_KEYS, base_dir
+            )
             sim_raw["availability"] = AvailabilitySettings(**avail)
         if "system" in sim_raw:
-            sim_raw["system"] = _parse_system(_table("sim.system", sim_raw["system"]), base_dir)
+            system = _kind_table(
+                "sim.system", sim_raw["system"], "lognormal", _SYSTEM_KEYS, base_dir
+            )
+            sim_raw["system"] = SystemSettings(**system)
         seeds = raw["seeds"]
         if not isinstance(seeds, list):
             raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")
