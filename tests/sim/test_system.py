@@ -392,3 +392,20 @@ def test_speed_without_a_system_profile_is_refused(data: FederatedData) -> None:
     config = SimConfig(rounds=2, batch_size=4)
     with pytest.raises(ValueError, match="run 'a': its scheduler needs the clients' round"):
         simulate([RunSpec(ADCS(m=3, comm_score="speed"), 0, "a")], data, config)
+
+
+def test_oort_takes_its_durations_from_the_devices(data: FederatedData) -> None:
+    from adcs.schedulers import Oort
+
+    tau = np.arange(1.0, 9.0)
+    assert Oort(3).with_round_times(tau).durations == tuple(tau)
+    own = Oort(3, durations=(2.0,) * 8)
+    assert own.with_round_times(tau) is own and not own.needs_round_times
+    # in the simulator: the profile's durations shape the system utility (straggler penalty)
+    config = timed(rounds=60)
+    runs = [RunSpec(Oort(3), 0, "o"), RunSpec(Oort(3, round_penalty=0.0), 0, "o")]
+    penalised, free = (simulate([r], data, config)[0] for r in runs)
+    times = [hand_round_seconds(fixed_profile(SPEEDS), c, 4) for c in range(8)]
+    mean_time = {k: np.mean(np.take(times, r.selected[20:])) for k, r in
+                 (("penalised", penalised), ("free", free))}  # fmt: skip
+    assert mean_time["penalised"] < mean_time["free"]

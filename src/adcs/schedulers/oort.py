@@ -23,9 +23,10 @@ Statements of what this form simplifies:
   authors' code uses |B_i| = the client's data size) and ℓ_i that mean loss, which stands in for
   sqrt(mean squared loss) (a lower bound by Jensen's inequality, equal when the samples' losses
   are equal).
-* **System utility.** The simulator has no client durations yet. ``durations`` is the hook: a
-  tuple of per-client expected round durations; with ``None`` (default) Oort runs on statistical
-  utility only and the pacer, which only moves T, has no effect.
+* **System utility.** ``durations`` are the per-client expected round durations. With ``None``
+  (default) Oort takes them from the runtime when it knows the clients' devices (the simulator
+  with a system profile, through :meth:`Oort.with_round_times`); without either, Oort runs on
+  statistical utility only and the pacer, which only moves T, has no effect.
 * Oort's blacklist of over-selected clients (off by default in the authors' code) is omitted.
 * Exactly k = min(m, available) clients are returned: when too few clients are left to explore,
   the exploitation draw takes the free slots (and the other way round), as FedScale's
@@ -45,6 +46,7 @@ from adcs.schedulers.base import (
     ClientStats,
     FloatArray,
     IntArray,
+    Scheduler,
     Selection,
     check_available,
     top_m,
@@ -140,8 +142,8 @@ class Oort(SchedulerBase[OortState]):
     sample_window : float
         Exploration draws among the ``sample_window`` · εk largest unexplored clients (5), ≥ 1.
     durations : tuple of float, optional
-        Per-client expected round duration t_i > 0 (the system-utility hook); ``None`` means
-        statistical utility only.
+        Per-client expected round duration t_i > 0 (the system utility); ``None``: the runtime's
+        (:meth:`with_round_times`), or statistical utility only when it has none.
     round_threshold : float
         Initial percentile (0, 100] of the durations that sets the preferred duration T (30).
     pacer_step : int
@@ -187,6 +189,17 @@ class Oort(SchedulerBase[OortState]):
     def observes_updates(self) -> bool:
         """Oort learns from the selected clients' reports; runtimes must call :meth:`observe`."""
         return True
+
+    @property
+    def needs_round_times(self) -> bool:
+        """Oort runs without durations too (statistical utility only)."""
+        return False
+
+    def with_round_times(self, round_times: FloatArray) -> Scheduler:
+        """This scheduler with ``durations`` from the runtime, unless it was given its own."""
+        if self.durations is not None:
+            return self
+        return replace(self, durations=tuple(np.asarray(round_times, dtype=np.float64).tolist()))
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> OortState:
         sizes = self._check_init(n_clients, data_sizes)
