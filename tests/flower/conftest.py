@@ -136,12 +136,16 @@ class InProcessGrid(Grid):
 
     ``nodes`` maps a node id to its ClientApp and partition id; tests add and remove entries to
     make nodes join and vanish (a message to a vanished node is accepted and never answered, as
-    by Flower's SuperLink). Every delivered message is logged in ``delivered`` as
-    (message type, partition id, config record, node id).
+    by Flower's SuperLink). Nodes in ``hung`` stay connected but never answer; for nodes in
+    ``unavailable`` the SuperLink answers, as Flower's does for a node whose heartbeat stopped
+    (an error reply under the SuperLink's node id). Every delivered message is logged in
+    ``delivered`` as (message type, partition id, config record, node id).
     """
 
     nodes: dict[int, tuple[ClientApp, int]]
     n_partitions: int
+    hung: set[int] = field(default_factory=set)
+    unavailable: set[int] = field(default_factory=set)
     delivered: list[tuple[str, int, dict[str, Any], int]] = field(default_factory=list)
     _replies: dict[str, Message] = field(default_factory=dict)
 
@@ -172,8 +176,14 @@ class InProcessGrid(Grid):
             msg.metadata.__dict__["_message_id"] = msg_id
             ids.append(msg_id)
             node = msg.metadata.dst_node_id
-            if node not in self.nodes:
-                continue  # a vanished node never answers
+            if node not in self.nodes or node in self.hung:
+                continue  # a vanished or hung node never answers
+            if node in self.unavailable:
+                error = Error(code=5, reason="Error: Node Unavailable (heartbeat)")
+                reply = Message(error, reply_to=msg)
+                reply.metadata.__dict__["_src_node_id"] = 1  # the SuperLink's own node id
+                self._replies[msg_id] = reply
+                continue
             app, pid = self.nodes[node]
             context = Context(
                 run_id=1,

@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -397,3 +398,39 @@ def test_adcs_imports_without_flower() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "adcs[flower]" in out.stdout
+
+
+@pytest.mark.usefixtures("task_identity")
+def test_unanswering_nodes_are_dropouts_then_unavailable_until_they_answer_again(
+    clients: list[ClientData],
+) -> None:
+    grid = grid_of(lambda k: plain_app(clients), N, first_node=3000)
+    hung, dead = 3000 + 7 * 3, 3000 + 7 * 5  # partitions 3 and 5
+
+    def trouble(server_round: int, arrays: ArrayRecord) -> None:
+        if server_round == 1:
+            grid.hung.add(hung)  # stops answering, stays connected
+            grid.unavailable.add(dead)  # the SuperLink answers for it: heartbeat lost
+        if server_round == 3:
+            grid.hung.clear()
+            grid.unavailable.clear()
+            time.sleep(0.35)  # the handshake sent to the hung node in round 3 times out
+
+    strategy = SchedulerStrategy(Uniform(m=N), N, seed=SEED)
+    result = strategy.start(
+        grid, initial_arrays(), 5, timeout=0.3, train_config=ConfigRecord(TRAIN_CONFIG),
+        evaluate_fn=trouble,
+    )  # fmt: skip
+    first, second, third, fourth, fifth = strategy.history
+    assert first.failed == {}
+    assert second.failed == {
+        3: "train: no reply within 0.3 s (the reply timeout)",
+        5: "train: error reply from the SuperLink (code 5): Error: Node Unavailable (heartbeat)",
+    }
+    assert sorted(second.aggregated.tolist()) == [c for c in range(N) if c not in (3, 5)]
+    # round 3: both are unresponsive, and their handshakes go unanswered too
+    assert not third.available[[3, 5]].any() and third.available.sum() == N - 2
+    assert len(third.selected) == N - 2 and third.failed == {}  # min(m, available)
+    assert fourth.available.all() and fifth.available.all()  # they answered a handshake again
+    assert sorted(fourth.aggregated.tolist()) == list(range(N))
+    assert [result.train_metrics_clientapp[r]["failures"] for r in range(1, 6)] == [0, 2, 0, 0, 0]

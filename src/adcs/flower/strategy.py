@@ -130,6 +130,10 @@ class ServerSettings:
     evaluate_every : int
         Federated evaluation (``evaluate`` to every available client) every this many rounds and
         after the last; 0 turns it off.
+    max_in_flight : int
+        At most this many requests open at once, 0 for no limit (:mod:`adcs.flower.link`: a
+        limit near the number of CPUs keeps many SuperNodes on one machine within Flower's 30 s
+        ClientApp start window; a real deployment needs none).
     """
 
     n_clients: int
@@ -140,6 +144,7 @@ class ServerSettings:
     connect_timeout_s: float = 120.0
     wait_for_all_s: float = 0.0
     evaluate_every: int = 0
+    max_in_flight: int = 0
 
     def __post_init__(self) -> None:
         check_int("n_clients", self.n_clients)
@@ -152,6 +157,7 @@ class ServerSettings:
         check_number("connect_timeout_s", self.connect_timeout_s, 0.0)
         check_number("wait_for_all_s", self.wait_for_all_s, 0.0)
         check_int("evaluate_every", self.evaluate_every, minimum=0)
+        check_int("max_in_flight", self.max_in_flight, minimum=0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,6 +189,8 @@ class RoundRecord:
     wall_s : float
         Seconds from the round's start (the availability check) to its aggregate, evaluation not
         included.
+    ended_at : float
+        When the round's aggregate was done (seconds since the epoch, ``time.time()``).
     """
 
     server_round: int
@@ -196,6 +204,7 @@ class RoundRecord:
     client_updates: int
     loss_evals: int
     wall_s: float
+    ended_at: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -334,7 +343,7 @@ class SchedulerStrategy:
         """
         check_int("num_rounds", num_rounds)
         model = _flat_model(initial_arrays)
-        link = Link(grid, timeout)
+        link = Link(grid, timeout, self.settings.max_in_flight)
         self._nodes = NodeMap(self.settings.n_clients)
         self.history, self.evaluations = [], []
         rng = scheduler_rng(self.settings.seed, self.settings.run_id)
@@ -440,6 +449,7 @@ class SchedulerStrategy:
             client_updates=len(held),
             loss_evals=loss_evals,
             wall_s=time.perf_counter() - started,
+            ended_at=time.time(),
         )
         return record, model, state, _train_metrics(coef[returned], losses_back, len(failed))
 
@@ -484,10 +494,12 @@ class SchedulerStrategy:
             connected = self._greet(link)
 
     def _greet(self, link: Link) -> set[int]:
-        """Greet new and unresponsive nodes (in the background), take in the replies there are."""
+        """Take in handshake outcomes; greet new and unresponsive nodes (in the background)."""
         nodes = self._nodes
         connected = link.connected()
         link.forget(link.background_nodes - connected)
+        link.poll()
+        self._take_greetings(link, connected)
         greet = [n for n in nodes.to_greet(connected) if n not in link.background_nodes]
         content = RecordDict(
             {
@@ -499,11 +511,14 @@ class SchedulerStrategy:
         link.send_in_background(
             {n: Message(content, n, HELLO, ttl=link.ttl, group_id="hello") for n in greet}
         )
-        link.poll()
-        for node, outcome in link.late:
-            nodes.greeted(node, outcome, connected)
-        link.late.clear()
+        link.poll()  # replies that are there at once (an in-process grid answers on push)
+        self._take_greetings(link, connected)
         return connected
+
+    def _take_greetings(self, link: Link, connected: set[int]) -> None:
+        for node, outcome in link.late:
+            self._nodes.greeted(node, outcome, connected)
+        link.late.clear()
 
     # ------------------------------------------------------------------ exchanges
 
@@ -808,6 +823,7 @@ def history_dicts(history: Iterable[RoundRecord]) -> list[dict[str, Any]]:
             "client_updates": r.client_updates,
             "loss_evals": r.loss_evals,
             "wall_s": r.wall_s,
+            "ended_at": r.ended_at,
         }
         for r in history
     ]
