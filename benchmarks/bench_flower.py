@@ -248,7 +248,8 @@ def main(argv: Sequence[str] | None = None) -> list[Figures]:
         rows.append(run_deployment(args, n))
     print(f"workload: {args.scheduler}, T = {args.rounds}, E = 1, B = 16, m = 0.6 N")
     if args.supernodes:
-        print(f"Deployment Runtime: at most {args.max_in_flight or 'unlimited'} requests in flight")
+        window = f"at most {args.max_in_flight}" if args.max_in_flight else "no limit on"
+        print(f"Deployment Runtime: {window} requests in flight")
     print(_table(rows))
     print("(timings of this machine as it was; shared with other work, they are upper bounds)")
     return rows

@@ -28,7 +28,7 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower extra (adcs[flower]) is not installed")
 
 from adcs.experiments.runner import make_partition
-from adcs.flower.testbed import LocalFederation
+from adcs.flower.testbed import LocalFederation, RunFailed
 from adcs.schedulers import ADCS
 from adcs.sim import FederatedData, RunSpec, SimConfig, simulate
 
@@ -150,6 +150,18 @@ def simulator_run(scheduler: Any, config: dict[str, Any], rounds: int, data_dir:
 
 
 # --------------------------------------------------------------------------------------------
+
+
+def test_a_failed_run_is_seen_in_its_status_though_flwr_run_succeeded(
+    tmp_path: Path, federation_env: dict[str, str], stopped_cleanly: list[LocalFederation]
+) -> None:
+    federation = started(tmp_path, federation_env, 0)  # a SuperLink, no SuperNode
+    stopped_cleanly.append(federation)
+    run_id = federation.submit(APP_DIR, run_config(tmp_path, **{"connect-timeout-s": 1.0}))
+    with pytest.raises(RunFailed, match="finished:failed") as failure:
+        federation.wait(run_id, timeout_s=120)
+    assert "only 0 clients are connected after 1 s" in str(failure.value)  # the ServerApp's log
+    assert federation.status(run_id) == "finished:failed"
 
 
 def test_deployment_trains_the_schedulers_picks_and_matches_the_simulator(

@@ -355,6 +355,26 @@ def test_too_few_clients_raises(clients: list[ClientData]) -> None:
         strategy.start(grid, initial_arrays(), num_rounds=1)
 
 
+@pytest.mark.usefixtures("task_identity")
+def test_later_rounds_go_on_with_fewer_than_m_but_not_with_none(
+    clients: list[ClientData],
+) -> None:
+    grid = grid_of(lambda k: plain_app(clients), N)
+    nodes = dict(grid.nodes)
+
+    def leave(server_round: int, arrays: ArrayRecord) -> None:
+        keep = {1: 2, 2: 0}.get(server_round)  # two nodes stay after round 1, none after round 2
+        if keep is not None:
+            grid.nodes = dict(list(nodes.items())[:keep])
+
+    strategy = SchedulerStrategy(Uniform(m=4), N, seed=SEED, connect_timeout_s=0.3)
+    with pytest.raises(RuntimeError, match="round needs at least 1"):
+        strategy.start(grid, initial_arrays(), num_rounds=3, evaluate_fn=leave)
+    first, second = strategy.history
+    assert len(first.selected) == 4
+    assert sorted(second.selected.tolist()) == [0, 1]  # min(m, available): all that are there
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [

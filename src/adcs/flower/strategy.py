@@ -76,12 +76,13 @@ from adcs.flower.client import (
 )
 from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
 from adcs.flower.nodes import NodeMap
-from adcs.rounds import aggregation_weights, check_selection
+from adcs.rounds import F64Array, aggregation_weights, check_selection
 from adcs.schedulers.base import (
     BoolArray,
     ClientStats,
     FloatArray,
     IntArray,
+    Probe,
     ProbeKind,
     Scheduler,
     Selection,
@@ -124,7 +125,8 @@ class ServerSettings:
         Names the scheduler's stream, :func:`adcs.streams.scheduler_rng` (seed, run_id): a
         simulator :class:`~adcs.sim.RunSpec` with the same seed and run id draws the same.
     connect_timeout_s : float
-        How long the first round waits for m clients to connect before giving up.
+        How long the first round waits for m clients to connect (a later round: for one) before
+        the run fails.
     wait_for_all_s : float
         Once m clients are connected, how much longer the first round waits for all N.
     evaluate_every : int
@@ -389,35 +391,13 @@ class SchedulerStrategy:
         """One round's five steps (module docstring); returns its record, w⁽ᵗ⁺¹⁾ and state."""
         t = server_round - 1
         scheduler = self.scheduler
-        failed: dict[int, str] = {}
         # 1. probe
         probe = scheduler.probe(state, t, available, rng)
         targets = np.unique(probe.targets(available)).astype(np.intp)
         # 2. gather
-        held: dict[int, _Update] = {}
-        loss_evals = 0
-        if probe.kind is ProbeKind.NONE:
-            stats = ClientStats.blind(available)
-        elif probe.kind is ProbeKind.LOSSES:
-            losses = self._probe_losses(
-                link, targets, model, config, server_round, probe.loss_source.value
-            )
-            failed.update({c: why for c, why in losses.items() if isinstance(why, str)})
-            got = np.asarray([c for c in targets if not isinstance(losses[int(c)], str)], np.intp)
-            loss_evals = got.size
-            stats = ClientStats(
-                _without(available, failed), got, np.asarray([losses[int(c)] for c in got], float)
-            )
-        else:
-            held, why = self._train(link, targets, model, config, server_round)
-            failed.update(why)
-            got = np.asarray(sorted(held), dtype=np.intp)
-            stats = ClientStats(
-                _without(available, failed),
-                got,
-                np.asarray([held[int(c)].loss for c in got], dtype=np.float64),
-                _rows([held[int(c)].update for c in got], model.params.size),
-            )
+        stats, held, failed, loss_evals = self._gather(
+            link, probe, targets, available, model, config, server_round
+        )
         # 3. select
         selection, state = scheduler.select(state, t, stats, rng)
         who = f"{scheduler!r} at round {t}"
@@ -453,7 +433,45 @@ class SchedulerStrategy:
         )
         return record, model, state, _train_metrics(coef[returned], losses_back, len(failed))
 
-    def _coefficients(self, clients: IntArray, returned: BoolArray, selection: Selection) -> Any:
+    def _gather(
+        self,
+        link: Link,
+        probe: Probe,
+        targets: IntArray,
+        available: BoolArray,
+        model: _Model,
+        config: ConfigRecord,
+        server_round: int,
+    ) -> tuple[ClientStats, dict[int, _Update], dict[int, str], int]:
+        """Step 2: what the probe asks, from ``targets``.
+
+        Returns the scheduler's statistics (clients whose probe failed made unavailable), the
+        updates held (an update probe's, reused for aggregation), the failures, and the number of
+        losses evaluated.
+        """
+        if probe.kind is ProbeKind.NONE:
+            return ClientStats.blind(available), {}, {}, 0
+        if probe.kind is ProbeKind.LOSSES:
+            losses = self._probe_losses(
+                link, targets, model, config, server_round, probe.loss_source.value
+            )
+            failed = {c: why for c, why in losses.items() if isinstance(why, str)}
+            got = np.asarray([c for c in targets if int(c) not in failed], dtype=np.intp)
+            values = np.asarray([losses[int(c)] for c in got], dtype=np.float64)
+            return ClientStats(_without(available, failed), got, values), {}, failed, got.size
+        held, failed = self._train(link, targets, model, config, server_round)
+        got = np.asarray(sorted(held), dtype=np.intp)
+        stats = ClientStats(
+            _without(available, failed),
+            got,
+            np.asarray([held[int(c)].loss for c in got], dtype=np.float64),
+            _rows([held[int(c)].update for c in got], model.params.size),
+        )
+        return stats, held, failed, 0
+
+    def _coefficients(
+        self, clients: IntArray, returned: BoolArray, selection: Selection
+    ) -> F64Array:
         """c of :func:`adcs.rounds.aggregation_weights`, shape (k,)."""
         base = None
         if selection.weights is None and self.settings.weighting == "data_size":
@@ -465,31 +483,35 @@ class SchedulerStrategy:
     # ------------------------------------------------------------------ availability
 
     def _connect(self, link: Link, first: bool) -> BoolArray:
-        """The availability mask at a round's start (module docstring, step 0)."""
-        nodes, settings = self._nodes, self.settings
-        connected = self._greet(link)
-        if not first:
-            return nodes.available(connected)
+        """The availability mask at a round's start (module docstring, step 0).
+
+        The first round needs m clients (then waits up to ``wait_for_all_s`` for all N); a later
+        round needs one, and goes on with whoever is there.
+        """
+        settings = self.settings
         n, m = settings.n_clients, self.scheduler.m
-        now = time.monotonic()
-        give_up = now + settings.connect_timeout_s
+        need = m if first else 1
+        more_s = settings.wait_for_all_s if first else 0.0
+        connected = self._greet(link)
+        give_up = time.monotonic() + settings.connect_timeout_s
         enough_at: float | None = None
         while True:
-            count = int(nodes.available(connected).sum())
+            available = self._nodes.available(connected)
+            count = int(available.sum())
             now = time.monotonic()
-            if count >= m and enough_at is None:
+            if count >= need and enough_at is None:
                 enough_at = now
-            if count == n or (enough_at is not None and now >= enough_at + settings.wait_for_all_s):
-                if count < n:
+            if count == n or (enough_at is not None and now >= enough_at + more_s):
+                if first and count < n:
                     logger.info("starting with %d of %d clients connected", count, n)
-                return nodes.available(connected)
+                return available
             if enough_at is None and now >= give_up:
                 raise RuntimeError(
                     f"only {count} clients are connected after {settings.connect_timeout_s:g} s, "
-                    f"but the scheduler selects m={m} (of N={n}); start more SuperNodes or raise "
-                    "the connect timeout"
+                    f"but the {'first round needs' if first else 'round needs at least'} "
+                    f"{need} (m={m}, N={n}); start more SuperNodes or raise the connect timeout"
                 )
-            until = give_up if enough_at is None else enough_at + settings.wait_for_all_s
+            until = give_up if enough_at is None else enough_at + more_s
             link.wait_background(lambda: bool(link.late), min(until, now + _CONNECT_SLICE_S))
             connected = self._greet(link)
 
