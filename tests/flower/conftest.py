@@ -25,6 +25,7 @@ from flwr.serverapp import Grid
 from adcs.flower import ClientData, minibatch_indices
 from adcs.schedulers.base import ClientStats, ProbeKind, Scheduler
 from adcs.sim.model import LogisticRegression, local_update
+from adcs.streams import scheduler_rng
 
 N_FEATURES = 6
 N_CLASSES = 3
@@ -96,7 +97,7 @@ def reference_run(
     """adcs's own computation of ``rounds`` rounds; ``broken`` clients never deliver an update."""
     model = small_model()
     n = len(clients)
-    rng = np.random.default_rng(seed)
+    rng = scheduler_rng(seed, "flower")  # SchedulerStrategy's default run_id
     state = scheduler.init(n, np.asarray([len(c.y_train) for c in clients], dtype=float))
     params = model.init_params(1)[0]
     out = []
@@ -134,12 +135,17 @@ class InProcessGrid(Grid):
     """A Grid that runs each node's ClientApp synchronously in this process (no Ray, no network).
 
     ``nodes`` maps a node id to its ClientApp and partition id; tests add and remove entries to
-    make nodes join and vanish. Every delivered message is logged in ``delivered`` as
-    (message type, partition id, config record, node id).
+    make nodes join and vanish (a message to a vanished node is accepted and never answered, as
+    by Flower's SuperLink). Nodes in ``hung`` stay connected but never answer; for nodes in
+    ``unavailable`` the SuperLink answers, as Flower's does for a node whose heartbeat stopped
+    (an error reply under the SuperLink's node id). Every delivered message is logged in
+    ``delivered`` as (message type, partition id, config record, node id).
     """
 
     nodes: dict[int, tuple[ClientApp, int]]
     n_partitions: int
+    hung: set[int] = field(default_factory=set)
+    unavailable: set[int] = field(default_factory=set)
     delivered: list[tuple[str, int, dict[str, Any], int]] = field(default_factory=list)
     _replies: dict[str, Message] = field(default_factory=dict)
 
@@ -168,9 +174,16 @@ class InProcessGrid(Grid):
         for msg in messages:
             msg_id = uuid.uuid4().hex
             msg.metadata.__dict__["_message_id"] = msg_id
+            ids.append(msg_id)
             node = msg.metadata.dst_node_id
-            if node not in self.nodes:
-                continue  # a vanished node never answers
+            if node not in self.nodes or node in self.hung:
+                continue  # a vanished or hung node never answers
+            if node in self.unavailable:
+                error = Error(code=5, reason="Error: Node Unavailable (heartbeat)")
+                reply = Message(error, reply_to=msg)
+                reply.metadata.__dict__["_src_node_id"] = 1  # the SuperLink's own node id
+                self._replies[msg_id] = reply
+                continue
             app, pid = self.nodes[node]
             context = Context(
                 run_id=1,
@@ -186,7 +199,6 @@ class InProcessGrid(Grid):
             except Exception as err:  # what the simulation engine does with a raising ClientApp
                 reply = Message(Error(code=0, reason=repr(err)), reply_to=msg)
             self._replies[msg_id] = reply
-            ids.append(msg_id)
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
@@ -207,11 +219,15 @@ class InProcessGrid(Grid):
 
 
 def grid_of(
-    apps: Callable[[int], ClientApp], n_clients: int, first_node: int = 1000
+    apps: Callable[[int], ClientApp],
+    n_clients: int,
+    first_node: int = 1000,
+    n_partitions: int | None = None,
 ) -> InProcessGrid:
-    """An in-process grid with ``n_clients`` nodes whose ids are not their partition ids."""
+    """An in-process grid with nodes for partitions 0..n_clients−1 (of ``n_partitions``, default
+    ``n_clients``), whose node ids are not their partition ids."""
     nodes = {first_node + 7 * k: (apps(k), k) for k in range(n_clients)}
-    return InProcessGrid(nodes, n_clients)
+    return InProcessGrid(nodes, n_partitions or n_clients)
 
 
 FAULTS = ("raise", "nan", "no-loss", "shape", "dtype", "pid", "extra-key")

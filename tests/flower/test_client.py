@@ -113,3 +113,11 @@ def test_the_client_trains_on_the_simulators_minibatch_rows() -> None:
         for c in range(4):
             local = minibatch_indices(11, t + 1, c, int(sizes[c]), 2, 3)
             np.testing.assert_array_equal(engine_rows[c], offsets[c] + local.ravel())
+
+
+def test_hello_names_the_partition_and_what_the_node_holds(app: ClientApp) -> None:
+    reply = ask(app, "query.adcs_hello", {}, {"partition-id": 3, "num-partitions": 4})
+    metrics = dict(reply.content.metric_records["metrics"])
+    assert metrics == {"partition-id": 3, "num-examples": 13, "num-partitions": 4}
+    bare = ask(app, "query.adcs_hello", {}, {"partition-id": 0})
+    assert "num-partitions" not in bare.content.metric_records["metrics"]

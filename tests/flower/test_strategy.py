@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,9 @@ def simulation(
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
         for phase, (scheduler, rounds) in PHASES.items():
-            strategy = SchedulerStrategy(scheduler, N, seed=SEED, connect_timeout_s=60)
+            strategy = SchedulerStrategy(
+                scheduler, N, seed=SEED, connect_timeout_s=60, wait_for_all_s=60
+            )
 
             def keep(server_round: int, arrays: ArrayRecord, phase: str = phase) -> None:
                 out["models"][phase, server_round] = arrays["params"].numpy()
@@ -225,7 +228,7 @@ def test_bad_reply_is_excluded_with_reason(
     def apps(k: int) -> ClientApp:
         return instrumented_app(plain_app(clients), faults={bad: fault})
 
-    with caplog.at_level(logging.WARNING, logger="adcs.flower.strategy"):
+    with caplog.at_level(logging.INFO, logger="adcs.flower.strategy"):
         strategy, result, _ = run_inprocess(Uniform(m=N), clients, 3, apps=apps)
     reference = reference_run(Uniform(m=N), clients, 3, SEED, broken=frozenset({bad}))
     for record in strategy.history:
@@ -234,7 +237,11 @@ def test_bad_reply_is_excluded_with_reason(
     np.testing.assert_allclose(
         result.arrays["params"].numpy(), reference[-1].params, rtol=1e-5, atol=1e-6
     )
-    assert any(f"client {bad} excluded" in message for message in caplog.messages)
+    # Flower's own accounting of the exchange counts the bad reply as a failure, with its reason
+    assert f"round 2 train: received {N - 1} results and 1 failures" in caplog.messages
+    reasons = [m for m in caplog.messages if m.startswith(f"\t> client {bad} (node")]
+    assert len(reasons) == 3 and reasons[0].endswith(strategy.history[0].failed[bad])
+    assert [result.train_metrics_clientapp[r]["failures"] for r in (1, 2, 3)] == [1, 1, 1]
 
 
 @pytest.mark.usefixtures("task_identity")
@@ -342,10 +349,30 @@ def test_evaluation_records_per_client_accuracy(clients: list[ClientData]) -> No
 
 @pytest.mark.usefixtures("task_identity")
 def test_too_few_clients_raises(clients: list[ClientData]) -> None:
-    grid = grid_of(lambda k: plain_app(clients), 3)
+    grid = grid_of(lambda k: plain_app(clients), 3, n_partitions=N)
     strategy = SchedulerStrategy(Uniform(m=4), N, seed=SEED, connect_timeout_s=0.3)
     with pytest.raises(RuntimeError, match="only 3 clients are connected"):
         strategy.start(grid, initial_arrays(), num_rounds=1)
+
+
+@pytest.mark.usefixtures("task_identity")
+def test_later_rounds_go_on_with_fewer_than_m_but_not_with_none(
+    clients: list[ClientData],
+) -> None:
+    grid = grid_of(lambda k: plain_app(clients), N)
+    nodes = dict(grid.nodes)
+
+    def leave(server_round: int, arrays: ArrayRecord) -> None:
+        keep = {1: 2, 2: 0}.get(server_round)  # two nodes stay after round 1, none after round 2
+        if keep is not None:
+            grid.nodes = dict(list(nodes.items())[:keep])
+
+    strategy = SchedulerStrategy(Uniform(m=4), N, seed=SEED, connect_timeout_s=0.3)
+    with pytest.raises(RuntimeError, match="round needs at least 1"):
+        strategy.start(grid, initial_arrays(), num_rounds=3, evaluate_fn=leave)
+    first, second = strategy.history
+    assert len(first.selected) == 4
+    assert sorted(second.selected.tolist()) == [0, 1]  # min(m, available): all that are there
 
 
 @pytest.mark.parametrize(
@@ -356,8 +383,9 @@ def test_too_few_clients_raises(clients: list[ClientData]) -> None:
         ({"n_clients": 5, "server_lr": float("nan")}, "server_lr"),
         ({"n_clients": 5, "weighting": "size"}, "weighting"),
         ({"n_clients": 5, "seed": -1}, "seed"),
-        ({"n_clients": 5, "wait_for_clients": 6}, "wait_for_clients"),
+        ({"n_clients": 5, "run_id": ""}, "run_id"),
         ({"n_clients": 5, "connect_timeout_s": -1}, "connect_timeout_s"),
+        ({"n_clients": 5, "wait_for_all_s": float("nan")}, "wait_for_all_s"),
         ({"n_clients": 5, "evaluate_every": -2}, "evaluate_every"),
     ],
 )
@@ -390,3 +418,39 @@ def test_adcs_imports_without_flower() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "adcs[flower]" in out.stdout
+
+
+@pytest.mark.usefixtures("task_identity")
+def test_unanswering_nodes_are_dropouts_then_unavailable_until_they_answer_again(
+    clients: list[ClientData],
+) -> None:
+    grid = grid_of(lambda k: plain_app(clients), N, first_node=3000)
+    hung, dead = 3000 + 7 * 3, 3000 + 7 * 5  # partitions 3 and 5
+
+    def trouble(server_round: int, arrays: ArrayRecord) -> None:
+        if server_round == 1:
+            grid.hung.add(hung)  # stops answering, stays connected
+            grid.unavailable.add(dead)  # the SuperLink answers for it: heartbeat lost
+        if server_round == 3:
+            grid.hung.clear()
+            grid.unavailable.clear()
+            time.sleep(0.35)  # the handshake sent to the hung node in round 3 times out
+
+    strategy = SchedulerStrategy(Uniform(m=N), N, seed=SEED)
+    result = strategy.start(
+        grid, initial_arrays(), 5, timeout=0.3, train_config=ConfigRecord(TRAIN_CONFIG),
+        evaluate_fn=trouble,
+    )  # fmt: skip
+    first, second, third, fourth, fifth = strategy.history
+    assert first.failed == {}
+    assert second.failed == {
+        3: "train: no reply within 0.3 s (the reply timeout)",
+        5: "train: error reply from the SuperLink (code 5): Error: Node Unavailable (heartbeat)",
+    }
+    assert sorted(second.aggregated.tolist()) == [c for c in range(N) if c not in (3, 5)]
+    # round 3: both are unresponsive, and their handshakes go unanswered too
+    assert not third.available[[3, 5]].any() and third.available.sum() == N - 2
+    assert len(third.selected) == N - 2 and third.failed == {}  # min(m, available)
+    assert fourth.available.all() and fifth.available.all()  # they answered a handshake again
+    assert sorted(fourth.aggregated.tolist()) == list(range(N))
+    assert [result.train_metrics_clientapp[r]["failures"] for r in range(1, 6)] == [0, 2, 0, 0, 0]

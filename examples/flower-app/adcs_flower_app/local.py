@@ -1,4 +1,4 @@
-"""Run the app in-process on Flower's Simulation Engine (``flwr.simulation.run_simulation``).
+"""Run the app in-process on Flower's Simulation Runtime (``flwr.simulation.run_simulation``).
 
 ``flwr run .`` is the normal way (see README.md); this entry point needs no SuperLink and lets the
 benchmark and the tests drive the same ServerApp and ClientApp::
@@ -9,7 +9,6 @@ benchmark and the tests drive the same ServerApp and ClientApp::
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,15 +17,13 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.simulation import run_simulation
 
 from adcs.flower import SchedulerStrategy
-from adcs_flower_app.client_app import app as client_app
+from adcs_flower_app.client_app import client_app
 from adcs_flower_app.server_app import run
-from adcs_flower_app.task import N_CLIENTS, run_config
+from adcs_flower_app.task import run_config
 
 
-def simulate(
-    overrides: Mapping[str, Any] | None = None, num_cpus: int = 2, data_dir: str | None = None
-) -> SchedulerStrategy:
-    """Run the app on ``N_CLIENTS`` simulated nodes; returns the strategy with its records.
+def simulate(overrides: Mapping[str, Any] | None = None, num_cpus: int = 2) -> SchedulerStrategy:
+    """Run the app on ``num-partitions`` simulated nodes; returns the strategy with its records.
 
     Parameters
     ----------
@@ -34,13 +31,8 @@ def simulate(
         Run-config entries over the defaults (same keys as pyproject.toml's [tool.flwr.app.config]).
     num_cpus : int
         CPUs Ray may use; each ClientApp actor takes one.
-    data_dir : str, optional
-        Fashion-MNIST folder, handed to the client processes as ``ADCS_DATA_DIR`` (a run started by
-        ``run_simulation`` has no run config of its own).
     """
     config = run_config(dict(overrides or {}))
-    if data_dir:
-        os.environ["ADCS_DATA_DIR"] = os.path.abspath(data_dir)
     out: dict[str, SchedulerStrategy] = {}
     server_app = ServerApp()
 
@@ -52,7 +44,12 @@ def simulate(
         "client_resources": {"num_cpus": 1},
         "init_args": {"num_cpus": num_cpus},
     }
-    run_simulation(server_app, client_app, num_supernodes=N_CLIENTS, backend_config=backend)
+    run_simulation(
+        server_app,
+        client_app(config),
+        num_supernodes=int(config["num-partitions"]),
+        backend_config=backend,
+    )
     return out["strategy"]
 
 
@@ -60,19 +57,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="number of server rounds")
     parser.add_argument("--scheduler", default="adcs", help="a name of adcs.schedulers.SCHEDULERS")
+    parser.add_argument(
+        "--scheduler-params", default=None, help="its hyperparameters, e.g. 'theta = 0.5'"
+    )
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs for Ray (one per actor)")
-    parser.add_argument("--data-dir", default=None, help="Fashion-MNIST folder (default: lookup)")
+    parser.add_argument("--data-dir", default="", help="Fashion-MNIST folder (default: lookup)")
     parser.add_argument("--evaluate-every", type=int, default=10)
     args = parser.parse_args(argv)
-    strategy = simulate(
-        {
-            "num-server-rounds": args.rounds,
-            "scheduler": args.scheduler,
-            "evaluate-every": args.evaluate_every,
-        },
-        num_cpus=args.num_cpus,
-        data_dir=args.data_dir,
-    )
+    overrides: dict[str, Any] = {
+        "num-server-rounds": args.rounds,
+        "scheduler": args.scheduler,
+        "evaluate-every": args.evaluate_every,
+        "data-dir": args.data_dir,
+    }
+    if args.scheduler_params is not None:
+        overrides["scheduler-params"] = args.scheduler_params
+    elif args.scheduler != "adcs":
+        overrides["scheduler-params"] = ""
+    strategy = simulate(overrides, num_cpus=args.num_cpus)
     for record in strategy.evaluations:
         print(
             f"round {record.server_round:4d}: worst client accuracy {record.worst_accuracy:.4f}, "

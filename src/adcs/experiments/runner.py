@@ -88,6 +88,7 @@ __all__ = [
     "RunError",
     "expand_runs",
     "load_records",
+    "make_partition",
     "run_experiment",
 ]
 
@@ -243,7 +244,8 @@ def expand_runs(config: ExperimentConfig) -> list[PlannedRun]:
 # data
 
 
-def _partition(dataset: FashionMNIST, data: DataConfig, rng: np.random.Generator) -> Partition:
+def make_partition(dataset: FashionMNIST, data: DataConfig, rng: np.random.Generator) -> Partition:
+    """The clients' shares of ``dataset`` that ``data`` describes, drawn with ``rng``."""
     sizes = {"train_per_client": data.train_per_client, "test_per_client": data.test_per_client}
     if data.partition == "paper_groups":
         return paper_groups(
@@ -268,11 +270,11 @@ def _federated_data(
     try:
         if not data.partition_per_seed:
             rng = np.random.default_rng(data.partition_seed)
-            return {None: FederatedData.from_partition(dataset, _partition(dataset, data, rng))}
+            return {None: FederatedData.from_partition(dataset, make_partition(dataset, data, rng))}
         out: dict[int | None, FederatedData] = {}
         for seed in config.seeds:
             rng = np.random.default_rng([seed, data.partition_seed])
-            out[seed] = FederatedData.from_partition(dataset, _partition(dataset, data, rng))
+            out[seed] = FederatedData.from_partition(dataset, make_partition(dataset, data, rng))
         return out
     except ValueError as exc:
         raise ConfigError(f"{config.source}: data: {exc}") from exc

@@ -1,8 +1,10 @@
 """Run any adcs scheduler in a Flower deployment (the optional extra ``adcs[flower]``).
 
-:class:`SchedulerStrategy` is a Flower Message-API strategy (a FedAvg whose participants an adcs
-scheduler chooses); :func:`make_client_app` builds the matching ClientApp, which computes its update
-with :func:`adcs.sim.model.local_update` so a Flower run and adcs's simulator compute the same thing.
+:class:`SchedulerStrategy` runs the simulator's round (probe → gather → select → train and
+aggregate → observe) over Flower's Grid, with any adcs scheduler choosing the participants;
+:func:`make_client_app` builds the matching ClientApp, which computes its update with
+:func:`adcs.sim.model.local_update` so a Flower run and adcs's simulator compute the same thing.
+It runs on Flower's Simulation and Deployment Runtimes alike.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from adcs.flower.strategy import (
     RoundRecord,
     SchedulerStrategy,
     ServerSettings,
+    history_dicts,
 )
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "SchedulerStrategy",
     "ServerSettings",
     "TrainDefaults",
+    "history_dicts",
     "make_client_app",
     "minibatch_indices",
 ]

@@ -9,13 +9,17 @@ client's ``"partition-id"`` (its stable index in 0..N−1; Flower's node ids are
 =====================  =====================================================================
 message type           reply
 =====================  =====================================================================
-``query.adcs_hello``   metrics ``partition-id``, ``num-examples`` (no arrays are sent)
+``query.adcs_hello``   metrics ``partition-id``, ``num-examples`` and, when the node's config
+                       sets it, ``num-partitions`` (no arrays are sent)
 ``query.adcs_loss``    metrics ``partition-id``, ``num-examples``, ``loss`` (loss at w⁽ᵗ⁾)
 ``train``              one ArrayRecord holding the local update Δ = w^{(t,E)} − w⁽ᵗ⁾ under the
                        request's key; metrics ``partition-id``, ``num-examples``, ``loss``
                        (the loss at w⁽ᵗ⁾ on the first minibatch, the probe's free quality score)
 ``evaluate``           metrics ``partition-id``, ``num-examples``, ``loss``, ``accuracy``
 =====================  =====================================================================
+
+Each request's type, round and partition id is logged (logger ``adcs.flower.client``, INFO), so a
+node's own log says what it was asked to do.
 
 The local update is :func:`adcs.sim.model.local_update` (E local SGD steps, batch B, rate η_ℓ;
 DESIGN §2), on minibatches drawn by :func:`minibatch_indices`, a pure function of
@@ -25,6 +29,7 @@ recompute it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,6 +45,8 @@ from adcs._validate import check_int, check_number
 if TYPE_CHECKING:
     from adcs.sim.model import Model
 
+logger = logging.getLogger(__name__)
+
 HELLO = "query.adcs_hello"
 """Message type of the handshake that maps a Flower node id to a client index."""
 LOSS_PROBE = "query.adcs_loss"
@@ -50,6 +57,8 @@ CONFIG_KEY = "config"
 METRICS_KEY = "metrics"
 PARTITION_ID = "partition-id"
 NUM_EXAMPLES = "num-examples"
+NUM_PARTITIONS = "num-partitions"
+"""Node config: the number of partitions the node's partition id is one of (N)."""
 LOSS = "loss"
 ACCURACY = "accuracy"
 SERVER_ROUND = "server-round"
@@ -159,12 +168,22 @@ def _float_config(config: Mapping[str, Any], key: str, default: float) -> float:
 def partition_id_of(context: Context) -> int:
     """The client index this node serves: ``node_config["partition-id"]``."""
     value = context.node_config.get(PARTITION_ID)
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(
-            f"this node has no integer node_config['{PARTITION_ID}'] (got {value!r}); start the "
-            f'SuperNode with --node-config "{PARTITION_ID}=<index>"'
+            f"this node has no integer node_config['{PARTITION_ID}'] >= 0 (got {value!r}); start "
+            f'the SuperNode with --node-config "{PARTITION_ID}=<index>"'
         )
     return value
+
+
+def _received(message: Message, pid: int) -> Mapping[str, Any]:
+    """The request's config record; logs what this node was asked to do."""
+    config: Mapping[str, Any] = message.content.config_records.get(CONFIG_KEY, {})
+    logger.info(
+        "partition %d: %s, server round %s", pid, message.metadata.message_type,
+        config.get(SERVER_ROUND, "-"),
+    )  # fmt: skip
+    return config
 
 
 def _global_params(message: Message) -> tuple[str, NDArray[Any]]:
@@ -192,9 +211,10 @@ def make_client_app(
     Parameters
     ----------
     load_data : callable
-        ``load_data(partition_id, context) -> ClientData`` (the context gives the run config).
-        Called on every message; cache inside it (for example with :func:`functools.lru_cache` on
-        a module-level function, so the cache lives in the worker process) when loading is costly.
+        ``load_data(partition_id, context) -> ClientData`` (the context gives the run and node
+        config). Called on every message. Flower's Deployment Runtime starts a new ClientApp
+        process for every message, so a cache in memory never hits there: cache on disk when
+        loading is costly (the example app keeps each node's partition in a file).
     model : Model, optional
         The model of :mod:`adcs.sim.model` (default: the paper's 784 → 10 logistic regression).
     defaults : TrainDefaults, optional
@@ -219,14 +239,21 @@ def make_client_app(
     @app.query("adcs_hello")
     def hello(message: Message, context: Context) -> Message:
         pid = partition_id_of(context)
-        n = load_data(pid, context).x_train.shape[0]
-        return _reply(message, {PARTITION_ID: pid, NUM_EXAMPLES: n})
+        _received(message, pid)
+        metrics: dict[str, Any] = {
+            PARTITION_ID: pid,
+            NUM_EXAMPLES: load_data(pid, context).x_train.shape[0],
+        }
+        partitions = context.node_config.get(NUM_PARTITIONS)
+        if partitions is not None:
+            metrics[NUM_PARTITIONS] = partitions
+        return _reply(message, metrics)
 
     @app.query("adcs_loss")
     def loss_probe(message: Message, context: Context) -> Message:
         pid = partition_id_of(context)
+        config = _received(message, pid)
         data = load_data(pid, context)
-        config: Mapping[str, Any] = message.content.config_records.get(CONFIG_KEY, {})
         _, params = _global_params(message)
         if config.get(LOSS_SOURCE, "minibatch") == "full":
             x, y = data.x_train, data.y_train
@@ -240,8 +267,8 @@ def make_client_app(
     @app.train()
     def train(message: Message, context: Context) -> Message:
         pid = partition_id_of(context)
+        config = _received(message, pid)
         data = load_data(pid, context)
-        config: Mapping[str, Any] = message.content.config_records.get(CONFIG_KEY, {})
         key, params = _global_params(message)
         idx = batches(data, config, pid)
         update, first_loss = local_update(
@@ -261,6 +288,7 @@ def make_client_app(
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
         pid = partition_id_of(context)
+        _received(message, pid)
         data = load_data(pid, context)
         _, params = _global_params(message)
         loss, correct = net.evaluate(params[None], data.x_test, data.y_test)

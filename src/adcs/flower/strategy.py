@@ -1,27 +1,37 @@
-"""A Flower strategy (Message API) that runs any adcs scheduler: DESIGN §1's round, over a Grid.
+"""A Flower strategy that runs any adcs scheduler: the simulator's round, over Flower's Grid.
 
-One round of :meth:`SchedulerStrategy.start` (Flower's loop: ``configure_train`` → send and
-receive → ``aggregate_train``), t = server_round − 1:
+:meth:`SchedulerStrategy.start` owns the round loop and all messaging. Round t = server_round − 1
+is the simulator's five steps (DESIGN §1, §7; :mod:`adcs.sim.engine`):
 
-1. map live Flower nodes to client indices (a ``query.adcs_hello`` to every node not seen before;
-   the reply names its partition id), giving the availability mask of shape (n_clients,);
-2. ``probe = scheduler.probe(state, t, available, rng)``:
+0. **availability** — the clients whose node is connected and responsive (:class:`NodeMap`;
+   new and unresponsive nodes are greeted with ``query.adcs_hello`` in the background, so a node
+   that joins or comes back is available from the round after it answered). The first round
+   waits until m clients are there, then up to ``wait_for_all_s`` longer for all N;
+1. **probe** — ``probe = scheduler.probe(state, t, available, rng)``;
+2. **gather** — ``query.adcs_loss`` (losses) or ``train`` (updates) to the probed clients;
+   probes that fail make their client unselectable this round;
+3. **select** — ``scheduler.select``, held to the one contract of
+   :func:`adcs.rounds.check_selection` (min(m, available) distinct available clients);
+4. **train and aggregate** — ``train`` to the selected clients not probed for their update; the
+   updates Δ_i of those that returned are combined with :func:`adcs.rounds.aggregation_weights`:
+   w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i, in float32 like the simulator;
+5. **observe** — schedulers that learn from updates see the returned selected clients' ones; the
+   round is recorded in :attr:`SchedulerStrategy.history`.
 
-   * nothing — ``select`` now, send ``train`` to the selected clients only;
-   * losses — send ``query.adcs_loss`` to the probed clients, ``select`` on the losses, send
-     ``train`` to the selected clients only (PowerOfChoice);
-   * updates — send ``train`` to every probed client; ``select`` runs when the updates are back,
-     in ``aggregate_train`` (ADCS refresh rounds, OCS, DivFL, StaticDPP's first round);
+The model is one flat float32 array (the simulator's :class:`~adcs.sim.model.Model` protocol),
+sent as the only array of an ``ArrayRecord``. The scheduler's generator is
+:func:`adcs.streams.scheduler_rng` of (seed, run_id) and clients draw their minibatches from the
+seed's stream, so a run equals an :func:`adcs.sim.simulate` run of the same seed and run id.
 
-3. only the selected clients' updates are aggregated, with FedAvg's weighted average of the
-   updates Δ_n (weights p_n: uniform or data size, or the scheduler's own), and the model steps
-   w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{n∈S} (p_n / Σ_S p) Δ_n;
-4. ``scheduler.observe`` gets the selected clients' updates, and the round is recorded in
-   :attr:`SchedulerStrategy.history`.
+Replies are untrusted: an error reply, no reply within the timeout, a node that disconnects, a
+missing or wrong partition id, a missing or non-finite loss, or an update of another key, shape or
+dtype than the model, or with NaN/inf, excludes that client with its reason; the round goes on with
+the rest. Each exchange is accounted as Flower's strategies do ("received r results and f
+failures", each failure with its reason), and the failure count goes into the round's metrics.
 
-Replies are untrusted: an error reply, a missing or non-integer partition id, a partition id other
-than the node's, missing or non-finite loss, arrays of other keys, shapes or dtypes than the global
-model's, or NaN/inf values exclude that reply with a logged reason; the round goes on with the rest.
+It is not a subclass of Flower's ``Strategy``: a round here may need two exchanges (probe, then
+train), which Flower's ``configure_*``/``aggregate_*`` hooks cannot express. ``start`` takes
+Flower's arguments and returns Flower's ``Result``.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -44,10 +54,11 @@ from flwr.app import (
     RecordDict,
 )
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import FedAvg, Result
+from flwr.serverapp.strategy import Result
+from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
-from adcs._validate import check_int
+from adcs._validate import check_int, check_number
 from adcs.flower.client import (
     ACCURACY,
     ARRAYS_KEY,
@@ -56,12 +67,16 @@ from adcs.flower.client import (
     LOSS,
     LOSS_PROBE,
     LOSS_SOURCE,
+    METRICS_KEY,
     NUM_EXAMPLES,
+    NUM_PARTITIONS,
     PARTITION_ID,
     SEED,
     SERVER_ROUND,
 )
-from adcs.rounds import aggregation_weights, check_selection
+from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
+from adcs.flower.nodes import NodeMap
+from adcs.rounds import F64Array, aggregation_weights, check_selection
 from adcs.schedulers.base import (
     BoolArray,
     ClientStats,
@@ -72,12 +87,23 @@ from adcs.schedulers.base import (
     Scheduler,
     Selection,
 )
+from adcs.streams import scheduler_rng
+
+__all__ = [
+    "EvaluationRecord",
+    "RejectedReply",
+    "RoundRecord",
+    "SchedulerStrategy",
+    "ServerSettings",
+    "history_dicts",
+]
 
 logger = logging.getLogger(__name__)
 
+F32Array = NDArray[np.float32]
 _WEIGHT = "adcs-weight"
-"""Metric key of the server-computed aggregation weight handed to FedAvg's weighted average."""
-_POLL_S = 0.2
+"""Metric key of the weights handed to Flower's metric aggregation."""
+_CONNECT_SLICE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -89,49 +115,51 @@ class ServerSettings:
     n_clients : int
         N: client indices are 0..N−1 (the partition ids the nodes report).
     server_lr : float
-        η_s > 0 in w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ p_n Δ_n (DESIGN §2; the paper uses 1).
+        η_s > 0 in w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ c_i Δ_i (DESIGN §2; the paper uses 1).
     weighting : {"uniform", "data_size"}
         p_n: uniform, or the client's reported number of training examples.
     seed : int
-        Seeds the scheduler's generator and is sent to clients as ``adcs-seed`` (their minibatch
-        draw, :func:`adcs.flower.client.minibatch_indices`).
-    wait_for_clients : int or None
-        Before the first round, wait until this many clients are connected (default: all N).
+        Seeds the scheduler's generator (with ``run_id``) and is sent to clients as ``adcs-seed``
+        (their minibatch stream, :func:`adcs.flower.client.minibatch_indices`).
+    run_id : str
+        Names the scheduler's stream, :func:`adcs.streams.scheduler_rng` (seed, run_id): a
+        simulator :class:`~adcs.sim.RunSpec` with the same seed and run id draws the same.
     connect_timeout_s : float
-        How long to wait for clients to connect before giving up (first round: proceed if at least
-        m are there; later rounds: raise if fewer than m are).
+        How long the first round waits for m clients to connect (a later round: for one) before
+        the run fails.
+    wait_for_all_s : float
+        Once m clients are connected, how much longer the first round waits for all N.
     evaluate_every : int
-        Federated evaluation (``evaluate`` to every node) every this many rounds and after the
-        last; 0 turns it off.
+        Federated evaluation (``evaluate`` to every available client) every this many rounds and
+        after the last; 0 turns it off.
+    max_in_flight : int
+        At most this many requests open at once, 0 for no limit (:mod:`adcs.flower.link`: a
+        limit near the number of CPUs keeps many SuperNodes on one machine within Flower's 30 s
+        ClientApp start window; a real deployment needs none).
     """
 
     n_clients: int
     server_lr: float = 1.0
     weighting: Literal["uniform", "data_size"] = "uniform"
     seed: int = 0
-    wait_for_clients: int | None = None
+    run_id: str = "flower"
     connect_timeout_s: float = 120.0
+    wait_for_all_s: float = 0.0
     evaluate_every: int = 0
+    max_in_flight: int = 0
 
     def __post_init__(self) -> None:
         check_int("n_clients", self.n_clients)
-        if not (isinstance(self.server_lr, (int, float)) and 0 < self.server_lr < math.inf):
-            raise ValueError(f"server_lr must be a finite number > 0, got {self.server_lr!r}")
+        check_number("server_lr", self.server_lr, 0.0, low_open=True)
         if self.weighting not in ("uniform", "data_size"):
             raise ValueError(f"weighting must be 'uniform' or 'data_size', got {self.weighting!r}")
         check_int("seed", self.seed, minimum=0)
-        if self.wait_for_clients is not None:
-            check_int("wait_for_clients", self.wait_for_clients)
-            if self.wait_for_clients > self.n_clients:
-                raise ValueError(
-                    f"wait_for_clients must be in [1, n_clients={self.n_clients}], "
-                    f"got {self.wait_for_clients}"
-                )
-        if not (isinstance(self.connect_timeout_s, (int, float)) and self.connect_timeout_s >= 0):
-            raise ValueError(
-                f"connect_timeout_s must be a number >= 0, got {self.connect_timeout_s!r}"
-            )
+        if not isinstance(self.run_id, str) or not self.run_id:
+            raise ValueError(f"run_id must be a non-empty string, got {self.run_id!r}")
+        check_number("connect_timeout_s", self.connect_timeout_s, 0.0)
+        check_number("wait_for_all_s", self.wait_for_all_s, 0.0)
         check_int("evaluate_every", self.evaluate_every, minimum=0)
+        check_int("max_in_flight", self.max_in_flight, minimum=0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,24 +172,27 @@ class RoundRecord:
         Flower's round (from 1); the scheduler saw round_idx = server_round − 1.
     probe_kind : ProbeKind
     available : ndarray of bool, shape (n_clients,)
-        Clients with a live node when the round was configured.
+        Clients with a connected, responsive node when the round began.
     probed : ndarray of shape (n_probed,)
-        Clients asked for a probe (losses or updates).
-    selected : ndarray of shape (m,)
-        The scheduler's choice, in its order.
+        Clients asked for a probe (losses or updates), ascending.
+    selected : ndarray of shape (k,)
+        The scheduler's choice, in its order (k = min(m, available after the probe)).
     trained : ndarray of shape (n_trained,)
-        Clients whose ``train`` reply held a valid update (probed and/or selected), sorted.
+        Clients whose ``train`` reply held a valid update (probed and/or selected), ascending.
     aggregated : ndarray of shape (n_aggregated,)
         Selected clients whose update entered the aggregate, in selection order.
     failed : dict of int to str
-        Client index → why its reply was excluded (or never came).
+        Client index → why its reply was excluded or never came, e.g. ``"train: no reply within
+        30 s (the reply timeout)"``.
     client_updates : int
-        Local updates computed and returned valid (the simulator's accounting: a probed update
-        reused for aggregation counts once).
+        Local updates returned valid (a probed update reused for aggregation counts once).
     loss_evals : int
-        Losses evaluated separately from an update (loss probes) and returned valid.
+        Losses returned valid by loss probes.
     wall_s : float
-        Seconds from ``configure_train`` to the end of ``aggregate_train``.
+        Seconds from the round's start (the availability check) to its aggregate, evaluation not
+        included.
+    ended_at : float
+        When the round's aggregate was done (seconds since the epoch, ``time.time()``).
     """
 
     server_round: int
@@ -175,6 +206,7 @@ class RoundRecord:
     client_updates: int
     loss_evals: int
     wall_s: float
+    ended_at: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,30 +241,28 @@ class RejectedReply(ValueError):
     """A reply excluded from the round; the message says why."""
 
 
-@dataclass(eq=False)
-class _Valid:
-    client: int
+@dataclass(frozen=True, eq=False)
+class _Update:
+    """A valid ``train`` reply: Δ of shape (dim,) float32, the first-minibatch loss, data size."""
+
+    update: F32Array
     loss: float
     num_examples: float
-    arrays: ArrayRecord | None = None
-    flat: NDArray[np.float64] | None = None
 
 
-@dataclass(eq=False)
-class _Round:
-    server_round: int
-    started: float
-    available: BoolArray
-    probe: Probe
-    probed: IntArray
-    selection: Selection | None = None
-    sent_train: set[int] = field(default_factory=set)
-    failed: dict[int, str] = field(default_factory=dict)
-    loss_evals: int = 0
+@dataclass(frozen=True, eq=False)
+class _Model:
+    """The global model: the ArrayRecord key and the flat float32 parameters w of shape (dim,)."""
+
+    key: str
+    params: F32Array
+
+    def record(self) -> ArrayRecord:
+        return ArrayRecord({self.key: Array(self.params)})
 
 
-class SchedulerStrategy(FedAvg):
-    """FedAvg whose participants are chosen by an adcs scheduler (see the module docstring).
+class SchedulerStrategy:
+    """Flower's round loop with an adcs scheduler choosing the participants (module docstring).
 
     Parameters
     ----------
@@ -241,8 +271,7 @@ class SchedulerStrategy(FedAvg):
     n_clients : int
         N; the nodes must report partition ids in 0..N−1.
     **settings
-        The other fields of :class:`ServerSettings` (``server_lr``, ``weighting``, ``seed``,
-        ``wait_for_clients``, ``connect_timeout_s``, ``evaluate_every``).
+        The other fields of :class:`ServerSettings`.
 
     Attributes
     ----------
@@ -251,7 +280,7 @@ class SchedulerStrategy(FedAvg):
     evaluations : list of EvaluationRecord
         One record per federated evaluation of the last :meth:`start`.
     node_of : dict of int to int
-        Client index → Flower node id currently serving it.
+        Client index → the Flower node id that served it last.
 
     Notes
     -----
@@ -265,504 +294,558 @@ class SchedulerStrategy(FedAvg):
             raise ValueError(f"scheduler must follow adcs's Scheduler protocol, got {scheduler!r}")
         if scheduler.m > n_clients:
             raise ValueError(f"scheduler.m={scheduler.m} exceeds n_clients={n_clients}")
-        super().__init__(
-            fraction_train=1.0,
-            fraction_evaluate=1.0,  # unused: configure_evaluate is overridden
-            min_train_nodes=1,
-            min_evaluate_nodes=1,
-            min_available_nodes=1,
-            weighted_by_key=_WEIGHT,
-        )
         self.scheduler = scheduler
-        self._reset()
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def _reset(self) -> None:
         self.history: list[RoundRecord] = []
         self.evaluations: list[EvaluationRecord] = []
-        self.node_of: dict[int, int] = {}
-        self._client_of_node: dict[int, int] = {}
-        self._data_sizes = np.full(self.settings.n_clients, np.nan)
-        self._rng = np.random.default_rng(self.settings.seed)
-        self._state: Any = None
-        self._round: _Round | None = None
-        self._grid: Grid | None = None
-        self._global: ArrayRecord | None = None
-        self._timeout: float = 3600.0
-        self._num_rounds = 0
-        self._evaluating = 0
-        self._train_config = ConfigRecord()
+        self._nodes = NodeMap(n_clients)
+
+    @property
+    def node_of(self) -> dict[int, int]:
+        return dict(self._nodes.node_of)
+
+    def summary(self) -> None:
+        """Log the scheduler and the server settings."""
+        logger.info("SchedulerStrategy: %r, %r", self.scheduler, self.settings)
+
+    # ------------------------------------------------------------------ the round loop
 
     def start(
         self,
         grid: Grid,
         initial_arrays: ArrayRecord,
         num_rounds: int = 3,
-        timeout: float = 3600,
+        timeout: float | None = 3600,
         train_config: ConfigRecord | None = None,
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
     ) -> Result:
-        """Flower's round loop from a fresh scheduler state; see :meth:`flwr.serverapp.Strategy.start`."""
-        self._reset()
-        self._check_model(initial_arrays)
-        self._timeout = float(timeout)
-        self._num_rounds = num_rounds
-        return super().start(
-            grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, evaluate_fn
-        )
+        """Run ``num_rounds`` rounds from a fresh scheduler state (Flower's ``Strategy.start``).
 
-    def summary(self) -> None:
-        """Log the scheduler and the server settings."""
-        logger.info("SchedulerStrategy: %r, %r", self.scheduler, self.settings)
+        Parameters
+        ----------
+        grid : flwr.serverapp.Grid
+        initial_arrays : ArrayRecord
+            w⁽⁰⁾: one flat float32 array.
+        num_rounds : int
+        timeout : float or None
+            Seconds each exchange waits for replies (the reply timeout); replies later than that
+            are failures of their client.
+        train_config, evaluate_config : ConfigRecord, optional
+            Sent with every ``train`` (and loss probe) / ``evaluate`` request, with
+            ``server-round`` and ``adcs-seed`` added.
+        evaluate_fn : callable, optional
+            ``evaluate_fn(server_round, arrays)``: centralised evaluation before the first round
+            and after each (as in Flower).
 
-    # ------------------------------------------------------------------ training
-
-    def configure_train(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Map nodes, ask the scheduler what to probe, gather losses if asked, and send ``train``."""
-        started = time.perf_counter()
-        self._grid, self._global = grid, arrays
-        self._train_config = self._request_config(config, server_round)
-        available = self._wait_for_clients(first=self._state is None)
-        if self._state is None:
-            sizes = self._data_sizes if np.isfinite(self._data_sizes).all() else None
-            self._state = self.scheduler.init(self.settings.n_clients, sizes)
-        t = server_round - 1
-        probe = self.scheduler.probe(self._state, t, available, self._rng)
-        probed = probe.targets(available)
-        rnd = _Round(server_round, started, available, probe, probed)
-        self._round = rnd
-        if probe.kind is ProbeKind.UPDATES:
-            return self._train_messages(rnd, probed)
-        stats = ClientStats.blind(available)
-        if probe.kind is ProbeKind.LOSSES:
-            stats = self._probe_losses(rnd, probed)
-        rnd.selection, self._state = self.scheduler.select(self._state, t, stats, self._rng)
-        self._check_selection(rnd.selection, stats.available)
-        return self._train_messages(rnd, rnd.selection.clients)
-
-    def _check_selection(self, selection: Selection, available: BoolArray) -> None:
-        check_selection(selection.clients, available, self.scheduler.m, who=repr(self.scheduler))
-
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Validate replies, select (after an update probe), aggregate the selected updates."""
-        rnd = self._round
-        if rnd is None or rnd.server_round != server_round or self._global is None:
-            raise RuntimeError("aggregate_train called without a matching configure_train")
-        valid = self._collect_updates(rnd, replies)
-        t = server_round - 1
-        if rnd.selection is None:
-            stats = self._update_stats(rnd, valid)
-            rnd.selection, self._state = self.scheduler.select(self._state, t, stats, self._rng)
-            self._check_selection(rnd.selection, stats.available)
-            missing = [int(c) for c in rnd.selection.clients if int(c) not in rnd.sent_train]
-            if missing:  # selected without having been probed: train them now
-                assert self._grid is not None
-                msgs = self._train_messages(rnd, np.asarray(missing, dtype=np.intp))
-                more = self._grid.send_and_receive(msgs, timeout=self._timeout)
-                valid.update(self._collect_updates(rnd, more))
-        selection = rnd.selection
-        chosen = [int(c) for c in selection.clients]
-        for c in chosen:
-            if c not in valid and c not in rnd.failed:
-                rnd.failed[c] = "no reply"
-        aggregated = [c for c in chosen if c in valid]
-        arrays, metrics = self._aggregate(server_round, selection, valid, aggregated)
-        self._observe(t, selection, valid)
-        self._record(rnd, valid, aggregated)
-        return arrays, metrics
-
-    def _aggregate(
-        self,
-        server_round: int,
-        selection: Selection,
-        valid: Mapping[int, _Valid],
-        aggregated: list[int],
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        if not aggregated:
-            logger.warning(
-                "round %d: no selected client returned a valid update; model kept", server_round
-            )
-            return None, None
-        weights, scale = self._weights(selection, valid, aggregated)
-        records = []
-        for c, w in zip(aggregated, weights, strict=True):
-            arrays = valid[c].arrays
-            assert arrays is not None
-            weight = MetricRecord({_WEIGHT: float(w), LOSS: valid[c].loss})
-            records.append(Message(RecordDict({"arrays": arrays, "metrics": weight}), 0, "train"))
-        mean_update, metrics = super().aggregate_train(server_round, records)
-        if mean_update is None:
-            return None, metrics
-        assert self._global is not None
-        step = self.settings.server_lr * scale
-        new = {}
-        for key, array in self._global.items():
-            w = array.numpy()
-            new[key] = Array(np.asarray(w + step * mean_update[key].numpy(), dtype=w.dtype))
-        return ArrayRecord(new), metrics
-
-    def _weights(
-        self, selection: Selection, valid: Mapping[int, _Valid], aggregated: list[int]
-    ) -> tuple[NDArray[np.float64], float]:
-        """Weights for FedAvg's normalised average, and the factor undoing the normalisation.
-
-        The coefficients are :func:`adcs.rounds.aggregation_weights`, the simulator's rule.
+        Returns
+        -------
+        flwr.serverapp.strategy.Result
+            The final model; per round, the train metrics (mean first-minibatch loss of the
+            aggregated clients, ``results``, ``failures``) and the evaluation metrics.
         """
-        clients = np.asarray(selection.clients, dtype=np.intp)
-        returned = np.isin(clients, aggregated)
+        check_int("num_rounds", num_rounds)
+        model = _flat_model(initial_arrays)
+        link = Link(grid, timeout, self.settings.max_in_flight)
+        self._nodes = NodeMap(self.settings.n_clients)
+        self.history, self.evaluations = [], []
+        rng = scheduler_rng(self.settings.seed, self.settings.run_id)
+        result = Result(arrays=model.record())
+        self.summary()
+        if evaluate_fn is not None:
+            self._evaluate_centrally(evaluate_fn, 0, model, result)
+        state: Any = None
+        for server_round in range(1, num_rounds + 1):
+            started = time.perf_counter()
+            available = self._connect(link, first=server_round == 1)
+            if state is None:
+                state = self.scheduler.init(self.settings.n_clients, self._nodes.all_sizes())
+            config = _request_config(train_config, server_round, self.settings.seed)
+            record, model, state, metrics = self._round(
+                link, server_round, started, available, model, state, rng, config
+            )
+            self.history.append(record)
+            _log_round(record)
+            result.arrays = model.record()
+            result.train_metrics_clientapp[server_round] = metrics
+            every = self.settings.evaluate_every
+            if every and (server_round % every == 0 or server_round == num_rounds):
+                config = _request_config(evaluate_config, server_round, self.settings.seed)
+                evaluated = self._evaluate(link, server_round, model, config)
+                if evaluated is not None:
+                    result.evaluate_metrics_clientapp[server_round] = evaluated
+            if evaluate_fn is not None:
+                self._evaluate_centrally(evaluate_fn, server_round, model, result)
+        return result
+
+    def _round(
+        self,
+        link: Link,
+        server_round: int,
+        started: float,
+        available: BoolArray,
+        model: _Model,
+        state: Any,
+        rng: np.random.Generator,
+        config: ConfigRecord,
+    ) -> tuple[RoundRecord, _Model, Any, MetricRecord]:
+        """One round's five steps (module docstring); returns its record, w⁽ᵗ⁺¹⁾ and state."""
+        t = server_round - 1
+        scheduler = self.scheduler
+        # 1. probe
+        probe = scheduler.probe(state, t, available, rng)
+        targets = np.unique(probe.targets(available)).astype(np.intp)
+        # 2. gather
+        stats, held, failed, loss_evals = self._gather(
+            link, probe, targets, available, model, config, server_round
+        )
+        # 3. select
+        selection, state = scheduler.select(state, t, stats, rng)
+        who = f"{scheduler!r} at round {t}"
+        clients = check_selection(selection.clients, stats.available, scheduler.m, who=who)
+        # 4. train the selected clients whose update is not in yet, and aggregate
+        missing = np.asarray([c for c in clients if int(c) not in held], dtype=np.intp)
+        if missing.size:
+            more, why = self._train(link, missing, model, config, server_round)
+            held.update(more)
+            failed.update(why)
+        returned = np.asarray([int(c) in held for c in clients], dtype=bool)
+        delivered = clients[returned]
+        coef = self._coefficients(clients, returned, selection)
+        updates = _rows([held[int(c)].update for c in delivered], model.params.size)
+        losses_back = np.asarray([held[int(c)].loss for c in delivered], dtype=np.float64)
+        model = _step(model, coef[returned], updates, self.settings.server_lr)
+        # 5. observe, record
+        if scheduler.observes_updates:
+            state = scheduler.observe(state, t, delivered, updates, losses_back)
+        record = RoundRecord(
+            server_round=server_round,
+            probe_kind=probe.kind,
+            available=available,
+            probed=targets,
+            selected=clients.copy(),
+            trained=np.asarray(sorted(held), dtype=np.intp),
+            aggregated=delivered,
+            failed=dict(sorted(failed.items())),
+            client_updates=len(held),
+            loss_evals=loss_evals,
+            wall_s=time.perf_counter() - started,
+            ended_at=time.time(),
+        )
+        return record, model, state, _train_metrics(coef[returned], losses_back, len(failed))
+
+    def _gather(
+        self,
+        link: Link,
+        probe: Probe,
+        targets: IntArray,
+        available: BoolArray,
+        model: _Model,
+        config: ConfigRecord,
+        server_round: int,
+    ) -> tuple[ClientStats, dict[int, _Update], dict[int, str], int]:
+        """Step 2: what the probe asks, from ``targets``.
+
+        Returns the scheduler's statistics (clients whose probe failed made unavailable), the
+        updates held (an update probe's, reused for aggregation), the failures, and the number of
+        losses evaluated.
+        """
+        if probe.kind is ProbeKind.NONE:
+            return ClientStats.blind(available), {}, {}, 0
+        if probe.kind is ProbeKind.LOSSES:
+            losses = self._probe_losses(
+                link, targets, model, config, server_round, probe.loss_source.value
+            )
+            failed = {c: why for c, why in losses.items() if isinstance(why, str)}
+            got = np.asarray([c for c in targets if int(c) not in failed], dtype=np.intp)
+            values = np.asarray([losses[int(c)] for c in got], dtype=np.float64)
+            return ClientStats(_without(available, failed), got, values), {}, failed, got.size
+        held, failed = self._train(link, targets, model, config, server_round)
+        got = np.asarray(sorted(held), dtype=np.intp)
+        stats = ClientStats(
+            _without(available, failed),
+            got,
+            np.asarray([held[int(c)].loss for c in got], dtype=np.float64),
+            _rows([held[int(c)].update for c in got], model.params.size),
+        )
+        return stats, held, failed, 0
+
+    def _coefficients(
+        self, clients: IntArray, returned: BoolArray, selection: Selection
+    ) -> F64Array:
+        """c of :func:`adcs.rounds.aggregation_weights`, shape (k,)."""
         base = None
         if selection.weights is None and self.settings.weighting == "data_size":
-            base = np.zeros(self.settings.n_clients)
-            for c in aggregated:
-                base[c] = valid[c].num_examples
-            if base.sum() <= 0:
-                logger.warning("selected clients report no examples; averaging uniformly")
-                base = None
-        coef = aggregation_weights(
+            base = np.nan_to_num(self._nodes.sizes, nan=0.0)
+        return aggregation_weights(
             clients, returned, scheduler_weights=selection.weights, base=base
         )
-        given = dict(zip(clients.tolist(), coef, strict=True))
-        w = np.asarray([given[c] for c in aggregated], dtype=np.float64)
-        return w, float(w.sum())
 
-    def _observe(self, t: int, selection: Selection, valid: Mapping[int, _Valid]) -> None:
-        """``observe`` with the selected clients that delivered (as the simulator does)."""
-        assert self._global is not None
-        dim = sum(int(np.prod(a.shape)) for a in self._global.values())
-        clients = np.asarray([c for c in selection.clients if int(c) in valid], dtype=np.intp)
-        updates = np.empty((clients.size, dim))
-        losses = np.empty(clients.size)
-        for i, c in enumerate(clients):
-            got = valid[int(c)]
-            assert got.flat is not None
-            updates[i], losses[i] = got.flat, got.loss
-        self._state = self.scheduler.observe(self._state, t, clients, updates, losses)
+    # ------------------------------------------------------------------ availability
 
-    def _record(self, rnd: _Round, valid: Mapping[int, _Valid], aggregated: list[int]) -> None:
-        assert rnd.selection is not None
-        for c, reason in sorted(rnd.failed.items()):
-            logger.warning("round %d: client %d excluded: %s", rnd.server_round, c, reason)
-        self.history.append(
-            RoundRecord(
-                server_round=rnd.server_round,
-                probe_kind=rnd.probe.kind,
-                available=rnd.available,
-                probed=rnd.probed,
-                selected=np.asarray(rnd.selection.clients, dtype=np.intp).copy(),
-                trained=np.asarray(sorted(valid), dtype=np.intp),
-                aggregated=np.asarray(aggregated, dtype=np.intp),
-                failed=dict(rnd.failed),
-                client_updates=len(valid),
-                loss_evals=rnd.loss_evals,
-                wall_s=time.perf_counter() - rnd.started,
-            )
+    def _connect(self, link: Link, first: bool) -> BoolArray:
+        """The availability mask at a round's start (module docstring, step 0).
+
+        The first round needs m clients (then waits up to ``wait_for_all_s`` for all N); a later
+        round needs one, and goes on with whoever is there.
+        """
+        settings = self.settings
+        n, m = settings.n_clients, self.scheduler.m
+        need = m if first else 1
+        more_s = settings.wait_for_all_s if first else 0.0
+        connected = self._greet(link)
+        give_up = time.monotonic() + settings.connect_timeout_s
+        enough_at: float | None = None
+        while True:
+            available = self._nodes.available(connected)
+            count = int(available.sum())
+            now = time.monotonic()
+            if count >= need and enough_at is None:
+                enough_at = now
+            if count == n or (enough_at is not None and now >= enough_at + more_s):
+                if first and count < n:
+                    logger.info("starting with %d of %d clients connected", count, n)
+                return available
+            if enough_at is None and now >= give_up:
+                raise RuntimeError(
+                    f"only {count} clients are connected after {settings.connect_timeout_s:g} s, "
+                    f"but the {'first round needs' if first else 'round needs at least'} "
+                    f"{need} (m={m}, N={n}); start more SuperNodes or raise the connect timeout"
+                )
+            until = give_up if enough_at is None else enough_at + more_s
+            link.wait_background(lambda: bool(link.late), min(until, now + _CONNECT_SLICE_S))
+            connected = self._greet(link)
+
+    def _greet(self, link: Link) -> set[int]:
+        """Take in handshake outcomes; greet new and unresponsive nodes (in the background)."""
+        nodes = self._nodes
+        connected = link.connected()
+        link.forget(link.background_nodes - connected)
+        link.poll()
+        self._take_greetings(link, connected)
+        greet = [n for n in nodes.to_greet(connected) if n not in link.background_nodes]
+        content = RecordDict(
+            {
+                CONFIG_KEY: ConfigRecord(
+                    {SEED: self.settings.seed, NUM_PARTITIONS: self.settings.n_clients}
+                )
+            }
         )
+        link.send_in_background(
+            {n: Message(content, n, HELLO, ttl=link.ttl, group_id="hello") for n in greet}
+        )
+        link.poll()  # replies that are there at once (an in-process grid answers on push)
+        self._take_greetings(link, connected)
+        return connected
 
-    # ------------------------------------------------------------------ probes and replies
+    def _take_greetings(self, link: Link, connected: set[int]) -> None:
+        for node, outcome in link.late:
+            self._nodes.greeted(node, outcome, connected)
+        link.late.clear()
 
-    def _request_config(self, config: ConfigRecord, server_round: int) -> ConfigRecord:
-        out = ConfigRecord(dict(config))
-        out[SERVER_ROUND] = server_round
-        out[SEED] = self.settings.seed
+    # ------------------------------------------------------------------ exchanges
+
+    def _ask(
+        self,
+        link: Link,
+        clients: Iterable[int],
+        message_type: str,
+        content: RecordDict,
+        group: str,
+    ) -> dict[int, Message | str]:
+        """One exchange with ``clients``: their replies, or why there is none (phase-prefixed)."""
+        nodes = self._nodes
+        requests = {
+            nodes.node_of[int(c)]: Message(
+                content, nodes.node_of[int(c)], message_type, ttl=link.ttl, group_id=group
+            )
+            for c in clients
+        }
+        outcomes = link.exchange(requests)
+        phase = _PHASE.get(message_type, message_type)
+        out: dict[int, Message | str] = {}
+        for node, outcome in outcomes.items():
+            client = nodes.client_of[node]
+            if _is_unanswered(outcome):
+                nodes.failed(node)
+            if isinstance(outcome, Failure):
+                out[client] = f"{phase}: {outcome.reason}"
+            elif outcome.has_error():
+                out[client] = f"{phase}: {describe_error(outcome)}"
+            else:
+                out[client] = outcome
         return out
 
-    def _message(self, client: int, message_type: str, content: RecordDict) -> Message:
-        rnd = self._round
-        group = str(rnd.server_round) if rnd is not None else ""
-        return Message(content, self.node_of[client], message_type, group_id=group)
+    def _account(self, server_round: int, phase: str, replies: Mapping[int, Any]) -> None:
+        """Flower's accounting of an exchange: results, failures and each failure's reason."""
+        failures = {c: why for c, why in replies.items() if isinstance(why, str)}
+        logger.info(
+            "round %d %s: received %d results and %d failures",
+            server_round,
+            phase,
+            len(replies) - len(failures),
+            len(failures),
+        )
+        for client, why in sorted(failures.items()):
+            logger.info("\t> client %d (node %d): %s", client, self._nodes.node_of[client], why)
 
-    def _train_messages(self, rnd: _Round, clients: IntArray) -> list[Message]:
-        assert self._global is not None
-        content = RecordDict({ARRAYS_KEY: self._global, CONFIG_KEY: self._train_config})
-        reachable = []
-        for c in (int(c) for c in clients):
-            if rnd.available[c]:
-                reachable.append(c)
-            else:
-                rnd.failed[c] = "selected while not connected"
-        rnd.sent_train.update(reachable)
-        return [self._message(c, MessageType.TRAIN, content) for c in reachable]
-
-    def _probe_losses(self, rnd: _Round, clients: IntArray) -> ClientStats:
-        assert self._grid is not None and self._global is not None
-        config = ConfigRecord(dict(self._train_config))
-        config[LOSS_SOURCE] = rnd.probe.loss_source.value
-        content = RecordDict({ARRAYS_KEY: self._global, CONFIG_KEY: config})
-        msgs = [self._message(int(c), LOSS_PROBE, content) for c in clients]
-        replies = self._grid.send_and_receive(msgs, timeout=self._timeout)
-        losses = np.full(self.settings.n_clients, np.nan)
-        for msg in replies:
-            try:
-                client, metrics = self._check_origin(msg)
-                losses[client] = _finite_metric(metrics, LOSS)
-            except RejectedReply as why:
-                self._reject(rnd, msg, why, "loss probe")
-        probed = np.isfinite(losses)
-        for c in clients:
-            if not probed[c]:
-                rnd.failed.setdefault(int(c), "no valid loss-probe reply")
-        rnd.loss_evals = int(probed.sum())
-        available = self._exclude_failed(rnd.available, probed, clients)
-        got = np.flatnonzero(probed)
-        return ClientStats(available=available, clients=got, losses=losses[got])
-
-    def _update_stats(self, rnd: _Round, valid: Mapping[int, _Valid]) -> ClientStats:
-        assert self._global is not None
-        n = self.settings.n_clients
-        dim = sum(int(np.prod(a.shape)) for a in self._global.values())
-        clients = np.asarray(sorted(valid), dtype=np.intp)
-        updates = np.zeros((clients.size, dim))
-        losses = np.full(clients.size, np.nan)
-        for i, c in enumerate(clients):
-            got = valid[int(c)]
-            assert got.flat is not None
-            updates[i], losses[i] = got.flat, got.loss
-        probed = np.zeros(n, dtype=bool)
-        probed[clients] = True
-        for c in rnd.probed:
-            if not probed[c]:
-                rnd.failed.setdefault(int(c), "no reply")
-        available = self._exclude_failed(rnd.available, probed, rnd.probed)
-        return ClientStats(available=available, clients=clients, losses=losses, updates=updates)
-
-    def _exclude_failed(self, available: BoolArray, ok: BoolArray, asked: IntArray) -> BoolArray:
-        """Clients whose probe just failed are not selectable this round."""
-        failed = np.zeros_like(available)
-        failed[asked] = ~ok[asked]
-        return available & ~failed
-
-    def _collect_updates(self, rnd: _Round, replies: Iterable[Message]) -> dict[int, _Valid]:
-        valid: dict[int, _Valid] = {}
-        for msg in replies:
-            try:
-                got = self._check_update(msg)
-            except RejectedReply as why:
-                self._reject(rnd, msg, why, "train")
+    def _train(
+        self, link: Link, clients: IntArray, model: _Model, config: ConfigRecord, server_round: int
+    ) -> tuple[dict[int, _Update], dict[int, str]]:
+        """``train`` to ``clients``; their valid updates, and why the others have none."""
+        content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: config})
+        replies = self._ask(link, clients, MessageType.TRAIN, content, str(server_round))
+        valid: dict[int, _Update] = {}
+        checked: dict[int, _Update | str] = {}
+        for client, reply in replies.items():
+            if isinstance(reply, str):
+                checked[client] = reply
                 continue
-            if got.client in valid or got.client not in rnd.sent_train:
-                self._reject(rnd, msg, RejectedReply("unrequested or duplicate reply"), "train")
-                continue
-            rnd.failed.pop(got.client, None)
-            valid[got.client] = got
-        return valid
-
-    def _reject(self, rnd: _Round, msg: Message, why: Exception, what: str) -> None:
-        """Note why a reply is excluded; the round's summary logs it (unknown nodes: now)."""
-        node = msg.metadata.src_node_id
-        client = self._client_of_node.get(node)
-        if client is None:
-            logger.warning(
-                "round %d: %s reply from unknown node %d rejected: %s",
-                rnd.server_round,
-                what,
-                node,
-                why,
-            )
-        else:
-            rnd.failed[client] = f"{what} reply rejected: {why}"
-
-    def _check_origin(self, msg: Message) -> tuple[int, MetricRecord]:
-        """The client index behind a reply, checked against the node map, and its metrics."""
-        if msg.has_error():
-            raise RejectedReply(f"error reply: {msg.error.reason}")
-        client = self._client_of_node.get(msg.metadata.src_node_id)
-        if client is None:
-            raise RejectedReply("reply from an unknown node")
-        metric_records = list(msg.content.metric_records.values())
-        if len(metric_records) != 1:
-            raise RejectedReply(f"expected one MetricRecord, got {len(metric_records)}")
-        metrics = metric_records[0]
-        pid = metrics.get(PARTITION_ID)
-        if pid != client or isinstance(pid, (bool, float)):
-            raise RejectedReply(f"reports {PARTITION_ID}={pid!r} but the node serves {client}")
-        return client, metrics
-
-    def _check_update(self, msg: Message) -> _Valid:
-        client, metrics = self._check_origin(msg)
-        loss = _finite_metric(metrics, LOSS)
-        size = metrics.get(NUM_EXAMPLES, math.nan)
-        num_examples = float(size) if isinstance(size, (int, float)) else math.nan
-        if self.settings.weighting == "data_size" and not (num_examples >= 0):
-            raise RejectedReply(f"missing or invalid '{NUM_EXAMPLES}' (weighting by data size)")
-        records = list(msg.content.array_records.values())
-        if len(records) != 1:
-            raise RejectedReply(f"expected one ArrayRecord, got {len(records)}")
-        arrays = records[0]
-        flat = self._check_arrays(arrays)
-        return _Valid(client, loss, num_examples, arrays, flat)
-
-    def _check_arrays(self, arrays: ArrayRecord) -> NDArray[np.float64]:
-        """The reply's update flattened to shape (dim,), after checking it against the model."""
-        assert self._global is not None
-        if list(arrays.keys()) != list(self._global.keys()):
-            raise RejectedReply(
-                f"update has arrays {list(arrays.keys())}, model has {list(self._global.keys())}"
-            )
-        parts = []
-        for key, reference in self._global.items():
             try:
-                value = arrays[key].numpy()
-            except Exception as err:  # any undecodable payload is a bad reply, whatever it raises
-                raise RejectedReply(f"array {key!r} cannot be decoded: {err}") from err
-            if value.shape != tuple(reference.shape) or value.dtype != np.dtype(reference.dtype):
-                raise RejectedReply(
-                    f"array {key!r} is {value.dtype}{list(value.shape)}, "
-                    f"expected {reference.dtype}{list(reference.shape)}"
-                )
-            if not np.isfinite(value).all():
-                raise RejectedReply(f"array {key!r} holds NaN or inf")
-            parts.append(value.astype(np.float64).ravel())
-        return np.concatenate(parts)
+                got = _read_update(reply, client, model, self.settings.weighting)
+            except RejectedReply as why:
+                checked[client] = f"train: malformed reply: {why}"
+                continue
+            valid[client] = checked[client] = got
+            if got.num_examples >= 0:
+                self._nodes.sizes[client] = got.num_examples
+        self._account(server_round, "train", checked)
+        return valid, {c: why for c, why in checked.items() if isinstance(why, str)}
 
-    # ------------------------------------------------------------------ nodes
-
-    def _wait_for_clients(self, first: bool) -> BoolArray:
-        """Map new nodes, then return the availability mask once enough clients are live.
-
-        The first round waits for ``wait_for_clients`` (at least m); later rounds go on with
-        whoever is connected (all of them are selected when fewer than m are, the rule of
-        :mod:`adcs.rounds`) and wait only while no client is.
-        """
-        n, m = self.settings.n_clients, self.scheduler.m
-        need = (self.settings.wait_for_clients or n) if first else 1
-        deadline = time.monotonic() + self.settings.connect_timeout_s
-        while True:
-            available = self._refresh_nodes()
-            count = int(available.sum())
-            if count >= need:
-                return available
-            if time.monotonic() >= deadline:
-                if count >= min(m, need):
-                    logger.warning("only %d of %d clients connected; starting anyway", count, need)
-                    return available
-                raise RuntimeError(
-                    f"only {count} clients are connected after {self.settings.connect_timeout_s}s "
-                    f"but the scheduler selects m={m}"
-                )
-            time.sleep(_POLL_S)
-
-    def _refresh_nodes(self) -> BoolArray:
-        """Handshake with unseen nodes; availability mask of shape (n_clients,) from live nodes."""
-        assert self._grid is not None
-        live = {int(node) for node in self._grid.get_node_ids()}
-        new = sorted(live - set(self._client_of_node))
-        if new:
-            content = RecordDict({CONFIG_KEY: ConfigRecord({SEED: self.settings.seed})})
-            msgs = [Message(content, node, HELLO) for node in new]
-            for msg in self._grid.send_and_receive(msgs, timeout=self._timeout):
-                self._register(msg, live)
-        available = np.zeros(self.settings.n_clients, dtype=bool)
-        for client, node in self.node_of.items():
-            available[client] = node in live
-        return available
-
-    def _register(self, msg: Message, live: set[int]) -> None:
-        node = msg.metadata.src_node_id
-        try:
-            if msg.has_error():
-                raise RejectedReply(f"error reply: {msg.error.reason}")
-            metric_records = list(msg.content.metric_records.values())
-            pid = metric_records[0].get(PARTITION_ID) if len(metric_records) == 1 else None
-            if isinstance(pid, bool) or not isinstance(pid, int):
-                raise RejectedReply(f"no integer '{PARTITION_ID}' in the reply")
-            if not 0 <= pid < self.settings.n_clients:
-                raise RejectedReply(f"{PARTITION_ID}={pid} outside [0, {self.settings.n_clients})")
-            holder = self.node_of.get(pid)
-            if holder is not None and holder != node and holder in live:
-                raise RejectedReply(f"client {pid} is already served by live node {holder}")
-        except RejectedReply as why:
-            logger.warning("node %d not registered (will retry next round): %s", node, why)
-            return
-        if holder is not None:
-            self._client_of_node.pop(holder, None)
-        self.node_of[pid] = node
-        self._client_of_node[node] = pid
-        size = metric_records[0].get(NUM_EXAMPLES)
-        if isinstance(size, (int, float)) and not isinstance(size, bool) and size >= 0:
-            self._data_sizes[pid] = float(size)
-        logger.info("node %d serves client %d", node, pid)
-
-    def _check_model(self, arrays: ArrayRecord) -> None:
-        if len(arrays) == 0:
-            raise ValueError("initial_arrays holds no arrays")
-        for key, array in arrays.items():
-            value = array.numpy()
-            if not np.issubdtype(value.dtype, np.floating) or not np.isfinite(value).all():
-                raise ValueError(f"initial array {key!r} must be finite floats, got {value.dtype}")
+    def _probe_losses(
+        self,
+        link: Link,
+        clients: IntArray,
+        model: _Model,
+        config: ConfigRecord,
+        server_round: int,
+        source: str,
+    ) -> dict[int, float | str]:
+        """``query.adcs_loss`` to ``clients``: each one's loss at w⁽ᵗ⁾, or why there is none."""
+        probe_config = ConfigRecord(dict(config))
+        probe_config[LOSS_SOURCE] = source
+        content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: probe_config})
+        replies = self._ask(link, clients, LOSS_PROBE, content, str(server_round))
+        out: dict[int, float | str] = {}
+        for client, reply in replies.items():
+            if isinstance(reply, str):
+                out[client] = reply
+                continue
+            try:
+                out[client] = _finite_metric(_read_metrics(reply, client), LOSS)
+            except RejectedReply as why:
+                out[client] = f"loss probe: malformed reply: {why}"
+        self._account(server_round, "loss probe", out)
+        return out
 
     # ------------------------------------------------------------------ evaluation
 
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """``evaluate`` to every mapped live node every ``evaluate_every`` rounds and the last."""
-        every = self.settings.evaluate_every
-        if not every or (server_round % every and server_round != self._num_rounds):
-            return []
-        live = {int(node) for node in grid.get_node_ids()}
-        self._evaluating = server_round
-        content = RecordDict(
-            {ARRAYS_KEY: arrays, CONFIG_KEY: self._request_config(config, server_round)}
-        )
-        return [
-            Message(content, node, MessageType.EVALUATE, group_id=str(server_round))
-            for client, node in sorted(self.node_of.items())
-            if node in live
-        ]
-
-    def aggregate_evaluate(
-        self, server_round: int, replies: Iterable[Message]
+    def _evaluate(
+        self, link: Link, server_round: int, model: _Model, config: ConfigRecord
     ) -> MetricRecord | None:
-        """Per-client accuracy and loss into :attr:`evaluations`; their plain mean and minimum."""
-        if self._evaluating != server_round:  # nothing was sent this round
-            return None
+        """``evaluate`` to every available client; per-client accuracy and loss, and their mean."""
+        connected = self._greet(link)
+        clients = np.flatnonzero(self._nodes.available(connected))
+        content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: config})
+        replies = self._ask(link, clients, MessageType.EVALUATE, content, str(server_round))
         n = self.settings.n_clients
         accuracy, loss = np.full(n, np.nan), np.full(n, np.nan)
-        for msg in replies:
+        checked: dict[int, bool | str] = {}
+        for client, reply in replies.items():
+            if isinstance(reply, str):
+                checked[client] = reply
+                continue
             try:
-                client, metrics = self._check_origin(msg)
+                metrics = _read_metrics(reply, client)
                 accuracy[client] = _finite_metric(metrics, ACCURACY)
                 loss[client] = _finite_metric(metrics, LOSS)
+                checked[client] = True
             except RejectedReply as why:
-                logger.warning(
-                    "round %d: evaluate reply from node %d rejected: %s",
-                    server_round,
-                    msg.metadata.src_node_id,
-                    why,
-                )
+                checked[client] = f"evaluate: malformed reply: {why}"
+        self._account(server_round, "evaluate", checked)
         record = EvaluationRecord(server_round, accuracy, loss)
         self.evaluations.append(record)
-        reported = np.flatnonzero(np.isfinite(accuracy) & np.isfinite(loss))
+        reported = np.flatnonzero(np.isfinite(accuracy))
         if reported.size == 0:
             return None
-        records = [
-            Message(
+        mean = aggregate_metricrecords(
+            [
                 RecordDict(
                     {
-                        "metrics": MetricRecord(
+                        METRICS_KEY: MetricRecord(
                             {_WEIGHT: 1.0, ACCURACY: float(accuracy[c]), LOSS: float(loss[c])}
                         )
                     }
-                ),
-                0,
-                "evaluate",
-            )
-            for c in reported
-        ]
-        mean = super().aggregate_evaluate(server_round, records)
-        if mean is not None:
-            mean["worst-accuracy"] = record.worst_accuracy
+                )
+                for c in reported
+            ],
+            _WEIGHT,
+        )
+        mean["worst-accuracy"] = record.worst_accuracy
         return mean
 
+    def _evaluate_centrally(
+        self,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None],
+        server_round: int,
+        model: _Model,
+        result: Result,
+    ) -> None:
+        metrics = evaluate_fn(server_round, model.record())
+        if metrics is not None:
+            result.evaluate_metrics_serverapp[server_round] = metrics
 
-def _finite_metric(metrics: MetricRecord, key: str) -> float:
+
+_PHASE = {
+    MessageType.TRAIN: "train",
+    MessageType.EVALUATE: "evaluate",
+    LOSS_PROBE: "loss probe",
+}
+
+
+def _is_unanswered(outcome: Outcome) -> bool:
+    """No reply, or an error the SuperLink wrote because the node did not answer."""
+    if isinstance(outcome, Failure):
+        return True
+    return outcome.has_error() and outcome.metadata.src_node_id == SUPERLINK_NODE_ID
+
+
+def _without(available: BoolArray, failed: Mapping[int, str]) -> BoolArray:
+    """``available`` less the clients whose probe just failed (not selectable this round)."""
+    out = available.copy()
+    out[list(failed)] = False
+    return out
+
+
+def _rows(rows: list[F32Array], dim: int) -> F32Array:
+    return np.stack(rows) if rows else np.empty((0, dim), dtype=np.float32)
+
+
+def _step(model: _Model, coef: FloatArray, updates: F32Array, server_lr: float) -> _Model:
+    """w + η_s Σ c_i Δ_i over the returned clients, in float32 as :mod:`adcs.sim.engine` does."""
+    if coef.size == 0:
+        logger.warning("no selected client returned a valid update; the model is kept")
+        return model
+    step = coef.astype(np.float32) @ updates
+    step *= np.float32(server_lr)
+    return _Model(model.key, model.params + step)
+
+
+def _train_metrics(coef: FloatArray, losses: FloatArray, failures: int) -> MetricRecord:
+    """The round's train metrics: the aggregated clients' loss (weighted by c), and the counts."""
+    metrics = MetricRecord()
+    if coef.size and float(np.abs(coef).sum()) > 0:
+        metrics = aggregate_metricrecords(
+            [
+                RecordDict({METRICS_KEY: MetricRecord({_WEIGHT: abs(float(c)), LOSS: float(q)})})
+                for c, q in zip(coef, losses, strict=True)
+            ],
+            _WEIGHT,
+        )
+    metrics["results"] = int(coef.size)
+    metrics["failures"] = int(failures)
+    return metrics
+
+
+def _request_config(config: ConfigRecord | None, server_round: int, seed: int) -> ConfigRecord:
+    out = ConfigRecord(dict(config or {}))
+    out[SERVER_ROUND] = server_round
+    out[SEED] = seed
+    return out
+
+
+def _flat_model(arrays: ArrayRecord) -> _Model:
+    """w⁽⁰⁾ from ``initial_arrays``: exactly one 1-D, finite float32 array."""
+    if not isinstance(arrays, ArrayRecord) or len(arrays) != 1:
+        raise ValueError(
+            "initial_arrays must be an ArrayRecord holding one array, the model's flat float32 "
+            "parameters (the Model protocol of adcs.sim.model)"
+        )
+    key = next(iter(arrays.keys()))
+    params = arrays[key].numpy()
+    if params.dtype != np.float32 or params.ndim != 1 or params.size == 0:
+        raise ValueError(
+            f"initial array {key!r} must be a non-empty 1-D float32 array, got "
+            f"{params.dtype}{list(params.shape)}"
+        )
+    if not np.isfinite(params).all():
+        raise ValueError(f"initial array {key!r} holds NaN or inf")
+    return _Model(key, np.array(params, dtype=np.float32))
+
+
+def _read_metrics(reply: Message, client: int) -> MetricRecord:
+    """The reply's one MetricRecord, after checking it names the client asked."""
+    records = list(reply.content.metric_records.values())
+    if len(records) != 1:
+        raise RejectedReply(f"expected one MetricRecord, got {len(records)}")
+    metrics = records[0]
+    pid = metrics.get(PARTITION_ID)
+    if pid != client or isinstance(pid, (bool, float)):
+        raise RejectedReply(f"reports {PARTITION_ID}={pid!r} but the node serves {client}")
+    return metrics
+
+
+def _read_update(reply: Message, client: int, model: _Model, weighting: str) -> _Update:
+    """A ``train`` reply's update Δ (checked against the model), loss and data size."""
+    metrics = _read_metrics(reply, client)
+    loss = _finite_metric(metrics, LOSS)
+    size = metrics.get(NUM_EXAMPLES, math.nan)
+    num_examples = float(size) if isinstance(size, (int, float)) else math.nan
+    if weighting == "data_size" and not num_examples >= 0:
+        raise RejectedReply(f"missing or invalid '{NUM_EXAMPLES}' (weighting by data size)")
+    records = list(reply.content.array_records.values())
+    if len(records) != 1 or list(records[0].keys()) != [model.key]:
+        keys = [list(r.keys()) for r in records]
+        raise RejectedReply(f"expected one array {model.key!r}, got {keys}")
+    try:
+        update = records[0][model.key].numpy()
+    except Exception as err:  # any undecodable payload is a bad reply, whatever it raises
+        raise RejectedReply(f"array {model.key!r} cannot be decoded: {err}") from err
+    if update.shape != model.params.shape or update.dtype != np.float32:
+        raise RejectedReply(
+            f"update is {update.dtype}{list(update.shape)}, expected float32{[model.params.size]}"
+        )
+    if not np.isfinite(update).all():
+        raise RejectedReply("update holds NaN or inf")
+    return _Update(update, loss, num_examples)
+
+
+def _finite_metric(metrics: Mapping[str, Any], key: str) -> float:
     value = metrics.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise RejectedReply(f"missing or non-finite metric '{key}' (got {value!r})")
     return float(value)
+
+
+def _log_round(record: RoundRecord) -> None:
+    """One line per round that a reader (or a test) can parse from the ServerApp's log."""
+    logger.info(
+        "adcs round %d: available %d, probed %s, selected %s, aggregated %s, failed %s, %.2f s",
+        record.server_round,
+        int(record.available.sum()),
+        record.probed.tolist(),
+        record.selected.tolist(),
+        record.aggregated.tolist(),
+        record.failed,
+        record.wall_s,
+    )
+
+
+def history_dicts(history: Iterable[RoundRecord]) -> list[dict[str, Any]]:
+    """The round records as JSON-ready dicts (client lists, reasons keyed by client)."""
+    return [
+        {
+            "server_round": r.server_round,
+            "probe_kind": r.probe_kind.name.lower(),
+            "available": np.flatnonzero(r.available).tolist(),
+            "probed": r.probed.tolist(),
+            "selected": r.selected.tolist(),
+            "trained": r.trained.tolist(),
+            "aggregated": r.aggregated.tolist(),
+            "failed": {str(c): why for c, why in r.failed.items()},
+            "client_updates": r.client_updates,
+            "loss_evals": r.loss_evals,
+            "wall_s": r.wall_s,
+            "ended_at": r.ended_at,
+        }
+        for r in history
+    ]
