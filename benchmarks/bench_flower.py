@@ -22,7 +22,7 @@ the SuperNodes' polling (every 3 s when idle). ``--max-in-flight`` caps the requ
 once, which keeps many SuperNodes on few CPUs inside Flower's 30 s ClientApp start window; the
 default is the number of CPUs.
 
-Run: ``python benchmarks/bench_flower.py [--rounds 20] [--supernodes 6,30] [--data-dir DIR]``.
+Run: ``python benchmarks/bench_flower.py [--rounds 20] [--supernodes 6,30] [--data DIR]``.
 Timings are of this machine as it was: on a machine shared with other work they are upper
 bounds, not properties of the code.
 """
@@ -94,7 +94,7 @@ def _overrides(args: argparse.Namespace, n_clients: int) -> dict[str, Any]:
         "evaluate-every": 0,
         "seed": args.seed,
         "partition-seed": args.partition_seed,
-        "data-dir": args.data_dir or "",
+        "data-dir": args.data or "",
     }
 
 
@@ -122,7 +122,7 @@ def run_simulator(args: argparse.Namespace) -> Figures:
     from adcs_flower_app.task import data_config, run_config
 
     config = run_config(_overrides(args, 30))
-    dataset = load_fashion_mnist(args.data_dir)
+    dataset = load_fashion_mnist(args.data)
     data = data_config(config)
     partition = make_partition(dataset, data, np.random.default_rng(data.partition_seed))
     federated = FederatedData.from_partition(dataset, partition)
@@ -162,7 +162,7 @@ def run_deployment(args: argparse.Namespace, n_nodes: int) -> Figures:
         "wait-for-all-s": 600.0,
         "max-in-flight": args.max_in_flight,
     }
-    env = {"ADCS_DATA_DIR": os.path.abspath(args.data_dir)} if args.data_dir else {}
+    env = {"ADCS_DATA_DIR": os.path.abspath(args.data)} if args.data else {}
     with tempfile.TemporaryDirectory(prefix="adcs-bench-flower-") as folder:
         overrides["save-to"] = str(Path(folder) / "out")
         env["XDG_CACHE_HOME"] = str(Path(folder) / "cache")
@@ -199,8 +199,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partition-seed", type=int, default=0)
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs Ray may use (default 2)")
     parser.add_argument(
-        "--data-dir", default=None, help="Fashion-MNIST folder (default: adcs's usual lookup)"
+        "--data", default=None, help="Fashion-MNIST folder (default: adcs's usual lookup)"
     )
+    parser.add_argument("--data-dir", dest="data", help=argparse.SUPPRESS)  # the former name
     parser.add_argument(
         "--engines",
         default="sim,simulation",

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from adcs import cli
 from adcs.experiments.config import packaged_config_path
+from tests.paths import full_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data" / "fashion-mnist"
+SHARED_DATA = full_data_dir()
 
 runner = CliRunner()
 
@@ -98,21 +101,290 @@ def test_bad_arguments_exit_non_zero(args: list[str], tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
-def test_a_non_empty_out_folder_needs_force(tmp_path: Path) -> None:
+def test_a_foreign_out_folder_is_never_replaced(tmp_path: Path) -> None:
     out = tmp_path / "taken"
     out.mkdir()
     (out / "mine.txt").write_text("keep")
-    result = runner.invoke(cli.app, ["reproduce", "fig1", "--quick", "--out", str(out)])
-    assert result.exit_code == 2
-    assert "--force" in result.output
+    for force in ([], ["--force"]):
+        result = runner.invoke(cli.app, ["reproduce", "fig1", "--quick", "--out", str(out), *force])
+        assert result.exit_code == 2
+        assert "adcs did not write" in one_error(result)
     assert [p.name for p in out.iterdir()] == ["mine.txt"]
 
 
-def test_reproduce_theory_quick(tmp_path: Path) -> None:
+def test_reproduce_theory_quick_writes_a_manifest(tmp_path: Path) -> None:
     out = tmp_path / "theory"
     result = runner.invoke(cli.app, ["reproduce", "theory", "--quick", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert (out / "report.md").is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["experiment"] == "theory" and manifest["quick"] is True
+    assert "Fashion-MNIST" in manifest["real_updates"] and "adcs" in manifest["versions"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theory"]
+
+
+# ------------------------------------------------------------------ every failure: one line
+
+
+TINY = """
+name = "tiny"
+m = 2
+seeds = [0]
+outputs = ["curves"]
+[data]
+partition = "paper_groups"
+n_groups = 2
+clients_per_group = 2
+train_per_client = 30
+test_per_client = 10
+[sim]
+rounds = 4
+eval_every = 2
+"""
+
+
+def one_error(result: Any) -> str:
+    """The one ``error:`` line of a refused command (and no traceback)."""
+    output = result.output
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, output
+    assert "Traceback" not in output and not isinstance(result.exception, AssertionError)
+    return errors[0]
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe binary",
+            "not a text configuration: byte 10 is not UTF-8",
+        ),
+        ('name = "café"\n'.encode("latin-1"), "is not UTF-8 (a binary file?)"),
+        (b"name = 1\x00\n", "it holds NUL bytes"),
+        (b"name = [\n", "not valid TOML"),
+    ],
+)
+def test_a_config_that_is_not_toml_text_is_one_line(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_bytes(content)
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert message in one_error(result)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_or_a_missing_file_is_no_configuration(tmp_path: Path) -> None:
+    (tmp_path / "folder.toml").mkdir()
+    result = runner.invoke(cli.app, ["run", str(tmp_path / "folder.toml")])
+    assert result.exit_code == 2
+    assert "is a folder, not a configuration file" in one_error(result)
+    result = runner.invoke(cli.app, ["run", str(tmp_path / "none.toml")])
+    assert result.exit_code == 2
+    assert "no such configuration file" in one_error(result)
+
+
+@pytest.mark.parametrize(
+    ("replace", "message"),
+    [
+        (("rounds = 4", "rounds = 4\nbatch_size = 1000000"), "sim.batch_size=1000000 (local_steps=1) needs about"),
+        (("train_per_client = 30", "train_per_client = 5000"), "data.train_per_client=5000 needs"),
+        (("test_per_client = 10", "test_per_client = 1000"), "data.test_per_client=1000 needs"),
+        (
+            ('partition = "paper_groups"\nn_groups = 2\nclients_per_group = 2\ntrain_per_client = 30\ntest_per_client = 10',
+             'partition = "iid"\nn_clients = 100000'),
+            "data.n_clients = 100000: the split holds",
+        ),
+        (("clients_per_group = 2\ntrain_per_client = 30\ntest_per_client = 10",
+          "clients_per_group = 20000"),
+         "data.n_groups × data.clients_per_group = 40000: the split"),
+    ],
+)  # fmt: skip
+def test_a_config_the_data_cannot_satisfy_names_its_key(
+    tmp_path: Path, replace: tuple[str, str], message: str
+) -> None:
+    text = TINY.replace(*replace)
+    assert text != TINY
+    path = write_config(tmp_path, text + '[[methods]]\nname = "uniform"\n')
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    error = one_error(result)
+    assert message in error
+    assert "train_per_client" not in error or "train_per_client" in replace[1]  # no unset key
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
+
+
+def config_file(tmp_path: Path) -> Path:
+    return write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        (lambda tmp: ".", "is the current folder"),
+        (lambda tmp: "..", "contains the current folder"),
+        (lambda tmp: str(tmp / "c.toml"), "exists and is not a folder"),
+        (lambda tmp: str(tmp / "c.toml" / "sub"), "c.toml is not a folder"),
+        (lambda tmp: "/proc/sys/adcs-test", "is not writable"),
+    ],
+)
+def test_an_unusable_out_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: Any, message: str
+) -> None:
+    config = config_file(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = runner.invoke(cli.app, ["run", str(config), "--out", out(tmp_path), "--force"])
+    assert result.exit_code == 2
+    assert message in one_error(result)
+    assert "rounds" not in result.output.replace("rounds × ", "")  # no simulation started
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "work"]
+    assert list(work.iterdir()) == []
+
+
+def test_an_os_failure_is_one_line(tmp_path: Path) -> None:
+    result = runner.invoke(
+        cli.app, ["run", str(config_file(tmp_path)), "--out", "/sys/kernel/adcs-test/o"]
+    )
+    assert result.exit_code == 1
+    assert one_error(result).startswith("error: cannot create --out /sys/kernel/adcs-test/o:")
+
+
+def test_a_read_only_parent_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("permissions do not bind root (the /proc case covers a read-only place)")
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        result = runner.invoke(
+            cli.app, ["run", str(config_file(tmp_path)), "--out", str(locked / "o")]
+        )
+    finally:
+        locked.chmod(0o700)
+    assert result.exit_code == 2
+    assert "is not writable" in one_error(result)
+
+
+def test_earlier_results_are_replaced_only_with_force(tmp_path: Path) -> None:
+    config, out = config_file(tmp_path), tmp_path / "out"
+    assert runner.invoke(cli.app, ["run", str(config), "--out", str(out)]).exit_code == 0
+    result = runner.invoke(cli.app, ["run", str(config), "--out", str(out)])
+    assert result.exit_code == 2 and "pass --force to replace them" in one_error(result)
+    first = (out / "manifest.json").read_text()
+    assert runner.invoke(cli.app, ["run", str(config), "--out", str(out), "--force"]).exit_code == 0
+    assert (out / "manifest.json").read_text() != first  # a new session, a new manifest
+
+
+def test_a_second_run_on_the_same_out_is_refused_while_the_first_runs(tmp_path: Path) -> None:
+    from adcs.experiments.folder import ResultsFolder
+
+    first = ResultsFolder(tmp_path / "out")
+    first.acquire("adcs run first.toml --out out")
+    try:
+        result = runner.invoke(
+            cli.app, ["run", str(config_file(tmp_path)), "--out", str(tmp_path / "out")]
+        )
+    finally:
+        first.release()
+    assert result.exit_code == 2
+    error = one_error(result)
+    assert "being written by another adcs run" in error and "adcs run first.toml" in error
+
+
+def test_a_stale_partial_folder_is_named_and_cleaned_with_force(tmp_path: Path) -> None:
+    config, out = config_file(tmp_path), tmp_path / "out"
+    stale = tmp_path / ".out.partial"
+    stale.mkdir()
+    (stale / "writer.json").write_text(json.dumps({"pid": 999999, "started_at": "yesterday"}))
+    result = runner.invoke(cli.app, ["run", str(config), "--out", str(out)])
+    assert result.exit_code == 2
+    assert ".out.partial (pid 999999, started yesterday; no checkpoint)" in one_error(result)
+    result = runner.invoke(cli.app, ["run", str(config), "--out", str(out), "--force"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml", "out"]
+
+
+def test_resume_is_refused_when_there_is_nothing_to_resume(tmp_path: Path) -> None:
+    config = config_file(tmp_path)
+    result = runner.invoke(cli.app, ["run", str(config), "--resume"])
+    assert result.exit_code == 2 and "--resume needs --out" in one_error(result)
+    result = runner.invoke(cli.app, ["run", str(config), "--out", str(tmp_path / "o"), "--resume"])
+    assert result.exit_code == 2 and "no interrupted run to resume" in one_error(result)
+
+
+def test_resume_with_another_configuration_names_the_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from adcs.experiments.runner import RunInterrupted
+
+    config, out = config_file(tmp_path), tmp_path / "out"
+
+    def stop(done: int, total: int) -> None:
+        if done >= 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli._Lines, "tracker", lambda self, d, u: stop)
+    result = runner.invoke(
+        cli.app, ["run", str(config), "--out", str(out), "--checkpoint-every", "1"]
+    )
+    assert result.exit_code == 130
+    error = one_error(result)
+    assert error.startswith("error: interrupted (Ctrl-C): the checkpoint (round 1 of 4)")
+    assert error.endswith("--resume")
+    assert isinstance(result.exception, SystemExit) and not isinstance(
+        result.exception, RunInterrupted
+    )
+    result = runner.invoke(
+        cli.app, ["run", str(config), "--out", str(out), "--rounds", "6", "--resume"]
+    )
+    assert result.exit_code == 2
+    assert "sim.rounds (interrupted run: 4, now: 6)" in one_error(result)
+    monkeypatch.undo()
+    result = runner.invoke(cli.app, ["run", str(config), "--out", str(out), "--resume"])
+    assert result.exit_code == 0, result.output
+    assert "(resumed)" in result.output
+
+
+# ------------------------------------------------------------------ warnings, progress, workers
+
+
+def test_each_warning_is_shown_once(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    cli._configure_logging(verbose=False)
+    log = logging.getLogger("adcs.data.fashion_mnist")
+    for _ in range(3):
+        log.warning("Fashion-MNIST not found; using the shipped subset")
+    log.warning("another warning")
+    err = capsys.readouterr().err
+    assert err.count("Fashion-MNIST not found") == 1 and err.count("another warning") == 1
+
+
+def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = cli._Lines(every=3600.0)
+    update = lines.tracker("fig1", "rounds")
+    for done in (0, 50, 100, 150, 200):
+        update(done, 200)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("fig1: 0/200 rounds (0%)")
+    assert len(err) == 2 and err[1].startswith("fig1: 200/200 rounds (100%), ")
+    assert "rounds/s" in err[1] and "ETA 0:00:00" in err[1]
+
+
+def test_the_default_workers_are_polite() -> None:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert 1 <= cli.default_workers() <= min(4, max(1, (cpus or 1) // 2))
 
 
 def test_bench_delegates_to_the_script_and_passes_arguments(

@@ -20,12 +20,15 @@ from adcs.dpp import (
     log_det,
     log_elementary_symmetric,
     naive_greedy_map,
+    row_norms,
     sample_kdpp,
 )
 
 
 def weighted_logdet(kernel: np.ndarray, subset: np.ndarray, log_weights: np.ndarray) -> float:
-    return log_det(kernel, subset) + float(log_weights[subset].sum())
+    """Σ w + log det by slogdet, −inf unless det > 0: exact_map's own objective, to the bit."""
+    sign, value = np.linalg.slogdet(kernel[np.ix_(subset, subset)])
+    return float(value) + float(log_weights[subset].sum()) if sign > 0 else -math.inf
 
 
 def random_problem(rng: np.random.Generator, n: int, k: int, weighted: bool):
@@ -151,6 +154,43 @@ def test_scale_free():
     assert greedy_map(kernel * 1e-200, 12).tolist() == base.tolist()
 
 
+def test_features_of_any_finite_scale():
+    rng = np.random.default_rng(6)
+    features = rng.normal(size=(40, 8))
+    base = greedy_map_features(features, 12)
+    for scale in (1e200, 1e300, 1e-300):
+        assert greedy_map_features(features * scale, 12).tolist() == base.tolist()
+    as32 = (features * 1e37).astype(np.float32)  # the products would overflow float32
+    assert greedy_map_features(as32, 12).tolist() == base.tolist()
+    np.testing.assert_allclose(
+        row_norms(features * 1e300), np.linalg.norm(features, axis=1) * 1e300
+    )
+    assert np.isnan(row_norms(np.array([[1.0, np.nan]])))[0]
+    assert row_norms(np.array([[np.inf, 1.0]]))[0] == np.inf
+
+
+def test_a_kernel_that_is_not_psd_is_refused():
+    indefinite = np.array([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and −1
+    with pytest.raises(ValueError, match="positive semi-definite: its smallest eigenvalue is -1"):
+        greedy_map(indefinite, 1)
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        exact_map(indefinite, 1)
+    rng = np.random.default_rng(3)
+    f = rng.normal(size=(30, 4)).astype(np.float32)
+    rounded = (f @ f.T).astype(np.float64)  # rank 4, float32 rounding: PSD within tolerance
+    assert greedy_map(rounded, 6).size == 6
+
+
+def test_log_det_refuses_what_is_not_positive_definite():
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        log_det(np.array([[1.0, 2.0], [2.0, 1.0]]), [0, 1])
+    singular = np.array([[1.0, 1.0], [1.0, 1.0]])
+    with pytest.raises(ValueError, match="singular"):
+        log_det(singular, [0, 1])
+    assert log_det(singular, [0, 1], allow_singular=True) == -math.inf
+    assert log_det(singular, [0]) == 0.0
+
+
 def test_zero_rows_are_picked_last_and_never_duplicated():
     features = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
     picks = greedy_map_features(features, 4)
@@ -174,7 +214,8 @@ def test_ties_go_to_lowest_index():
         (lambda: greedy_map(np.array([[1.0, np.nan], [np.nan, 1.0]]), 1), "NaN"),
         (lambda: greedy_map(np.array([[1.0, 2.0], [0.0, 1.0]]), 1), "symmetric"),
         (lambda: greedy_map(-np.eye(2), 1), "negative diagonal"),
-        (lambda: greedy_map(np.eye(3), 2, [0.0, np.inf, 0.0]), "log_weights"),
+        (lambda: greedy_map(np.eye(3), 2, [0.0, np.inf, 0.0]), r"\+inf"),
+        (lambda: greedy_map(np.eye(3), 2, [0.0, np.nan, 0.0]), "log_weights contains NaN"),
         (lambda: greedy_map(np.eye(3), 2, [0.0, 1.0]), "log_weights must have shape"),
         (lambda: greedy_map_features(np.ones(3), 1), "2-D"),
         (lambda: greedy_map_features(np.array([[1.0], [np.nan]]), 1), "NaN"),

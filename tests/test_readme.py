@@ -21,3 +21,62 @@ def test_library_example_runs():
     picks = [re.findall(r"\d+", line.split(" ", 2)[2]) for line in lines]
     assert all(len(p) == 18 and len(set(p)) == 18 for p in picks)
     assert picks[0] == picks[1] == picks[2]  # the kernel holds between refreshes
+
+
+def test_the_command_line_reference_is_the_apps() -> None:
+    from scripts.cli_reference import rewrite
+
+    text = README.read_text(encoding="utf-8")
+    assert rewrite(text) == text, "run: python scripts/cli_reference.py"
+
+
+def test_every_option_of_every_command_is_documented() -> None:
+    import click
+    import typer
+
+    from adcs.cli import app
+
+    text = README.read_text(encoding="utf-8")
+    root = typer.main.get_command(app)
+    assert isinstance(root, click.Group)
+    for command in [root, *root.commands.values()]:
+        for param in command.params:
+            if isinstance(param, click.Option):
+                for opt in param.opts:
+                    assert f"`{opt}`" in text, opt
+
+
+def test_the_readme_says_where_the_command_lives() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert ".venv/bin/adcs" in text and "source .venv/bin/activate" in text
+
+
+def test_every_file_of_a_results_folder_is_documented(tmp_path) -> None:
+    import numpy as np
+
+    from adcs.data import FashionMNIST
+    from adcs.experiments.config import config_from_dict
+    from adcs.experiments.runner import run_experiment
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10, dtype=np.uint8), 20)
+    images = rng.integers(0, 255, size=(labels.size, 784), dtype=np.uint8)
+    data = FashionMNIST(images, labels, images, labels, source="synthetic", is_subset=False)
+    doc = {
+        "name": "docs", "m": 2, "seeds": [0], "outputs": ["curves", "table1"],
+        "data": {"partition": "paper_groups", "n_groups": 2, "clients_per_group": 2},
+        "sim": {"rounds": 3, "eval_every": 1, "availability": {"kind": "bernoulli", "p": 0.9}},
+        "methods": [{"name": "uniform"}],
+    }  # fmt: skip
+    run_experiment(config_from_dict(doc), tmp_path / "out", dataset=data)
+    text = README.read_text(encoding="utf-8")
+    for path in (tmp_path / "out").iterdir():
+        assert f"`{path.name}`" in text, path.name
+    selections = np.load(tmp_path / "out" / "selections.npz")
+    for key in selections.files:  # selected/<run_id>, returned/…, n_available/seed0, available/…
+        assert f"`{key.split('/')[0]}/" in text, key
+    with (tmp_path / "out" / "runs.csv").open() as fh:
+        header = fh.readline().strip().split(",")
+    for column in header:
+        if not column.startswith("share_g"):
+            assert f"`{column}`" in text, column

@@ -3,26 +3,33 @@
 ::
 
     adcs reproduce [fig1|fig2|fig3|table1|theory|all] [--quick] [--seeds N] [--rounds T] [--out DIR]
-    adcs run CONFIG.toml [--out DIR]
+    adcs run CONFIG.toml [--out DIR] [--resume] [--force]
     adcs bench map|sim|flower [ARGS...]
 
-The command line owns the terminal (progress bar, tables); the library only logs.
+The command line owns the terminal (progress, tables, the one-line ``error:`` messages and exit
+codes); the library only logs. Every flag is documented in the README's command-line reference,
+which :func:`reference_markdown` generates from this app.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import importlib.util
 import logging
 import math
 import os
+import shlex
+import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -84,27 +91,144 @@ class Bench(str, enum.Enum):
 
 
 EXPERIMENT_TARGETS = ("fig1", "fig2", "fig3", "table1")
+PROGRESS_LINE_EVERY_S = 10.0
+"""Seconds between plain-text progress lines when stderr is not a terminal."""
+EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+"""Exit status after an interrupt: 128 + the signal's number, as shells report it."""
 
 
 # ---------------------------------------------------------------------------------------------
-# helpers
+# errors, signals, logging
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
     # escaped: messages name TOML tables such as [sim.system], which are not markup
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
+
+
+_RECEIVED: list[int] = []
+"""The SIGTERMs received during the current command."""
+
+
+def _check_terminated() -> None:
+    """Raise :class:`_Terminated` after a SIGTERM: the progress callbacks call this.
+
+    The signal handler raises at once, but Python drops an exception raised while a finaliser
+    runs (it prints "Exception ignored"); the next progress report then stops the run for sure.
+    """
+    if _RECEIVED:
+        raise _Terminated
+
+
+@contextmanager
+def _interrupts() -> Iterator[list[int]]:
+    """SIGTERM stops the run the way Ctrl-C does; yields the list the signal received is put in."""
+    received = _RECEIVED
+    received.clear()
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) == 1:  # later ones must not cut the clean-up short
+            raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (e.g. an embedding test runner): nothing to install
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_line_errors(command: F) -> F:
+    """Turn the library's refusals, OS failures and interrupts into one line and an exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from adcs.data import ChecksumError
+        from adcs.experiments.folder import OutputRefused, RunError, os_error
+        from adcs.experiments.runner import RunInterrupted
+
+        with _interrupts() as received:
+            try:
+                return command(*args, **kwargs)
+            except ConfigError as exc:
+                raise _fail(str(exc)) from None
+            except RunInterrupted as exc:
+                code = EXIT_INTERRUPTED[signal.SIGTERM if received else signal.SIGINT]
+                raise _fail(f"{_signal_name(received)}: {_resume_hint(exc)}", code) from None
+            except KeyboardInterrupt:
+                code = EXIT_INTERRUPTED[signal.SIGTERM if received else signal.SIGINT]
+                raise _fail(f"{_signal_name(received)}; nothing was kept", code) from None
+            except OutputRefused as exc:
+                raise _fail(str(exc)) from None
+            except RunError as exc:
+                raise _fail(str(exc), code=1) from None
+            except (FileNotFoundError, ChecksumError) as exc:
+                raise _fail(f"data: {exc}", code=1) from None
+            except OSError as exc:
+                raise _fail(str(os_error("operating system", exc)), code=1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _signal_name(received: Sequence[int]) -> str:
+    return "terminated (SIGTERM)" if received else "interrupted (Ctrl-C)"
+
+
+def _resume_hint(exc: Any) -> str:
+    if not exc.resumable:
+        return "stopped before the first checkpoint; nothing was kept"
+    argv = list(sys.argv[1:])
+    if "--out" not in argv and not any(a.startswith("--out=") for a in argv):
+        argv += ["--out", str(_DEFAULT_OUT.get("out", ""))]
+    if "--resume" not in argv:
+        argv.append("--resume")
+    return (
+        f"the checkpoint ({exc.progress}) is kept in {exc.partial}; continue with: "
+        + shlex.join(["adcs", *argv])
+    )
+
+
+class _Once(logging.Filter):
+    """Let each distinct warning through once per command (the same data warning, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[int, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = (record.levelno, record.getMessage())
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
 
 
 @app.callback()
 def _main(
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show the library's log.")
+        bool, typer.Option("--verbose", "-v", help="Show the library's log (INFO and above).")
     ] = False,
     blas_threads: Annotated[
         int,
         typer.Option(
-            "--blas-threads", min=1, help="Threads of the BLAS library (the products are small)."
+            "--blas-threads",
+            metavar="N",
+            min=1,
+            help="Threads of the BLAS library outside the simulator (which always uses one).",
         ),
     ] = 1,
 ) -> None:
@@ -114,18 +238,21 @@ def _main(
 
 
 def _configure_logging(verbose: bool) -> None:
-    """Show the library's log (the ``adcs`` logger only) through rich, on stderr."""
+    """Show the library's log (the ``adcs`` logger only) on stderr, each warning once."""
     logger = logging.getLogger("adcs")
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
-    if not any(getattr(h, "_adcs_cli", False) for h in logger.handlers):
-        handler = RichHandler(console=err_console, show_path=False, show_time=False)
-        handler._adcs_cli = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
+    for handler in [h for h in logger.handlers if getattr(h, "_adcs_cli", False)]:
+        logger.removeHandler(handler)
+    handler = RichHandler(console=err_console, show_path=False, show_time=False)
+    handler._adcs_cli = True  # type: ignore[attr-defined]
+    handler.addFilter(_Once())
+    logger.addHandler(handler)
+    logger.propagate = False  # the root logger's handlers would print it a second time
 
 
 def _limit_blas_threads(n: int) -> None:
-    """Cap BLAS threads: the simulator's many small products run slower, not faster, on several
-    threads, and much slower when the cores are shared with other work."""
+    """Cap BLAS threads: the many small products run slower, not faster, on several threads,
+    and much slower when the cores are shared with other work."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -136,6 +263,19 @@ def _limit_blas_threads(n: int) -> None:
         )
         return
     threadpool_limits(limits=n, user_api="blas")
+
+
+def default_workers() -> int:
+    """Half the CPUs this process may use, at most 4, at least 1 (polite on a shared machine)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus // 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# progress
 
 
 class _RateColumn(ProgressColumn):
@@ -149,9 +289,75 @@ class _RateColumn(ProgressColumn):
         return Text(f"{task.completed / elapsed:,.1f} {unit}/s", style="cyan")
 
 
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+class _Lines:
+    """Progress as plain lines on stderr, one at most every ``every`` seconds (not a terminal)."""
+
+    def __init__(self, every: float = PROGRESS_LINE_EVERY_S) -> None:
+        self.every = every
+
+    def tracker(self, description: str, unit: str) -> Callable[[int, int], None]:
+        """``progress(done, total)``: print at most every ``every`` s; stop after a SIGTERM."""
+        start = time.monotonic()
+        first: list[int | None] = [None]
+        last = [-math.inf]
+        shown = [-1]
+
+        def update(done: int, total: int) -> None:
+            _check_terminated()
+            now = time.monotonic()
+            if first[0] is None:
+                first[0] = done  # a resumed run starts part-way: rates count this session only
+            if done == shown[0] or (now - last[0] < self.every and done < total):
+                return
+            last[0], shown[0] = now, done
+            elapsed = now - start
+            fresh = done - (first[0] or 0)
+            rate = fresh / elapsed if elapsed > 0 and fresh > 0 else math.nan
+            eta = 0.0 if done >= total else (total - done) / rate if rate > 0 else math.nan
+            share = 100.0 * done / total if total else 100.0
+            err_console.print(
+                f"{description}: {done:,}/{total:,} {unit} ({share:.0f}%), "
+                + (f"{rate:,.1f} {unit}/s, " if math.isfinite(rate) else "")
+                + f"elapsed {_clock(elapsed)}, ETA {_clock(eta)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+        return update
+
+
+class _Bars:
+    """Progress as rich bars on a terminal."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+
+    def tracker(self, description: str, unit: str) -> Callable[[int, int], None]:
+        task = self.bar.add_task(description, total=None, unit=unit)
+
+        def update(done: int, total: int) -> None:
+            _check_terminated()
+            self.bar.update(task, completed=done, total=total)
+
+        return update
+
+
+Display = _Bars | _Lines
+
+
 @contextmanager
-def _live_progress() -> Iterator[Progress]:
-    """One live progress display; each stage of the work adds its own bar to it."""
+def _progress() -> Iterator[Display]:
+    """Bars on a terminal, plain lines every ~10 s otherwise (logs, CI, ``nohup``)."""
+    if not err_console.is_terminal:
+        yield _Lines()
+        return
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -163,29 +369,29 @@ def _live_progress() -> Iterator[Progress]:
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=err_console, transient=False) as bar:
-        yield bar
+        yield _Bars(bar)
 
 
-def _tracker(bar: Progress, description: str, unit: str) -> Callable[[int, int], None]:
-    """A new bar on ``bar``, and the ``progress(done, total)`` callback that moves it."""
-    task = bar.add_task(description, total=None, unit=unit)
+# ---------------------------------------------------------------------------------------------
+# configurations
 
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
 
-    return update
+_DEFAULT_OUT: dict[str, Path] = {}
 
 
 def _default_out(name: str) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("results") / f"{name}-{stamp}"
+    out = Path("results") / f"{name}-{stamp}"
+    _DEFAULT_OUT["out"] = out
+    return out
 
 
-def _check_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise _fail(f"--out {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise _fail(f"--out {out} exists and is not empty; choose another folder or pass --force")
+def _out(out: Path | None, name: str, resume: bool) -> Path:
+    if out is not None:
+        return out
+    if resume:
+        raise _fail("--resume needs --out: the folder of the interrupted run")
+    return _default_out(name)
 
 
 def _apply_overrides(
@@ -215,47 +421,50 @@ def _reproduce_config(target: Target) -> ExperimentConfig | None:
     return packaged_config(target.value)
 
 
-TheoryRunner = Callable[[Path, Progress], Mapping[str, Any]]
+TheoryWriter = Callable[[Path, Display], Mapping[str, Any]]
 
 
 REAL_PROBE_ROUNDS = {True: 50, False: 200}
 """Rounds of full-participation training before the real Fashion-MNIST updates are probed."""
 
 
-def _theory_runner(
-    quick: bool, seed: int, *, data: Path | None = None, overwrite: bool = False
-) -> TheoryRunner:
-    """A function writing the theory check into a folder, with a bar on the given display.
+def _theory_writer(quick: bool, seed: int, *, data: Path | None = None) -> TheoryWriter:
+    """A function writing the theory check into a folder, with progress on the given display.
 
     Besides the synthetic grid, the check measures the paper's quantities on real Fashion-MNIST
     updates of the paper's setting (groups as clusters), probed after a few training rounds.
     """
     try:
-        from adcs.experiments.theory_check import fashion_mnist_probe, run_theory_check
+        from adcs.experiments.theory_check import fashion_mnist_probe
     except ImportError as exc:
         raise _fail(f"the theory check is not available: {exc}", code=1) from exc
 
-    def run(folder: Path, bar: Progress) -> Mapping[str, Any]:
-        update = _tracker(bar, "theory", "cases")
+    def write(folder: Path, display: Display) -> Mapping[str, Any]:
+        from adcs.experiments.theory_check import write_theory_check
+
         rounds = REAL_PROBE_ROUNDS[quick]
         probe = fashion_mnist_probe(rounds, seed, data_path=data)
-        report = run_theory_check(
-            folder,
-            quick=quick,
-            seed=seed,
-            overwrite=overwrite,
-            progress=update,
-            real_updates=probe.updates,
-            real_groups=probe.groups,
-            real_quality=probe.losses,
-            real_description=(
-                f"Fashion-MNIST, the paper's setting, probed after {rounds} rounds of"
-                " full-participation training (one local step, batch 16, η_ℓ = 0.001)"
-            ),
-        )
+        report = write_theory_check(folder, **_theory_args(quick, seed, probe, rounds, display))
         return {"theory": {"report": str(Path(report).relative_to(folder.parent))}}
 
-    return run
+    return write
+
+
+def _theory_args(
+    quick: bool, seed: int, probe: Any, rounds: int, display: Display
+) -> dict[str, Any]:
+    return {
+        "quick": quick,
+        "seed": seed,
+        "progress": display.tracker("theory", "cases"),
+        "real_updates": probe.updates,
+        "real_groups": probe.groups,
+        "real_quality": probe.losses,
+        "real_description": (
+            f"Fashion-MNIST, the paper's setting, probed after {rounds} rounds of"
+            " full-participation training (one local step, batch 16, η_ℓ = 0.001)"
+        ),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,34 +472,30 @@ def _theory_runner(
 
 
 def _pct(x: float, half: float = math.nan) -> str:
+    if math.isnan(x):
+        return "—"
     return f"{100 * x:.2f}" + ("" if math.isnan(half) else f" ± {100 * half:.2f}")
 
 
 def _print_summary(outcome: ExperimentOutcome) -> None:
-    from adcs.experiments.figures import curve_series
-    from adcs.experiments.report import FIGURE_SERIES, Series, select_runs, summarize
+    from adcs.experiments.report import FINAL_FRACTION
 
-    records = outcome.records
-    series: list[Series] = []
-    shown: set[str] = set()  # one row per variant: ADCS θ=0.8, R=20 is in all three figures
-    for group in FIGURE_SERIES.values():
-        for s in group:
-            runs = select_runs(records, s)
-            if runs and runs[0].variant not in shown:
-                shown.add(runs[0].variant)
-                series.append(s)
-    if not series:
-        series = list(curve_series(records))
-    table = Table(title="End of training (mean over seeds, ± 95% interval; accuracy in %)")
-    for col in ("series", "seeds", "worst acc.", "avg acc.", "TV", "client updates"):
-        table.add_column(col, justify="left" if col == "series" else "right")
-    for s in series:
-        summ = summarize(records, s)
-        if summ is not None:
-            table.add_row(
-                summ.label, str(summ.n_seeds), _pct(summ.worst, summ.worst_half),
-                _pct(summ.avg, summ.avg_half), f"{summ.tv:.4f}", f"{summ.client_updates:,.0f}",
-            )  # fmt: skip
+    rows = outcome.summaries
+    window = f" (rounds {rows[0].tail_rounds[0]}–{rows[0].tail_rounds[1]})" if rows else ""
+    table = Table(
+        title=(
+            f"final = mean of each run's last {100 * FINAL_FRACTION:.0f}% of evaluations{window};"
+            " mean over seeds ± 95% interval; accuracy in %"
+        )
+    )
+    table.add_column("series", no_wrap=True)
+    for col in ("seeds", "final worst acc.", "final avg acc.", "TV", "client updates"):
+        table.add_column(col, justify="right")
+    for s in rows:
+        table.add_row(
+            s.label, str(s.n_seeds), _pct(s.worst, s.worst_half), _pct(s.avg, s.avg_half),
+            f"{s.tv:.4f}", f"{s.client_updates:,.0f}",
+        )  # fmt: skip
     console.print(table)
     evaluated = [c for c in outcome.claims if c.verdict != "not evaluated"]
     if evaluated:
@@ -306,7 +511,7 @@ def _print_summary(outcome: ExperimentOutcome) -> None:
             "[yellow]The shipped Fashion-MNIST subset was used: results are indicative only.[/]"
         )
     folder = outcome.folder
-    console.print(f"Results: [bold]{folder}[/]")
+    console.print(f"Results: [bold]{folder}[/]" + (" (resumed)" if outcome.resumed else ""))
     for fig in outcome.figures:
         console.print(f"  figure: {folder / fig}")
     if (folder / "table1.md").exists():
@@ -319,32 +524,31 @@ def _run(
     out: Path,
     *,
     force: bool,
+    resume: bool,
     quick: bool,
-    theory: TheoryRunner | None = None,
-    workers: int = 1,
+    workers: int | None,
+    checkpoint_every: int | None,
+    theory: TheoryWriter | None = None,
 ) -> None:
-    from adcs.data import ChecksumError
-    from adcs.experiments.runner import RunError, expand_runs, run_experiment
+    from adcs.experiments.runner import check_output, expand_runs, run_experiment
 
+    check_output(config, out, force=force, resume=resume)
     n_runs = len(expand_runs(config))
     console.print(
         f"[bold]{config.name}[/]: {n_runs} distinct runs × {config.sim.rounds} rounds, "
         f"seeds {list(config.seeds)}, m = {config.m}"
+        + (f", {workers} worker(s)" if workers is not None else "")
     )
-    try:
-        with _live_progress() as bar:
-            finalize = None if theory is None else (lambda tmp: theory(tmp / "theory", bar))
-            outcome = run_experiment(
-                config, out, overwrite=force, quick=quick, finalize=finalize, workers=workers,
-                progress=_tracker(bar, config.name, "rounds"),
-                extra_manifest={"command": "adcs " + " ".join(sys.argv[1:])},
-            )  # fmt: skip
-    except ConfigError as exc:
-        raise _fail(str(exc)) from exc
-    except RunError as exc:
-        raise _fail(str(exc), code=1) from exc
-    except (FileNotFoundError, ChecksumError) as exc:
-        raise _fail(f"data: {exc}", code=1) from exc
+    command = shlex.join(["adcs", *sys.argv[1:]])
+    with _progress() as display:
+        finalize = None if theory is None else (lambda tmp: theory(tmp / "theory", display))
+        outcome = run_experiment(
+            config, out, overwrite=force, resume=resume, quick=quick, finalize=finalize,
+            workers=workers if workers is not None or resume else default_workers(),
+            checkpoint_every=checkpoint_every, command=command,
+            progress=display.tracker(config.name, "rounds"),
+            extra_manifest={"command": command},
+        )  # fmt: skip
     _print_summary(outcome)
 
 
@@ -352,23 +556,76 @@ def _run(
 # commands
 
 
-Seeds = Annotated[int | None, typer.Option("--seeds", help="Use seeds 0..N-1.", min=1)]
-Rounds = Annotated[int | None, typer.Option("--rounds", help="Rounds T per run.", min=1)]
-Out = Annotated[Path | None, typer.Option("--out", help="Results folder (default results/…).")]
-DataDir = Annotated[Path | None, typer.Option("--data", help="Fashion-MNIST folder.")]
-Force = Annotated[bool, typer.Option("--force", help="Replace a non-empty --out folder.")]
-Workers = Annotated[
-    int,
+Seeds = Annotated[
+    int | None,
     typer.Option(
-        "--workers",
-        min=1,
-        help="Processes advancing different seeds at once (results unchanged; default: CPUs).",
+        "--seeds", metavar="N", min=1, help="Use seeds 0..N-1 (default: the configuration's)."
     ),
 ]
-DEFAULT_WORKERS = os.cpu_count() or 1
+Rounds = Annotated[
+    int | None,
+    typer.Option(
+        "--rounds", metavar="T", min=1, help="Rounds T per run (default: the configuration's)."
+    ),
+]
+Out = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        metavar="DIR",
+        help="Results folder (default results/NAME-TIME). Must be new, empty, or an earlier "
+        "adcs results folder with --force; never the current folder, a parent of it, or inside "
+        "the data.",
+    ),
+]
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data",
+        metavar="DIR",
+        help="Fashion-MNIST folder (default: $ADCS_DATA_DIR, then the lookup; see Data).",
+    ),
+]
+Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace an earlier adcs results folder at --out (one with a manifest.json; never "
+        "any other folder) and remove stale partial folders of dead runs on it.",
+    ),
+]
+Resume = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue the interrupted run at --out from its checkpoint (same configuration and "
+        "overrides); the results files are byte-identical to an uninterrupted run's.",
+    ),
+]
+CheckpointEvery = Annotated[
+    int | None,
+    typer.Option(
+        "--checkpoint-every",
+        min=0,
+        metavar="ROUNDS",
+        help="Checkpoint every ROUNDS rounds (default: about every 30 s of simulation; 0: never).",
+    ),
+]
+Workers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        min=1,
+        help="Processes advancing different seeds at once; results do not depend on it "
+        "(default: half the CPUs this process may use, at most 4; on --resume, the interrupted "
+        "run's).",
+    ),
+]
 
 
 @app.command()
+@_one_line_errors
 def reproduce(
     target: Annotated[Target, typer.Argument(help="What to reproduce.")] = Target.all,
     quick: Annotated[
@@ -380,39 +637,48 @@ def reproduce(
     out: Out = None,
     data: DataDir = None,
     force: Force = False,
-    workers: Workers = DEFAULT_WORKERS,
+    resume: Resume = False,
+    checkpoint_every: CheckpointEvery = None,
+    workers: Workers = None,
 ) -> None:
     """Reproduce the paper's Figures 1–3, Table 1 and the theory check (Sec. 5–6)."""
-    try:
-        config = _reproduce_config(target)
-        if config is not None:
-            config = _apply_overrides(config, quick=quick, seeds=seeds, rounds=rounds, data=data)
-    except ConfigError as exc:
-        raise _fail(str(exc)) from exc
+    config = _reproduce_config(target)
+    if config is not None:
+        config = _apply_overrides(config, quick=quick, seeds=seeds, rounds=rounds, data=data)
     name = target.value + ("-quick" if quick else "")
-    out = out if out is not None else _default_out(name)
-    _check_out(out, force)
-    seed = 0 if config is None else config.seeds[0]
+    folder = _out(out, name, resume)
     if config is None:
-        _reproduce_theory(out, quick=quick, seed=seed, data=data, force=force)
+        if resume:
+            raise _fail("--resume applies to experiments; the theory check is not checkpointed")
+        _reproduce_theory(folder, quick=quick, data=data, force=force)
         return
     if config.name != name:
         config = dataclasses.replace(config, name=name)
-    theory = _theory_runner(quick, seed, data=data) if target is Target.all else None
-    _run(config, out, force=force, quick=quick, theory=theory, workers=workers)
+    theory = _theory_writer(quick, config.seeds[0], data=data) if target is Target.all else None
+    _run(
+        config, folder, force=force, resume=resume, quick=quick, workers=workers,
+        checkpoint_every=checkpoint_every, theory=theory,
+    )  # fmt: skip
 
 
-def _reproduce_theory(out: Path, *, quick: bool, seed: int, data: Path | None, force: bool) -> None:
-    runner = _theory_runner(quick, seed, data=data, overwrite=force)
-    try:
-        with _live_progress() as bar:
-            runner(out, bar)
-    except (FileExistsError, ValueError) as exc:
-        raise _fail(str(exc), code=1) from exc
-    console.print(f"Theory check: [bold]{out}[/]\n  report: {out / 'report.md'}")
+def _reproduce_theory(out: Path, *, quick: bool, data: Path | None, force: bool) -> None:
+    from adcs.experiments.theory_check import fashion_mnist_probe, run_theory_check
+
+    rounds = REAL_PROBE_ROUNDS[quick]
+    with _progress() as display:
+        probe = fashion_mnist_probe(rounds, 0, data_path=data)
+        try:
+            report = run_theory_check(
+                out, overwrite=force, command=shlex.join(["adcs", *sys.argv[1:]]),
+                **_theory_args(quick, 0, probe, rounds, display),
+            )  # fmt: skip
+        except ValueError as exc:
+            raise _fail(str(exc), code=1) from None
+    console.print(f"Theory check: [bold]{report.parent}[/]\n  report: {report}")
 
 
 @app.command()
+@_one_line_errors
 def run(
     config_path: Annotated[
         Path, typer.Argument(metavar="CONFIG.toml", help="Experiment configuration.")
@@ -422,17 +688,18 @@ def run(
     rounds: Rounds = None,
     data: DataDir = None,
     force: Force = False,
-    workers: Workers = DEFAULT_WORKERS,
+    resume: Resume = False,
+    checkpoint_every: CheckpointEvery = None,
+    workers: Workers = None,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
-    try:
-        config = load_config(config_path)
-        config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data)
-    except ConfigError as exc:
-        raise _fail(str(exc)) from exc
-    out = out if out is not None else _default_out(config.name)
-    _check_out(out, force)
-    _run(config, out, force=force, quick=False, workers=workers)
+    config = load_config(config_path)
+    config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data)
+    folder = _out(out, config.name, resume)
+    _run(
+        config, folder, force=force, resume=resume, quick=False, workers=workers,
+        checkpoint_every=checkpoint_every,
+    )  # fmt: skip
 
 
 def _bench_candidates(name: str) -> list[Path]:
@@ -483,7 +750,8 @@ def bench(
 ) -> None:
     """Run a speed/memory benchmark (benchmarks/bench_*.py); extra arguments are passed on.
 
-    ``adcs bench sim --help`` shows the benchmark's own options.
+    ``adcs bench sim --help`` shows the benchmark's own options (``--data DIR`` names the
+    Fashion-MNIST folder in every benchmark that reads it).
     """
     if which is None or which in ("--help", "-h"):
         console.print(ctx.get_help())
@@ -499,6 +767,89 @@ def bench(
     finally:
         sys.argv[:1] = [argv0]
     raise typer.Exit(int(code) if isinstance(code, int) else 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the README's reference, generated from this app
+
+
+def reference_markdown() -> str:
+    """The command-line reference (every command, argument and option), as markdown.
+
+    The README holds this text between ``<!-- cli-reference -->`` markers; a test checks they
+    agree, and ``python scripts/cli_reference.py`` rewrites it.
+    """
+    import click
+
+    root = typer.main.get_command(app)
+    assert isinstance(root, click.Group)
+    lines = ["Options of `adcs` itself (before the command):", ""]
+    lines += _option_lines(root.params)
+    for name, command in root.commands.items():
+        usage = " ".join(
+            p.human_readable_name if isinstance(p, click.Argument) else "" for p in command.params
+        ).split()
+        lines += [
+            "",
+            f"**`adcs {name}{''.join(' ' + u for u in usage)}`** — {_first_line(command.help)}",
+            "",
+        ]
+        helps = _argument_help(name)
+        for p in command.params:
+            if isinstance(p, click.Argument):
+                choices = getattr(p.type, "choices", None)
+                what = f" (one of {', '.join(f'`{c}`' for c in choices)})" if choices else ""
+                default = p.default not in (None, ())
+                text = helps.get(p.name or "", "")
+                text = text.rstrip(".") + (f" (default `{_plain(p.default)}`)" if default else "")
+                lines.append(f"- `{p.human_readable_name}`{what}: {text}.")
+        lines += _option_lines([p for p in command.params if isinstance(p, click.Option)])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _argument_help(command: str) -> dict[str, str]:
+    """The help texts of a command's arguments, from its function's annotations."""
+    import typing
+
+    for info in app.registered_commands:
+        callback = info.callback
+        if callback is None or (info.name or callback.__name__) != command:
+            continue
+        hints = typing.get_type_hints(callback, include_extras=True)
+        out = {}
+        for name, hint in hints.items():
+            for meta in getattr(hint, "__metadata__", ()):
+                if isinstance(meta, typer.models.ArgumentInfo) and meta.help:
+                    out[name] = meta.help
+        return out
+    return {}
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n\n")[0].replace("\n", " ").replace("``", "`")
+
+
+def _plain(value: Any) -> str:
+    return value.value if isinstance(value, enum.Enum) else str(value)
+
+
+def _help(param: Any) -> str:
+    return " ".join(str(getattr(param, "help", "") or "").split())
+
+
+def _option_lines(params: Sequence[Any]) -> list[str]:
+    import click
+
+    out = []
+    for p in params:
+        if not isinstance(p, click.Option) or p.hidden:
+            continue
+        names = ", ".join(f"`{o}`" for o in p.opts)
+        if not p.is_flag:
+            names += f" `{p.metavar or p.type.name.upper()}`"
+        default = "" if p.is_flag or p.default is None else f" Default `{_plain(p.default)}`."
+        out.append(f"- {names}: {_help(p)}{default}")
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,6 +36,7 @@ from scipy.special import logsumexp
 from adcs._validate import check_unit_interval
 
 __all__ = [
+    "PSD_RTOL",
     "KernelEigen",
     "alpha_of",
     "exact_map",
@@ -47,6 +48,7 @@ __all__ = [
     "log_det",
     "log_elementary_symmetric",
     "naive_greedy_map",
+    "power_of_two_scale",
     "row_norms",
     "sample_kdpp",
     "unit_gram",
@@ -59,6 +61,9 @@ IntArray = NDArray[np.intp]
 EXACT_MAP_MAX_N = 25
 _TIE_RTOL = 1e-12
 _FEATURE_CHUNK = 65_536
+PSD_RTOL = 1e-6
+"""A kernel whose smallest eigenvalue is below −PSD_RTOL · trace is not positive semi-definite
+(rounding in a Gram matrix of float32 features stays far inside this)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,6 +111,45 @@ def unit_gram(gram: ArrayLike) -> FloatArray:
     return c
 
 
+def row_norms(features: ArrayLike) -> NDArray[np.float64]:
+    """‖f_i‖ of every row, shape (n,), float64, for rows of any finite scale.
+
+    Squares are summed in the features' own precision (float32 stays float32: fast, and as
+    accurate as the features), in blocks of rows so no float64 copy of the matrix is made. A row
+    whose sum overflowed or may have underflowed (finite entries of any size, 1e200 or 1e-200,
+    are allowed) is recomputed in float64 after dividing it by its largest entry; a row with a
+    NaN or infinite entry gets NaN or inf.
+    """
+    f = np.asarray(features)
+    if f.dtype not in (np.float32, np.float64):
+        f = f.astype(np.float64)
+    out = np.empty(f.shape[0])
+    rows = max(1, (1 << 22) // max(1, f.shape[1]))
+    small = float(np.finfo(f.dtype).tiny) ** 0.5 * 1e3  # below it, squares lost digits
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, f.shape[0], rows):
+            block = f[start : start + rows]
+            out[start : start + block.shape[0]] = np.sqrt(np.einsum("ij,ij->i", block, block))
+        suspect = np.flatnonzero(np.isinf(out) | (out < small))
+        for start in range(0, suspect.size, rows):
+            idx = suspect[start : start + rows]
+            block = f[idx].astype(np.float64)
+            peak = np.abs(block).max(axis=1, initial=0.0)
+            fine = np.isfinite(peak) & (peak > 0)
+            scaled = block[fine] / peak[fine, None]
+            out[idx[fine]] = np.sqrt(np.einsum("ij,ij->i", scaled, scaled)) * peak[fine]
+    return out
+
+
+def power_of_two_scale(values: ArrayLike) -> float:
+    """2^−e with e the binary exponent of max |values|: multiplying by it is exact and brings the
+    largest magnitude into [0.5, 1) (1.0 for an all-zero or non-finite array)."""
+    peak = float(np.max(np.abs(values), initial=0.0))
+    if peak == 0.0 or not math.isfinite(peak):
+        return 1.0
+    return math.ldexp(1.0, -math.frexp(peak)[1])
+
+
 def unit_rows(features: ArrayLike, dtype: Any = np.float32) -> FloatArray:
     """φ_n = g_n / ‖g_n‖ (eq. 5), shape (n, k); zero rows stay zero.
 
@@ -150,9 +194,13 @@ def _check_log_weights(log_weights: ArrayLike | None, n_items: int) -> NDArray[n
     w = np.asarray(log_weights, dtype=np.float64)
     if w.shape != (n_items,):
         raise ValueError(f"log_weights must have shape ({n_items},), got {w.shape}")
-    if not np.isfinite(w).all():
-        raise ValueError("log_weights contains NaN or infinite values")
-    return w
+    if np.isnan(w).any():
+        raise ValueError("log_weights contains NaN")
+    if (w == np.inf).any():
+        raise ValueError(
+            "log_weights contains +inf; weights are relative: subtract their maximum first"
+        )
+    return w  # −inf is a weight of zero: such an item is chosen only to fill the subset
 
 
 def _check_kernel(kernel: ArrayLike) -> NDArray[np.float64]:
@@ -173,6 +221,20 @@ def _check_kernel(kernel: ArrayLike) -> NDArray[np.float64]:
     if (np.diag(k) < -atol).any():
         raise ValueError("kernel must be positive semi-definite: it has a negative diagonal entry")
     return k
+
+
+def _check_psd(k: NDArray[np.float64], rtol: float) -> None:
+    """Refuse a kernel with an eigenvalue below −rtol · trace (one shifted Cholesky, O(N³/3))."""
+    n = k.shape[0]
+    shift = rtol * max(float(np.trace(k)), np.finfo(np.float64).tiny)
+    try:
+        np.linalg.cholesky(k + shift * np.eye(n))
+    except np.linalg.LinAlgError:
+        smallest = float(np.linalg.eigvalsh(k)[0]) if n <= 2048 else math.nan
+        raise ValueError(
+            "kernel must be positive semi-definite: its smallest eigenvalue is "
+            f"{smallest:.3g}, below −{rtol:g} × its trace ({float(np.trace(k)):.3g})"
+        ) from None
 
 
 def _pick(gains: NDArray[np.float64]) -> int:
@@ -244,7 +306,13 @@ def _greedy_core(
 
 
 def greedy_map(
-    kernel: ArrayLike, m: int, log_weights: ArrayLike | None = None, *, rtol: float | None = None
+    kernel: ArrayLike,
+    m: int,
+    log_weights: ArrayLike | None = None,
+    *,
+    rtol: float | None = None,
+    psd_rtol: float = PSD_RTOL,
+    validate: bool = True,
 ) -> IntArray:
     """Greedy MAP of an m-DPP with a dense kernel (eq. 8–9), O(m²N) after the kernel.
 
@@ -259,13 +327,30 @@ def greedy_map(
         w = 2αq with the Gram matrix C as kernel, eq. 7). Applied in the log domain, so any size is safe.
     rtol : float, optional
         Relative residual below which an item is linearly dependent on those chosen (default 1e-10).
+    psd_rtol : float
+        The kernel is refused when an eigenvalue is below −psd_rtol · trace (not positive
+        semi-definite, beyond rounding).
+    validate : bool
+        ``False`` skips the checks of the kernel (finite, symmetric, positive semi-definite), for
+        a kernel valid by construction (a Gram matrix the caller built); ``m`` and the weights
+        are checked always.
 
     Returns
     -------
     ndarray of shape (m,)
         Distinct indices in selection order.
+
+    Raises
+    ------
+    ValueError
+        The kernel is not square, finite, symmetric and positive semi-definite (within
+        ``psd_rtol``); ``m`` is out of range; a log weight is NaN or +inf.
     """
-    k = _check_kernel(kernel)
+    if validate:
+        k = _check_kernel(kernel)
+        _check_psd(k, psd_rtol)
+    else:
+        k = np.asarray(kernel, dtype=np.float64)
     n = k.shape[0]
     _check_m(m, n)
     w = _check_log_weights(log_weights, n)
@@ -286,32 +371,6 @@ def greedy_map(
 
     tol = _default_rtol(np.dtype(np.float64)) if rtol is None else rtol
     return _greedy_core(new_row, total_w, nonzero, m, tol, n)
-
-
-def row_norms(features: ArrayLike) -> NDArray[np.float64]:
-    """‖f_i‖ of every row, shape (n,), float64.
-
-    Squares are summed in the features' own precision (float32 stays float32: fast, and as
-    accurate as the features), in blocks of rows so no float64 copy of the matrix is made. A row
-    whose sum overflowed — finite entries of any size are allowed — is recomputed scaled; a row
-    with a NaN or infinite entry gets NaN or inf.
-    """
-    f = np.asarray(features)
-    if f.dtype not in (np.float32, np.float64):
-        f = f.astype(np.float64)
-    out = np.empty(f.shape[0])
-    rows = max(1, (1 << 22) // max(1, f.shape[1]))
-    with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, f.shape[0], rows):
-            block = f[start : start + rows]
-            out[start : start + block.shape[0]] = np.sqrt(np.einsum("ij,ij->i", block, block))
-        big = np.flatnonzero(np.isinf(out))
-        for i in big.tolist():  # overflowed (or a genuine inf entry)
-            row = f[i].astype(np.float64)
-            peak = float(np.abs(row).max())
-            if np.isfinite(peak) and peak > 0:
-                out[i] = float(np.linalg.norm(row / peak)) * peak
-    return out
 
 
 def greedy_map_features(
@@ -354,7 +413,17 @@ def greedy_map_features(
     w = _check_log_weights(log_weights, n)
     norms = row_norms(f)
     if not np.isfinite(norms).all():
-        raise ValueError("features contain NaN or infinite values")
+        if not all(
+            np.isfinite(f[i : i + _FEATURE_CHUNK]).all() for i in range(0, n, _FEATURE_CHUNK)
+        ):
+            raise ValueError("features contain NaN or infinite values")
+    limit = np.finfo(f.dtype).max / (4.0 * math.sqrt(f.shape[1]))
+    peak = float(norms.max()) if math.isfinite(float(norms.max())) else math.inf
+    if not (np.finfo(f.dtype).tiny * 1e6 < peak < limit):
+        # features this large (or small) would overflow the products below: one exact
+        # power-of-two rescaling; it adds the same constant to every weight, so MAP is unchanged
+        f = f * np.asarray(power_of_two_scale(f), dtype=f.dtype)
+        norms = row_norms(f)
     nonzero = norms > 0
     inv_norm = np.zeros(n)
     inv_norm[nonzero] = 1.0 / norms[nonzero]
@@ -380,14 +449,25 @@ def greedy_map_features(
     return _greedy_core(new_row, total_w, nonzero, m, tol, f.shape[1])
 
 
-def log_det(kernel: ArrayLike, subset: Sequence[int] | ArrayLike) -> float:
-    """log det of the principal submatrix kernel[subset, subset]; −inf when it is singular.
+def log_det(
+    kernel: ArrayLike, subset: Sequence[int] | ArrayLike, *, allow_singular: bool = False
+) -> float:
+    """log det of the principal submatrix kernel[subset, subset], which must be positive definite.
 
     Parameters
     ----------
     kernel : array_like of shape (N, N)
     subset : sequence of int
         Distinct indices; the empty set has log det 0.
+    allow_singular : bool
+        Return −inf for a submatrix that is not positive definite (singular, or with a negative
+        eigenvalue) instead of raising — e.g. to score candidate subsets.
+
+    Raises
+    ------
+    ValueError
+        The submatrix is not positive definite (unless ``allow_singular``); the message says
+        whether it is singular or has a negative eigenvalue.
     """
     k = _check_kernel(kernel)
     idx = np.asarray(subset, dtype=np.intp).reshape(-1)
@@ -397,8 +477,25 @@ def log_det(kernel: ArrayLike, subset: Sequence[int] | ArrayLike) -> float:
         raise ValueError(f"subset indices must be distinct, got {idx.tolist()}")
     if idx.size == 0:
         return 0.0
-    sign, value = np.linalg.slogdet(k[np.ix_(idx, idx)])
-    return float(value) if sign > 0 else -math.inf
+    sub = k[np.ix_(idx, idx)]
+    try:
+        factor = np.linalg.cholesky(sub)
+    except np.linalg.LinAlgError:
+        factor = None
+    if factor is not None and (np.diag(factor) > 0).all():
+        return float(2.0 * np.log(np.diag(factor)).sum())
+    if allow_singular:
+        return -math.inf
+    eig = np.linalg.eigvalsh(sub)
+    scale = max(float(np.abs(eig).max()), np.finfo(np.float64).tiny)
+    if eig[0] < -PSD_RTOL * scale * idx.size:
+        raise ValueError(
+            f"kernel[subset, subset] is not positive semi-definite (eigenvalue {eig[0]:.3g}): "
+            "its log det is not real; pass allow_singular=True to score it −inf"
+        )
+    raise ValueError(
+        "kernel[subset, subset] is singular (log det −inf); pass allow_singular=True to get −inf"
+    )
 
 
 def exact_map(
@@ -420,6 +517,7 @@ def exact_map(
     """
     k = _check_kernel(kernel)
     n = k.shape[0]
+    _check_psd(k, PSD_RTOL)
     if n > EXACT_MAP_MAX_N:
         raise ValueError(
             f"exact_map enumerates all C(N, m) subsets and refuses N > {EXACT_MAP_MAX_N}; got N={n}"
@@ -457,6 +555,7 @@ def naive_greedy_map(kernel: ArrayLike, m: int, log_weights: ArrayLike | None = 
     fills with the heaviest remaining items, as the fast path does.
     """
     k = _check_kernel(kernel)
+    _check_psd(k, PSD_RTOL)
     n = k.shape[0]
     _check_m(m, n)
     w = _check_log_weights(log_weights, n)

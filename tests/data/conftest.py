@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from adcs.data import fashion_mnist as fm
+from tests.paths import full_data_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-REAL_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "fashion-mnist"
+REAL_DATA_DIR = full_data_dir()  # $ADCS_DATA_DIR, else the shared copy
 
 
 def _no_network(url: str) -> object:
@@ -108,5 +109,5 @@ def fake_opener(tiny_data: TinyData) -> Callable[..., FakeOpener]:
 def real_data() -> fm.FashionMNIST:
     """The full official data from the shared folder, loaded once (skips when absent)."""
     if not all((REAL_DATA_DIR / name).is_file() for name in fm.FILES):
-        pytest.skip("official Fashion-MNIST files not found in <repo>/../shared/data/fashion-mnist")
+        pytest.skip(f"official Fashion-MNIST files not found in {REAL_DATA_DIR} ($ADCS_DATA_DIR)")
     return fm.load_fashion_mnist(REAL_DATA_DIR, download=False, allow_subset=False)

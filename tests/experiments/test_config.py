@@ -22,7 +22,7 @@ from adcs.experiments.config import (
     packaged_config_path,
     with_overrides,
 )
-from adcs.experiments.report import METHOD_LABELS
+from adcs.experiments.paper import PAPER_METHODS
 from adcs.schedulers import ADCS, SCHEDULERS, Quality
 
 BASE: dict[str, Any] = {
@@ -71,7 +71,7 @@ def test_shipped_configs_load_with_the_paper_settings(name: str) -> None:
 
 def test_shipped_grids_are_the_papers() -> None:
     fig1 = packaged_config("fig1")
-    assert {m.name for m in fig1.methods} == set(METHOD_LABELS)  # the paper's six methods
+    assert {m.name for m in fig1.methods} == set(PAPER_METHODS)  # the paper's six methods
     fig2 = [p for m in packaged_config("fig2").methods if m.name == "adcs" for p in m.grid()]
     assert sorted(p["theta"] for p in fig2) == [0.2, 0.4, 0.6, 0.8, 1.0]
     assert {p["refresh_every"] for p in fig2} == {20}
@@ -194,7 +194,7 @@ def test_overrides_cap_eval_every_and_replace_seeds() -> None:
 def test_merge_takes_the_union_and_refuses_different_settings() -> None:
     merged = merge_configs([packaged_config(n) for n in ("fig1", "fig2", "fig3")], name="all")
     assert set(merged.outputs) == {"fig1", "fig2", "fig3"}
-    assert {m.name for m in merged.methods} == set(METHOD_LABELS)  # the paper's six methods
+    assert {m.name for m in merged.methods} == set(PAPER_METHODS)  # the paper's six methods
     other = dataclasses.replace(packaged_config("fig2"), sim=packaged_config("quick").sim)
     with pytest.raises(ConfigError, match="differ in sim"):
         merge_configs([packaged_config("fig1"), other], name="x")

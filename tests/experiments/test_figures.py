@@ -4,35 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+from adcs.experiments.figures import plot_accuracy, write_figures
+from adcs.experiments.paper import FIGURE_SERIES, FIGURES
+from adcs.experiments.report import RunRecord
 
-from adcs.experiments.figures import curve_series, plot_accuracy, write_figures
-from adcs.experiments.report import FIGURE_SERIES, RunRecord, Series
+from .records import adcs, record
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-ROUNDS = np.arange(0, 501, 50)
-
-
-def record(
-    method: str,
-    worst: float,
-    avg: float,
-    seed: int = 0,
-    theta: float | None = None,
-    refresh_every: int | None = None,
-) -> RunRecord:
-    rng = np.random.default_rng(seed)
-    ramp = np.minimum(1.0, np.linspace(0.2, 1.5, ROUNDS.size))
-    variant = method if theta is None else f"{method}-theta={theta}-refresh_every={refresh_every}"
-    return RunRecord(
-        run_id=f"{variant}-seed={seed}", variant=variant, method=method, seed=seed, theta=theta,
-        refresh_every=refresh_every, params={}, eval_rounds=ROUNDS,
-        worst_acc=worst * ramp + 0.01 * rng.standard_normal(ROUNDS.size),
-        avg_acc=avg * ramp, test_loss=np.ones(ROUNDS.size), group_share=np.full(10, 0.1),
-        tv_to_uniform=0.0, client_updates=1, loss_evals=0, wall_s=0.0,
-    )  # fmt: skip
 
 
 def paper_like(seeds: int = 2) -> list[RunRecord]:
@@ -40,11 +18,11 @@ def paper_like(seeds: int = 2) -> list[RunRecord]:
     out = []
     for s in range(seeds):
         for i, method in enumerate(("uniform", "powerofchoice", "ocs", "divfl", "staticdpp")):
-            out.append(record(method, 0.3 + 0.02 * i, 0.8, seed=s))
+            out.append(record(method, 0.3 + 0.02 * i, 0.8, seed=s, noise=0.01))
         for theta in (0.2, 0.6, 0.8):
-            out.append(record("adcs", 0.4, 0.8, seed=s, theta=theta, refresh_every=20))
+            out.append(adcs(0.4, 0.8, theta, 20, seed=s, noise=0.01))
         for r in (1, 5, 100, 500):
-            out.append(record("adcs", 0.45, 0.8, seed=s, theta=0.8, refresh_every=r))
+            out.append(adcs(0.45, 0.8, 0.8, r, seed=s, noise=0.01))
     return out
 
 
@@ -55,11 +33,15 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_paper_figures_are_drawn_from_their_series(tmp_path: Path) -> None:
-    written = write_figures(tmp_path, paper_like(), ["fig1", "fig2", "fig3", "curves"])
+    written = write_figures(tmp_path, paper_like(), ["fig1", "fig2", "fig3", "curves"], FIGURES)
     assert written == ["fig1.png", "fig2.png", "fig3.png", "curves.png"]
     for name in written:
         width, height = _png_size(tmp_path / name)
         assert width > 600 and height > 300
+
+
+def test_named_figures_need_their_definition(tmp_path: Path) -> None:
+    assert write_figures(tmp_path, paper_like(), ["fig1", "curves"]) == ["curves.png"]
 
 
 def test_only_series_with_runs_are_drawn(tmp_path: Path) -> None:
@@ -71,20 +53,18 @@ def test_only_series_with_runs_are_drawn(tmp_path: Path) -> None:
 
 def test_a_figure_without_any_of_its_runs_is_skipped(tmp_path: Path) -> None:
     only_uniform = [record("uniform", 0.3, 0.8, seed=s) for s in range(2)]
-    assert write_figures(tmp_path, only_uniform, ["fig3", "curves"]) == ["curves.png"]
+    assert write_figures(tmp_path, only_uniform, ["fig3", "curves"], FIGURES) == ["curves.png"]
     assert not (tmp_path / "fig3.png").exists()
 
 
-def test_curve_series_has_one_series_per_variant() -> None:
+def test_the_curves_figure_draws_every_variant(tmp_path: Path) -> None:
     runs = paper_like(seeds=2)
-    series = curve_series(runs)
-    variants = {r.variant for r in runs}
-    assert len(series) == len(variants)
-    assert all(isinstance(s, Series) for s in series)
-    adcs_r = {s.refresh_every for s in series if s.method == "adcs"}
-    assert adcs_r == {1, 5, 20, 100, 500}
-    assert {s.theta for s in series if s.method == "adcs"} == {0.2, 0.6, 0.8}
-    assert all(s.theta is None for s in series if s.method != "adcs")
+    drawn = plot_accuracy(runs, [], tmp_path / "none.png", "t")
+    assert drawn == []
+    write_figures(tmp_path, runs, ["curves"])
+    from adcs.experiments.report import curve_series
+
+    assert len(curve_series(runs)) == len({r.variant for r in runs}) == 12
 
 
 def test_timed_runs_get_accuracy_against_simulated_time(tmp_path: Path) -> None:
@@ -92,13 +72,16 @@ def test_timed_runs_get_accuracy_against_simulated_time(tmp_path: Path) -> None:
 
     from adcs.experiments.figures import plot_accuracy_against_time
 
+    from .records import ROUNDS
+
     runs = []
     for s in range(2):
         for gamma, seconds in ((0.0, 3.0), (0.5, 1.0)):  # two ADCS variants alike in θ and R
-            base = record("adcs", 0.4, 0.8, seed=s, theta=0.8, refresh_every=20)
+            base = adcs(0.4, 0.8, seed=s)
             variant = f"{base.variant}-gamma={gamma}"
             runs.append(dataclasses.replace(
                 base, variant=variant, run_id=f"{variant}-seed={s}",
+                params={**base.params, "gamma": gamma},
                 eval_clock=ROUNDS * seconds, total_time=500 * seconds, client_time=0.0,
             ))  # fmt: skip
     drawn = plot_accuracy_against_time(runs, tmp_path / "time.png")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,23 +39,6 @@ TINY: dict[str, Any] = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def synthetic() -> FashionMNIST:
-    """Small labelled data with a class signal (class c lights up pixels 78c … 78c+77)."""
-    rng = np.random.default_rng(0)
-
-    def split(n_per_class: int) -> tuple[np.ndarray, np.ndarray]:
-        labels = np.repeat(np.arange(10, dtype=np.uint8), n_per_class)
-        images = rng.integers(0, 60, size=(labels.size, 784), dtype=np.uint8)
-        for c in range(10):
-            images[labels == c, 78 * c : 78 * c + 78] += 150
-        return images, labels
-
-    train_x, train_y = split(100)
-    test_x, test_y = split(30)
-    return FashionMNIST(train_x, train_y, test_x, test_y, source="synthetic", is_subset=False)
-
-
 def test_all_figures_share_their_common_runs() -> None:
     configs = [packaged_config(n) for n in ("fig1", "fig2", "fig3", "table1")]
     merged = with_overrides(merge_configs(configs, name="all"), seeds=[0, 1])
@@ -75,13 +59,14 @@ def test_explicit_defaults_are_the_same_run() -> None:
         "adcs-theta=0.8-refresh_every=20-seed=0",
         "adcs-theta=0.8-refresh_every=20-seed=1",
     ]
-    assert runs[0].theta == 0.8 and runs[0].refresh_every == 20
-    assert runs[0].params["quality"] == "loss"  # resolved defaults, JSON-able
+    params = runs[0].meta["params"]
+    assert params["theta"] == 0.8 and params["refresh_every"] == 20
+    assert params["quality"] == "loss"  # resolved defaults, JSON-able
 
 
 def test_off_default_hyperparameters_name_the_variant() -> None:
     doc = {**TINY, "methods": [{"name": "ocs", "unbiased": True}, {"name": "ocs"}]}
-    variants = [r.variant for r in expand_runs(config_from_dict(doc))]
+    variants = [r.meta["variant"] for r in expand_runs(config_from_dict(doc))]
     assert variants == ["ocs-unbiased=true", "ocs-unbiased=true", "ocs", "ocs"]
 
 
@@ -114,6 +99,7 @@ def test_results_folder_holds_every_file(tiny_run: Path) -> None:
     expected = {
         "metrics.csv", "runs.csv", "group_share.csv", "client_acc.npz", "summary.json",
         "manifest.json", "report.md", "table1.csv", "table1.md", "fig1.png", "curves.png",
+        "selections.npz",
     }  # fmt: skip
     assert expected <= names
     assert not names & {"clock.npz", "system.csv", "time.png"}  # no clock without [sim.system]
@@ -141,12 +127,14 @@ def test_summary_json_schema(tiny_run: Path) -> None:
     summary = json.loads((tiny_run / "summary.json").read_text())
     assert len(summary["runs"]) == 10
     for run in summary["runs"]:
-        for key in ("method", "seed", "final_worst_acc", "final_avg_acc", "tv_to_uniform"):
+        for key in ("method", "seed", "final_worst_acc", "final_avg_acc", "tv_to_uniform",
+                    "last_worst_acc", "last_avg_acc", "final_from_round"):  # fmt: skip
             assert run[key] is not None
+        assert (run["final_from_round"], run["final_round"], run["last_round"]) == (6, 6, 6)
         assert len(run["group_share"]) == 3
         assert sum(run["group_share"]) == pytest.approx(1.0)
         assert isinstance(run["client_updates"], int) and run["client_updates"] >= 3 * 6
-        assert isinstance(run["loss_evals"], int) and isinstance(run["wall_s"], float)
+        assert isinstance(run["loss_evals"], int) and "wall_s" not in run  # see the manifest
         if run["method"] == "adcs":
             assert run["theta"] in (0.5, 0.8) and run["refresh_every"] == 2
             # ADCS computes m·T + (N − m)·⌈T/R⌉ updates
@@ -167,6 +155,12 @@ def test_manifest_records_provenance(tiny_run: Path) -> None:
     assert manifest["versions"]["numpy"] == np.__version__
     assert "commit" in manifest["git"]
     assert manifest["wall_s"] > 0
+    assert sorted(manifest["run_wall_s"]) == sorted(manifest["runs"])
+    assert [s["pid"] for s in manifest["sessions"]] == [os.getpid()]
+    assert (
+        manifest["paper_setting"] is False
+        and "m = 3 (paper: 18)" in (manifest["differences_from_paper"])
+    )
     assert len(manifest["runs"]) == 10
     assert manifest["extra"] == {"written": True}  # from finalize
 
@@ -175,7 +169,8 @@ def test_report_links_what_finalize_added(tiny_run: Path) -> None:
     report = (tiny_run / "report.md").read_text()
     assert "[extra/report.md](extra/report.md)" in report
     assert (tiny_run / "extra" / "report.md").is_file()
-    assert "![fig1](fig1.png)" in report
+    assert "![fig1.png](fig1.png)" in report
+    assert "paper" not in report.lower()  # not the paper's setting: the neutral report
 
 
 def test_records_read_back_equal_the_files(tiny_run: Path) -> None:
@@ -183,7 +178,9 @@ def test_records_read_back_equal_the_files(tiny_run: Path) -> None:
     summary = json.loads((tiny_run / "summary.json").read_text())["runs"]
     assert [r.run_id for r in records] == [s["run_id"] for s in summary]
     for rec, s in zip(records, summary, strict=True):
-        assert rec.worst_acc[-1] == s["final_worst_acc"]
+        assert rec.worst_acc[-1] == s["last_worst_acc"]
+        assert rec.final("worst_acc") == s["final_worst_acc"]
+        assert rec.group_clients is not None and rec.group_clients.tolist() == [2, 2, 2]
         np.testing.assert_array_equal(rec.group_share, s["group_share"])
     acc = np.load(tiny_run / "client_acc.npz")
     assert acc[records[0].run_id].shape == (records[0].eval_rounds.size, 6)
@@ -212,7 +209,7 @@ def test_existing_output_is_refused_before_any_work(
         raise AssertionError("simulate must not be called")
 
     monkeypatch.setattr(runner, "simulate", boom)
-    with pytest.raises(RunError, match="not empty"):
+    with pytest.raises(RunError, match="adcs did not write"):
         run_experiment(config_from_dict(TINY), out, dataset=synthetic)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
@@ -221,7 +218,7 @@ def test_data_that_cannot_be_partitioned_is_a_config_error(
     tmp_path: Path, synthetic: FashionMNIST
 ) -> None:
     doc = {**TINY, "data": {**TINY["data"], "train_per_client": 10_000}}
-    with pytest.raises(ConfigError, match="data"):
+    with pytest.raises(ConfigError, match=r"data\.train_per_client=10000 needs"):
         run_experiment(config_from_dict(doc), tmp_path / "x" / "out", dataset=synthetic)
     assert list(tmp_path.iterdir()) == []
 
@@ -238,15 +235,25 @@ def test_a_failed_run_leaves_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_overwrite_replaces_only_when_complete(tmp_path: Path, synthetic: FashionMNIST) -> None:
+def test_overwrite_replaces_only_an_adcs_results_folder(
+    tmp_path: Path, synthetic: FashionMNIST
+) -> None:
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "old.txt").write_text("old")
     doc = {**TINY, "methods": [{"name": "uniform"}], "seeds": [0], "outputs": []}
+    run_experiment(config_from_dict(doc), out, dataset=synthetic)
+    (out / "old.txt").write_text("old")
+    with pytest.raises(RunError, match="pass --force"):
+        run_experiment(config_from_dict(doc), out, dataset=synthetic)
     run_experiment(config_from_dict(doc), out, dataset=synthetic, overwrite=True)
     names = {p.name for p in out.iterdir()}
     assert "old.txt" not in names and "summary.json" in names
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep")
+    with pytest.raises(RunError, match="replaces only adcs results folders"):
+        run_experiment(config_from_dict(doc), foreign, dataset=synthetic, overwrite=True)
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
 
 
 def test_batches_split_by_memory_budget_change_nothing(
@@ -365,7 +372,7 @@ def test_the_systems_experiment_is_ready_to_run() -> None:
     from adcs.sim.system import client_times
 
     config = load_config(Path(__file__).parents[2] / "experiments" / "systems.toml")
-    variants = {r.variant for r in expand_runs(config)}
+    variants = {r.meta["variant"] for r in expand_runs(config)}
     assert len(variants) == 7 and len(config.seeds) == 3
     system = config.sim.build(config.data.total_clients).system
     assert system is not None and system.deadline is None and system.overcommit == 0.0

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from adcs import theory
+from adcs.experiments.folder import RunError
 from adcs.experiments.theory_check import (
     CaseSpec,
     clustered_updates,
@@ -19,8 +20,9 @@ from adcs.experiments.theory_check import (
     run_theory_check,
     synthetic_grid,
 )
+from tests.paths import full_data_dir
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "fashion-mnist"
+DATA = full_data_dir()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -45,6 +47,15 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         real_quality=quality,
         real_description="synthetic stand-in",
     )
+
+
+def test_quick_run_writes_a_manifest(quick_run: Path) -> None:
+    manifest = json.loads((quick_run.parent / "manifest.json").read_text())
+    assert manifest["experiment"] == "theory" and manifest["quick"] is True
+    assert manifest["seed"] == 1 and manifest["real_updates"] == "synthetic stand-in"
+    assert manifest["versions"]["numpy"] == np.__version__ and manifest["wall_s"] > 0
+    leftovers = sorted(p.name for p in quick_run.parent.parent.iterdir())
+    assert leftovers == ["theory"]  # no lock file, no partial folder
 
 
 def test_quick_run_writes_report_figures_and_tables(quick_run: Path) -> None:
@@ -96,8 +107,8 @@ def test_refuses_a_non_empty_folder_and_leaves_it_alone(tmp_path: Path) -> None:
     out = tmp_path / "theory"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(FileExistsError):
-        run_theory_check(out, quick=True, seed=0)
+    with pytest.raises(RunError, match="adcs did not write"):
+        run_theory_check(out, quick=True, seed=0, overwrite=True)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["theory"]
 

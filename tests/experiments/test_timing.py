@@ -25,7 +25,7 @@ def timed(variant: str, seed: int, seconds_per_round: float, avg: np.ndarray,
     worst = avg - 0.2 if worst is None else worst
     return RunRecord(
         run_id=f"{variant}-seed={seed}", variant=variant, method=variant.split("-")[0],
-        seed=seed, theta=None, refresh_every=None, params={}, eval_rounds=ROUNDS,
+        seed=seed, params={}, eval_rounds=ROUNDS,
         worst_acc=worst, avg_acc=avg, test_loss=np.zeros(ROUNDS.size),
         group_share=np.full(2, 0.5), tv_to_uniform=0.0, client_updates=0, loss_evals=0,
         wall_s=0.0, eval_clock=ROUNDS * seconds_per_round,

@@ -22,12 +22,13 @@ from adcs.experiments.runner import make_partition
 from adcs.schedulers import ADCS, OCS, SCHEDULERS, PowerOfChoice, Quality
 from adcs.schedulers.base import LossSource
 from adcs.sim import FederatedData
+from tests.paths import full_data_dir
 
 from .conftest import InProcessGrid
 
 REPO = Path(__file__).resolve().parents[2]
 APP_DIR = REPO / "examples" / "flower-app"
-DATA_DIR = REPO.parent / "shared" / "data" / "fashion-mnist"
+DATA_DIR = full_data_dir()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from adcs.schedulers import (
     StaticDPP,
     Uniform,
 )
-from adcs.schedulers.adcs import alpha_of, speed_score
+from adcs.schedulers.adcs import Quality, alpha_of, speed_score
 from adcs.schedulers.divfl import facility_location_greedy, pairwise_distances
 from adcs.schedulers.ocs import ocs_inclusion_probabilities, systematic_sample
 from tests.schedulers.fake_runtime import gather, run_rounds
@@ -356,3 +356,45 @@ def test_dense_and_feature_kernels_pick_the_same(monkeypatch, factory):
         )
         picks[limit] = (first.clients.tolist(), later.clients.tolist())
     assert picks[10_000] == picks[0]
+
+
+# ------------------------------------------------------------------ inputs at the float64 limits
+
+
+def test_a_loss_near_the_float64_limit_leaves_the_other_choices_alone():
+    rng = np.random.default_rng(11)
+    updates = rng.normal(size=(30, 16))
+    losses = rng.uniform(1.0, 2.0, size=30)
+    base = select_once(ADCS(m=8, theta=0.8), updates, losses)
+    outlier = int(np.setdiff1d(np.arange(30), base)[0])
+    extreme = losses.copy()
+    extreme[outlier] = 1e308
+    picks = select_once(ADCS(m=8, theta=0.8), updates, extreme)
+    assert picks[0] == outlier  # by far the heaviest
+    assert set(picks[1:].tolist()) <= set(base.tolist())  # the others by the same trade-off
+    tiny = losses.copy()
+    tiny[int(base[0])] = -1e308
+    assert int(base[0]) not in select_once(ADCS(m=8, theta=0.8), updates, tiny).tolist()
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: OCS(m=6), lambda: OCS(m=6, unbiased=True), lambda: DivFL(m=6),
+     lambda: ADCS(m=6), lambda: StaticDPP(m=6)],
+)  # fmt: skip
+def test_updates_of_any_finite_scale_select_as_at_unit_scale(make, scale):
+    rng = np.random.default_rng(12)
+    updates = rng.normal(size=(30, 16)) * rng.uniform(0.5, 2.0, size=(30, 1))
+    losses = rng.uniform(1.0, 2.0, size=30)
+    base = select_once(make(), updates, losses)
+    assert select_once(make(), updates * scale, losses).tolist() == base.tolist()
+
+
+def test_update_norm_quality_at_a_huge_scale_is_top_m_by_norm():
+    # q = ‖g‖ ~ 1e200: the quality term dwarfs any log det, so ADCS picks the m largest norms
+    rng = np.random.default_rng(13)
+    updates = rng.normal(size=(30, 16)) * rng.uniform(0.5, 2.0, size=(30, 1)) * 1e200
+    picks = select_once(ADCS(m=6, quality=Quality.GRAD_NORM), updates, np.ones(30))
+    largest = np.argsort(-np.linalg.norm(updates / 1e200, axis=1))[:6]
+    assert sorted(picks.tolist()) == sorted(largest.tolist())

@@ -78,3 +78,28 @@ def test_every_scheduler_returns_m_distinct_available(problem, seed):
             assert mask[clients].all(), scheduler
             if selection.weights is not None:
                 assert np.isfinite(selection.weights).all(), scheduler
+
+
+@settings(max_examples=120, deadline=None)
+@given(problems(), st.integers(0, 2**16))
+def test_a_client_with_non_finite_statistics_never_goes_before_a_finite_one(problem, seed):
+    _, m, rows, losses, masks, theta = problem
+    rows = rows.copy()
+    rows[::3] = np.inf  # every third client's update overflowed, on top of the drawn NaNs
+    schedulers = [
+        PowerOfChoice(m=m), OCS(m=m), OCS(m=m, unbiased=True), DivFL(m=m), StaticDPP(m=m),
+        ADCS(m=m, theta=theta, refresh_every=2),
+    ]  # fmt: skip
+    available = masks[0]
+    for scheduler in schedulers:
+        (selection,) = run_rounds(scheduler, [rows], [losses], [available], seed=seed)
+        # the runtime hands every probe its losses, and update probes their updates too
+        finite = np.isfinite(losses)
+        if not isinstance(scheduler, PowerOfChoice):
+            finite &= np.isfinite(rows).all(axis=1)
+        good = np.flatnonzero(available & finite)
+        chosen = set(selection.clients.tolist())
+        if good.size >= m:
+            assert chosen <= set(good.tolist()), scheduler
+        else:
+            assert set(good.tolist()) <= chosen, scheduler

@@ -3,7 +3,7 @@
 ``flwr run .`` is the normal way (see README.md); this entry point needs no SuperLink and lets the
 benchmark and the tests drive the same ServerApp and ClientApp::
 
-    python -m adcs_flower_app.local --rounds 20 --data-dir /path/to/fashion-mnist
+    python -m adcs_flower_app.local --rounds 20 --data /path/to/fashion-mnist
 """
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--scheduler-params", default=None, help="its hyperparameters, e.g. 'theta = 0.5'"
     )
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs for Ray (one per actor)")
-    parser.add_argument("--data-dir", default="", help="Fashion-MNIST folder (default: lookup)")
+    parser.add_argument(
+        "--data", dest="data_dir", default="", help="Fashion-MNIST folder (default: lookup)"
+    )
+    parser.add_argument("--data-dir", dest="data_dir", help=argparse.SUPPRESS)  # the former name
     parser.add_argument("--evaluate-every", type=int, default=10)
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {

@@ -53,6 +53,7 @@ __all__ = [
     "FashionMNIST",
     "Opener",
     "cache_dir",
+    "data_folders",
     "download_fashion_mnist",
     "find_fashion_mnist",
     "load_fashion_mnist",
@@ -463,6 +464,16 @@ def _find(path: str | os.PathLike[str] | None) -> tuple[str, Path] | None:
         log = logger.warning if description == f"${ENV_VAR}" else logger.debug
         log("%s folder %s lacks %s; skipping it", description, directory, ", ".join(missing))
     return None
+
+
+def data_folders(path: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Every folder :func:`load_fashion_mnist` may read, present or not (the shipped subset last).
+
+    With ``path`` that folder is the only one looked in; else the lookup locations. Nothing is
+    checked or logged (results folders are kept clear of these).
+    """
+    looked = [Path(path).expanduser()] if path is not None else [p for _, p in _lookup_locations()]
+    return [*looked, SUBSET_DIR]
 
 
 def find_fashion_mnist(path: str | os.PathLike[str] | None = None) -> Path | None:

@@ -306,6 +306,11 @@ def iid(
         (test, test_per_client, "test_per_client"),
     ):
         largest = len(labels) // n_clients
+        if size is None and largest < 1:
+            raise ValueError(
+                f"n_clients={n_clients}: the split holds {len(labels)} samples, fewer than one "
+                "per client"
+            )
         size = largest if size is None else check_int(name, size)
         if size < 1 or size > largest:
             raise ValueError(
@@ -373,8 +378,8 @@ def _equal_size_counts(
     if size is None:
         if largest < 1:
             raise ValueError(
-                f"{name}: the split ({len(labels)} samples) cannot give each of "
-                f"{shares.shape[0]} clients even one sample with these class shares"
+                f"n_clients={shares.shape[0]}: the split ({len(labels)} samples) cannot give "
+                "every client even one sample with these class shares"
             )
         size = largest
     size = check_int(name, size)

@@ -1,11 +1,14 @@
 """Experiments: configurations, runs, results folders, figures and the report (DESIGN §1, §6).
 
 - :mod:`adcs.experiments.config` — TOML configurations → validated frozen dataclasses;
-- :mod:`adcs.experiments.runner` — expand a configuration into distinct runs, simulate them,
-  write the results folder;
-- :mod:`adcs.experiments.figures` — the paper's Figures 1–3 (matplotlib, imported there only);
-- :mod:`adcs.experiments.report` — Table 1 and ``report.md``: our numbers beside the paper's and
-  the paper's claims checked against them;
+- :mod:`adcs.experiments.runner` — expand a configuration into distinct runs, simulate them
+  (checkpointed, resumable), write the results folder;
+- :mod:`adcs.experiments.folder` — results folders: checked before any work, locked while
+  written, completed atomically, stale partial folders named;
+- :mod:`adcs.experiments.report` — run records, series, the one meaning of *final*, and the
+  neutral ``report.md``;
+- :mod:`adcs.experiments.figures` — accuracy curves (matplotlib, imported there only);
+- :mod:`adcs.experiments.paper` — the paper's setting, figures, Table 1, claims and report;
 - :mod:`adcs.experiments.theory_check` — the paper's bounds against measured selection bias.
 
 Only the configuration layer is imported here, so that importing this package stays light; the

@@ -52,6 +52,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from adcs.experiments.paper import PAPER_OUTPUTS
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
 from adcs.sim.availability import (
@@ -86,8 +87,9 @@ __all__ = [
 PARTITIONS = ("paper_groups", "dirichlet", "iid")
 """Partition kinds of :mod:`adcs.data`."""
 
-OUTPUTS = ("fig1", "fig2", "fig3", "table1", "curves")
-"""Figures and tables a configuration may ask for (``curves``: every method on one plot)."""
+OUTPUTS = (*PAPER_OUTPUTS, "curves")
+"""Figures and tables a configuration may ask for: ``curves`` (every variant on one plot), and the
+paper's ``fig1``–``fig3`` and ``table1`` (:mod:`adcs.experiments.paper`)."""
 
 PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 """Configurations shipped with the project (``experiments/<name>.toml``)."""
@@ -777,11 +779,22 @@ def load_config(path: str | Path) -> ExperimentConfig:
         If the file is missing, is not valid TOML, or fails validation.
     """
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a configuration file (a .toml file)")
+    if not path.exists():
         raise ConfigError(f"{path}: no such configuration file")
     try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh)
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not a text configuration: byte {exc.start} is not UTF-8 (a binary file?)"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if "\x00" in text:
+        raise ConfigError(f"{path}: not a text configuration: it holds NUL bytes (a binary file?)")
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     return config_from_dict(raw, source=str(path), base_dir=path.parent)

@@ -1,45 +1,35 @@
-"""The paper's figures (Sec. 6): worst and average client test accuracy against rounds.
+"""Figures: worst and average client test accuracy against rounds, one curve per series.
 
-Fig. 1 compares the six methods (ADCS θ = 0.8, R = 20); Fig. 2 sweeps θ ∈ {0.2, …, 1.0} against
-Uniform; Fig. 3 sweeps R ∈ {1, 5, 20, 100, 500}. Each curve is the mean over seeds with a shaded
-95 % t-interval over seeds (none with a single seed). matplotlib is imported here only, with the
+Each curve is the mean over seeds with a shaded 95 % t-interval over seeds (none with a single
+seed). The ``curves`` figure has one curve per variant of the experiment, so every swept
+hyperparameter shows; runs on a simulated clock also get accuracy against simulated time; named figures (the paper's Figures 1–3, :data:`adcs.experiments.paper.FIGURES`)
+are given by the caller as a title and their series. matplotlib is imported here only, with the
 non-interactive Agg backend, and only when a figure is drawn.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from adcs.experiments.report import (
-    FIGURE_SERIES,
     TIME_FIGURE,
     RunRecord,
     Series,
+    curve_series,
     select_runs,
     t_interval,
 )
 
-__all__ = [
-    "FIGURE_TITLES",
-    "curve_series",
-    "plot_accuracy",
-    "plot_accuracy_against_time",
-    "write_figures",
-]
+__all__ = ["CURVES_TITLE", "plot_accuracy", "plot_accuracy_against_time", "write_figures"]
 
 logger = logging.getLogger(__name__)
 
-FIGURE_TITLES: dict[str, str] = {
-    "fig1": "Fig. 1: comparison of worst and average test accuracy",
-    "fig2": "Fig. 2: ADCS for varying θ (R = 20)",
-    "fig3": "Fig. 3: ADCS for varying R (θ = 0.8)",
-    "curves": "Worst and average test accuracy",
-}
+CURVES_TITLE = "Worst and average test accuracy"
 
 
 def _pyplot() -> Any:
@@ -49,22 +39,6 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def curve_series(records: Sequence[RunRecord]) -> tuple[Series, ...]:
-    """One series per distinct variant in ``records`` (for configurations off the paper's grid)."""
-    seen: dict[str, RunRecord] = {}
-    for r in records:
-        seen.setdefault(r.variant, r)
-    out = []
-    for variant, r in seen.items():
-        series = Series(variant, r.method, r.theta, r.refresh_every)
-        # a series must select exactly this variant; skip ambiguous ones rather than mislabel
-        if select_runs(records, series) and select_runs(records, series)[0].variant == variant:
-            out.append(series)
-        else:
-            logger.warning("variant %s cannot be told apart by method/θ/R; not plotted", variant)
-    return tuple(out)
 
 
 def _stack(runs: Sequence[RunRecord], attr: str) -> tuple[np.ndarray, np.ndarray]:
@@ -169,25 +143,30 @@ def plot_accuracy_against_time(
     return drawn
 
 
-def write_figures(folder: Path, records: Sequence[RunRecord], outputs: Sequence[str]) -> list[str]:
-    """Draw the figures named in ``outputs`` (``fig1``–``fig3``, ``curves``) into ``folder``.
+def write_figures(
+    folder: Path,
+    records: Sequence[RunRecord],
+    outputs: Sequence[str],
+    named: Mapping[str, tuple[str, Sequence[Series]]] | None = None,
+) -> list[str]:
+    """Draw the figures named in ``outputs`` into ``folder``; return the file names written.
 
-    A paper figure none of whose runs exist is skipped. Runs with a simulated clock (a system
-    profile) also get ``time.png`` (:func:`plot_accuracy_against_time`). Returns the file names
-    written.
+    ``curves`` draws every variant; any other name is looked up in ``named`` (title, series).
+    A figure none of whose runs exist is skipped (with a warning). Runs with a simulated clock (a
+    system profile) also get ``time.png`` (:func:`plot_accuracy_against_time`).
     """
     written = []
     for name in outputs:
-        if name in FIGURE_SERIES:
-            series: Sequence[Series] = FIGURE_SERIES[name]
-        elif name == "curves":
-            series = curve_series(records)
+        if name == "curves":
+            title, series = CURVES_TITLE, curve_series(records)
+        elif named is not None and name in named:
+            title, series = named[name][0], tuple(named[name][1])
         else:
             continue
         if not any(select_runs(records, s) for s in series):
             logger.warning("%s: none of its runs were made; not drawn", name)
             continue
-        plot_accuracy(records, series, folder / f"{name}.png", FIGURE_TITLES[name])
+        plot_accuracy(records, series, folder / f"{name}.png", title)
         written.append(f"{name}.png")
     if records and all(r.eval_clock is not None for r in records):
         plot_accuracy_against_time(records, folder / TIME_FIGURE)

@@ -1,14 +1,17 @@
 """Run an experiment configuration and write its results folder (DESIGN §3, §4, §6).
 
-:func:`expand_runs` turns a configuration into distinct runs — one per (method, hyperparameters,
-seed); the same run asked for twice (e.g. ADCS θ = 0.8, R = 20 by Figures 1, 2 and 3) is made
-once. :func:`run_experiment` loads and partitions the data, advances the runs in batches with
-:func:`adcs.sim.engine.simulate`, and writes the results folder::
+:func:`expand_runs` turns a configuration into distinct runs — one :class:`~adcs.sim.RunSpec` per
+(method, hyperparameters, seed); the same run asked for twice (e.g. ADCS θ = 0.8, R = 20 by
+Figures 1, 2 and 3) is made once. :func:`run_experiment` loads and partitions the data, advances
+the runs in batches with :func:`adcs.sim.engine.simulate`, and writes the results folder::
 
     metrics.csv      one row per run × evaluation: run_id, method, seed, theta, refresh_every,
-                     round, worst_acc, avg_acc, test_loss
-    runs.csv         one row per run: hyperparameters, final numbers, costs, group shares
-    group_share.csv  one row per run × group (tidy form of Table 1's raw numbers)
+                     any other hyperparameter that varies between runs, round, worst_acc,
+                     avg_acc, test_loss
+    runs.csv         one row per run: the same identity columns, variant, params (JSON),
+                     final_* (mean over the last 10 % of evaluations, from final_from_round to
+                     final_round) and last_* (the last evaluation), TV, costs, group shares
+    group_share.csv  one row per run × group: share of selection slots, clients in the group
     client_acc.npz   per-client test accuracy of every run, shape (n_evals, n_clients)
     selections.npz   who was chosen and who could have been: per run ``selected/<run_id>``
                      (rounds × m, −1 where fewer were selected) and ``returned/<run_id>`` (same
@@ -17,9 +20,10 @@ once. :func:`run_experiment` loads and partitions the data, advances the runs in
                      bit-packed along clients (``np.unpackbits(a, axis=1, count=N)``), or, when
                      too large to keep, nothing — the manifest's availability model and the seed
                      regenerate them
-    summary.json     {"runs": [...]} final numbers per run
-    manifest.json    configuration, seeds, versions, git commit, data source and checksums, time
-    fig*.png, table1.md/.csv, report.md
+    summary.json     {"experiment": name, "runs": [...]}: the final and last numbers per run
+    manifest.json    configuration, seeds, versions, git commit, data source and checksums, the
+                     sessions that ran it (start time, wall time) and each run's wall time
+    report.md, figures (curves.png, or the paper's fig1–3.png), table1.md/.csv when asked
 
 With a ``[sim.system]`` table (client devices and the simulated clock, :mod:`adcs.sim.system`)
 metrics.csv gains ``clock_s`` (simulated seconds at the evaluation), runs.csv and summary.json
@@ -32,8 +36,13 @@ metrics.csv gains ``clock_s`` (simulated seconds at the evaluation), runs.csv an
     time.png         accuracy against rounds and simulated time; report.md gains the
                      time-to-accuracy section
 
-The folder is written under a temporary name beside the target and renamed at the end, so an
-interrupted or failed run leaves nothing half-written.
+``metrics.csv``, ``runs.csv``, ``selections.npz``, ``summary.json`` (and ``client_acc.npz``,
+``group_share.csv``, ``clock.npz``) hold no wall-clock time and no timestamp: a run gives the same bytes
+whether it ran at once or was interrupted and resumed. Times are in ``manifest.json`` only.
+
+The folder is written as ``.OUT.partial`` beside the target, locked, checkpointed every
+``checkpoint_every`` rounds (default about every 30 s of simulation), and renamed at the end
+(:mod:`adcs.experiments.folder`); ``resume=True`` continues an interrupted run.
 """
 
 from __future__ import annotations
@@ -47,22 +56,19 @@ import json
 import logging
 import math
 import os
-import platform
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from adcs.data import FashionMNIST, Partition, dirichlet, iid, load_fashion_mnist, paper_groups
+from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
+from adcs.experiments import paper
 from adcs.experiments.config import (
     ConfigError,
     DataConfig,
@@ -70,22 +76,41 @@ from adcs.experiments.config import (
     config_to_dict,
 )
 from adcs.experiments.figures import write_figures
+from adcs.experiments.folder import (
+    ResultsFolder,
+    RunError,
+    os_error,
+    provenance,
+    source_checkout,
+    write_npz,
+)
 from adcs.experiments.report import (
-    Claim,
     ReportContext,
     RunRecord,
+    SeriesSummary,
+    curve_series,
+    summaries,
     write_report,
-    write_table1,
 )
 from adcs.schedulers.base import Scheduler
-from adcs.sim.engine import FederatedData, RunResult, RunSpec, SimConfig, simulate
+from adcs.sim.engine import (
+    Checkpointing,
+    FederatedData,
+    RunResult,
+    RunSpec,
+    SimCheckpoint,
+    SimConfig,
+    check_simulation,
+    simulate,
+)
 from adcs.sim.model import LogisticRegression
 from adcs.sim.system import client_times
 
 __all__ = [
     "ExperimentOutcome",
-    "PlannedRun",
     "RunError",
+    "RunInterrupted",
+    "check_output",
     "expand_runs",
     "load_records",
     "make_partition",
@@ -100,12 +125,29 @@ ProgressFn = Callable[[int, int], None]
 MEMORY_BUDGET_BYTES = 1 << 30
 """Rough memory allowed per batch of runs; larger grids are split into several batches."""
 
-_KEY_PARAMS = ("theta", "refresh_every")
+CHECKPOINT_FORMAT = 1
+STANDARD_PARAM_COLUMNS = ("theta", "refresh_every")
+"""Hyperparameter columns every results file has had; any other varying one is added after."""
 _CLOCK_ARRAYS = ("round_time/", "busy_time/")
 
 
-class RunError(RuntimeError):
-    """The experiment cannot be run or its results cannot be written."""
+class RunInterrupted(RunError):
+    """The run was stopped (KeyboardInterrupt, SIGTERM through the CLI) before it finished.
+
+    Attributes
+    ----------
+    resumable : bool
+        Its checkpoint was kept in ``partial`` and ``resume=True`` continues it.
+    partial : Path
+    progress : str
+        How far the kept checkpoint got.
+    """
+
+    def __init__(self, message: str, *, resumable: bool, partial: Path, progress: str) -> None:
+        super().__init__(message)
+        self.resumable = resumable
+        self.partial = partial
+        self.progress = progress
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,86 +195,43 @@ def _default_params(cls: type[Any]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class PlannedRun:
-    """One distinct run of an experiment.
-
-    Attributes
-    ----------
-    run_id : str
-        ``variant`` plus ``-seed=<seed>``; with the seed it fixes the run's random stream.
-    variant : str
-        The method, θ and R when it has them, and any other hyperparameter off its default.
-    method : str
-    seed : int
-    params : dict
-        Every hyperparameter (JSON-able).
-    scheduler : Scheduler
-    """
-
-    run_id: str
-    variant: str
-    method: str
-    seed: int
-    params: Mapping[str, Any]
-    scheduler: Scheduler = dataclasses.field(compare=False)
-
-    @property
-    def theta(self) -> float | None:
-        value = self.params.get("theta")
-        return None if value is None else float(value)
-
-    @property
-    def refresh_every(self) -> int | None:
-        value = self.params.get("refresh_every")
-        return None if value is None else int(value)
-
-    def meta(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "variant": self.variant,
-            "theta": self.theta,
-            "refresh_every": self.refresh_every,
-            "params": dict(self.params),
-        }
-
-
-def _variant_name(method: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+def _variant_name(
+    method: str, params: Mapping[str, Any], defaults: Mapping[str, Any], named: Sequence[str]
+) -> str:
+    """The method, its named hyperparameters, then any other off its default (sorted)."""
     parts = [method]
-    for key in _KEY_PARAMS:
+    for key in named:
         if key in params:
             parts.append(f"{key}={_fmt_value(params[key])}")
     for key in sorted(params):
-        if key not in _KEY_PARAMS and (key not in defaults or params[key] != defaults[key]):
+        if key not in named and (key not in defaults or params[key] != defaults[key]):
             parts.append(f"{key}={_fmt_value(params[key])}")
     return "-".join(parts)
 
 
-def expand_runs(config: ExperimentConfig) -> list[PlannedRun]:
+def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
     """Every distinct run of ``config``: methods × hyperparameter grid × seeds, duplicates removed.
 
     Two entries giving the same hyperparameters (explicitly or by default) yield one run. Order:
-    configuration order of the first appearance, seeds innermost.
+    configuration order of the first appearance, seeds innermost. Each run's ``meta`` holds its
+    ``method``, ``variant`` (the run id without the seed) and ``params`` (every hyperparameter
+    but ``m``, JSON-able).
     """
-    planned: dict[tuple[str, str, int], PlannedRun] = {}
+    planned: dict[tuple[str, str, int], RunSpec] = {}
     for method in config.methods:
-        defaults = _default_params(method.scheduler_class)
+        cls = method.scheduler_class
+        defaults = _default_params(cls)
+        named = tuple(getattr(cls, "named_params", ()))
         for point in method.grid():
             scheduler = method.build(config.m, point)
             params = _resolved_params(scheduler)
-            variant = _variant_name(method.name, params, defaults)
+            variant = _variant_name(method.name, params, defaults, named)
             identity = json.dumps(params, sort_keys=True, default=str)
             for seed in config.seeds:
                 key = (method.name, identity, seed)
                 if key not in planned:
-                    planned[key] = PlannedRun(
-                        run_id=f"{variant}-seed={seed}",
-                        variant=variant,
-                        method=method.name,
-                        seed=seed,
-                        params=params,
-                        scheduler=scheduler,
-                    )
+                    meta = {"method": method.name, "variant": variant, "params": params}
+                    planned[key] = RunSpec(scheduler, seed, f"{variant}-seed={seed}", meta)
     runs = list(planned.values())
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):  # two identities formatted alike: should not happen
@@ -262,6 +261,22 @@ def make_partition(dataset: FashionMNIST, data: DataConfig, rng: np.random.Gener
     return iid(dataset.train_labels, dataset.test_labels, rng, n_clients=data.n_clients, **sizes)
 
 
+def _partition_error(exc: ValueError, data: DataConfig) -> str:
+    """A partition's refusal, naming the configuration key the user can change."""
+    text = str(exc)
+    for key in ("train_per_client", "test_per_client"):
+        if text.startswith(key) and getattr(data, key) is not None:
+            return f"data.{text}"
+    if text.startswith("n_clients="):
+        count = (
+            "data.n_groups × data.clients_per_group"
+            if data.partition == "paper_groups"
+            else "data.n_clients"
+        )
+        return f"{count} = {data.total_clients}: {text.split(': ', 1)[1]}"
+    return f"data: {text}"
+
+
 def _federated_data(
     dataset: FashionMNIST, config: ExperimentConfig
 ) -> dict[int | None, FederatedData]:
@@ -277,7 +292,7 @@ def _federated_data(
             out[seed] = FederatedData.from_partition(dataset, make_partition(dataset, data, rng))
         return out
     except ValueError as exc:
-        raise ConfigError(f"{config.source}: data: {exc}") from exc
+        raise ConfigError(f"{config.source}: {_partition_error(exc, data)}") from exc
 
 
 def _runs_per_batch(data: FederatedData, config: SimConfig, m: int) -> int:
@@ -294,20 +309,33 @@ def _runs_per_batch(data: FederatedData, config: SimConfig, m: int) -> int:
     return max(1, min(512, MEMORY_BUDGET_BYTES // per_run))
 
 
+def _batches(
+    plan: Sequence[RunSpec], fed: Mapping[int | None, FederatedData], sim_config: SimConfig
+) -> list[tuple[FederatedData, list[RunSpec]]]:
+    """The plan in batches: runs of one seed together (they share minibatches), memory bounded."""
+    out: list[tuple[FederatedData, list[RunSpec]]] = []
+    m = max(int(r.scheduler.m) for r in plan)
+    for key, data in fed.items():
+        runs = sorted((r for r in plan if key is None or r.seed == key), key=lambda r: r.seed)
+        size = _runs_per_batch(data, sim_config, m)
+        for i in range(0, len(runs), size):
+            out.append((data, runs[i : i + size]))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
-# the results folder
+# records and the results files
 
 
-def _record(run: PlannedRun, result: RunResult) -> RunRecord:
+def _record(spec: RunSpec, result: RunResult, data: FederatedData) -> RunRecord:
     mean_available = float(np.mean(result.n_available)) if result.n_available.size else math.nan
+    meta = spec.meta
     return RunRecord(
-        run_id=run.run_id,
-        variant=run.variant,
-        method=run.method,
-        seed=run.seed,
-        theta=run.theta,
-        refresh_every=run.refresh_every,
-        params=dict(run.params),
+        run_id=spec.run_id,
+        variant=str(meta.get("variant", spec.run_id)),
+        method=str(meta.get("method", type(spec.scheduler).__name__.lower())),
+        seed=spec.seed,
+        params=dict(meta.get("params", {})),
         eval_rounds=np.asarray(result.eval_rounds, dtype=np.int64),
         worst_acc=np.asarray(result.worst_acc, dtype=np.float64),
         avg_acc=np.asarray(result.avg_acc, dtype=np.float64),
@@ -316,9 +344,11 @@ def _record(run: PlannedRun, result: RunResult) -> RunRecord:
         tv_to_uniform=float(result.tv_to_uniform),
         client_updates=int(result.client_updates),
         loss_evals=int(result.loss_evals),
-        wall_s=float(result.wall_s),
         dropped=int(result.dropped),
         mean_available=mean_available,
+        non_finite=int(result.non_finite),
+        group_clients=np.bincount(data.groups, minlength=data.n_groups).astype(np.int64),
+        wall_s=float(result.wall_s),
         eval_clock=result.eval_clock,
         total_time=result.total_time,
         client_time=result.client_time,
@@ -330,18 +360,51 @@ def _cell(value: Any) -> Any:
         return ""
     if isinstance(value, (float, np.floating)):
         return repr(float(value))
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, sort_keys=True)
     return value
 
 
-_ID_COLUMNS = ("run_id", "method", "seed", "theta", "refresh_every")
+def param_columns(records: Sequence[RunRecord]) -> list[str]:
+    """Hyperparameter columns: the standard ones, then any that varies among a method's runs."""
+    varying: set[str] = set()
+    by_method: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        by_method.setdefault(r.method, []).append(r.params)
+    for params in by_method.values():
+        for key in {k for p in params for k in p}:
+            values = {json.dumps(p.get(key), sort_keys=True) for p in params}
+            if len(values) > 1:
+                varying.add(key)
+    reserved = {"run_id", "method", "seed", "round", "variant", "params"}
+    extra = sorted(varying - set(STANDARD_PARAM_COLUMNS) - reserved)
+    return [*STANDARD_PARAM_COLUMNS, *extra]
 
 
 def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(header)
         for row in rows:
             writer.writerow([_cell(v) for v in row])
+
+
+def _final_and_last(r: RunRecord) -> list[Any]:
+    window = r.final_rounds
+    if window is None:
+        return [None] * 9
+    return [
+        window[1], window[0], r.final("worst_acc"), r.final("avg_acc"), r.final("test_loss"),
+        r.last("worst_acc"), r.last("avg_acc"), r.last("test_loss"), int(r.eval_rounds[-1]),
+    ]  # fmt: skip
+
+
+_FINAL_COLUMNS = (
+    "final_round", "final_from_round", "final_worst_acc", "final_avg_acc", "final_test_loss",
+    "last_worst_acc", "last_avg_acc", "last_test_loss", "last_round",
+)  # fmt: skip
 
 
 def _timed(records: Sequence[RunRecord]) -> bool:
@@ -349,10 +412,12 @@ def _timed(records: Sequence[RunRecord]) -> bool:
 
 
 def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
-    def ids(r: RunRecord) -> list[Any]:
-        return [r.run_id, r.method, r.seed, r.theta, r.refresh_every]
-
+    columns = param_columns(records)
+    id_columns = ["run_id", "method", "seed", *columns]
     timed = _timed(records)  # the clock's columns come last, only when there is a clock
+
+    def ids(r: RunRecord) -> list[Any]:
+        return [r.run_id, r.method, r.seed, *(r.params.get(c) for c in columns)]
 
     def clock(r: RunRecord) -> Iterable[Any]:
         return r.eval_clock if r.eval_clock is not None else itertools.repeat(None)
@@ -362,7 +427,7 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
 
     _write_csv(
         folder / "metrics.csv",
-        [*_ID_COLUMNS, "round", "worst_acc", "avg_acc", "test_loss", *(["clock_s"] * timed)],
+        [*id_columns, "round", "worst_acc", "avg_acc", "test_loss", *(["clock_s"] * timed)],
         (
             [*ids(r), int(t), w, a, loss, *([c] * timed)]
             for r in records
@@ -374,62 +439,79 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
     _write_csv(
         folder / "runs.csv",
         [
-            *_ID_COLUMNS, "variant", "params", "final_round", "final_worst_acc", "final_avg_acc",
-            "final_test_loss", "tv_to_uniform", "client_updates", "loss_evals", "wall_s",
-            *(f"share_g{k}" for k in range(n_groups)), "dropped", "mean_available",
-            *(["sim_time_s", "client_time_s"] if timed else []),
+            *id_columns, "variant", "params", *_FINAL_COLUMNS, "tv_to_uniform", "client_updates",
+            "loss_evals", *(f"share_g{k}" for k in range(n_groups)), "dropped", "mean_available",
+            "non_finite", *(["sim_time_s", "client_time_s"] if timed else []),
         ],
         (
             [
-                *ids(r), r.variant, json.dumps(r.params, sort_keys=True),
-                *_final(r), r.tv_to_uniform, r.client_updates, r.loss_evals, r.wall_s,
-                *r.group_share, r.dropped, r.mean_available, *totals(r),
+                *ids(r), r.variant, json.dumps(r.params, sort_keys=True), *_final_and_last(r),
+                r.tv_to_uniform, r.client_updates, r.loss_evals, *r.group_share, r.dropped,
+                r.mean_available, r.non_finite, *totals(r),
             ]
             for r in records
         ),
     )  # fmt: skip
     _write_csv(
         folder / "group_share.csv",
-        [*_ID_COLUMNS, "group", "share"],
-        ([*ids(r), k, s] for r in records for k, s in enumerate(r.group_share)),
+        ["run_id", "method", "seed", "group", "share", "clients"],
+        (
+            [
+                r.run_id,
+                r.method,
+                r.seed,
+                k,
+                s,
+                None if r.group_clients is None else r.group_clients[k],
+            ]
+            for r in records
+            for k, s in enumerate(r.group_share)
+        ),
     )
-
-
-def _final(r: RunRecord) -> list[Any]:
-    if r.eval_rounds.size == 0:
-        return [None, None, None, None]
-    return [int(r.eval_rounds[-1]), r.worst_acc[-1], r.avg_acc[-1], r.test_loss[-1]]
 
 
 def _summary(records: Sequence[RunRecord], config: ExperimentConfig) -> dict[str, Any]:
     runs = []
     for r in records:
-        final_round, worst, avg, loss = _final(r)
+        values = dict(zip(_FINAL_COLUMNS, _final_and_last(r), strict=True))
         runs.append(
             {
                 "run_id": r.run_id,
                 "variant": r.variant,
                 "method": r.method,
                 "seed": r.seed,
-                "theta": r.theta,
-                "refresh_every": r.refresh_every,
+                **{c: r.params.get(c) for c in STANDARD_PARAM_COLUMNS},
                 "params": dict(r.params),
-                "final_round": final_round,
-                "final_worst_acc": None if worst is None else float(worst),
-                "final_avg_acc": None if avg is None else float(avg),
-                "final_test_loss": None if loss is None else float(loss),
+                **values,
                 "group_share": [float(x) for x in r.group_share],
                 "tv_to_uniform": r.tv_to_uniform,
                 "client_updates": r.client_updates,
                 "loss_evals": r.loss_evals,
-                "wall_s": r.wall_s,
                 "dropped": r.dropped,
                 "mean_available": r.mean_available,
+                "non_finite": r.non_finite,
             }
         )
         if r.eval_clock is not None:
             runs[-1].update({"sim_time_s": r.total_time, "client_time_s": r.client_time})
-    return {"experiment": config.name, "runs": runs}
+    return {
+        "experiment": config.name,
+        "final": "mean over the last 10% of evaluations",
+        "runs": runs,
+    }
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.generic, enum.Enum)):
+        return _canonical(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON-able: {type(value).__name__}")
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    text = json.dumps(doc, indent=2, default=_json_default, allow_nan=True) + "\n"
+    path.write_text(text, encoding="utf-8")
 
 
 def _system_rows(
@@ -467,43 +549,188 @@ def _system_note(rows: Sequence[Sequence[Any]]) -> str:
     return "Client devices (system.csv): seconds of a full local round, " + "; ".join(parts) + "."
 
 
-def _versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for pkg in ("adcs", "numpy", "scipy", "matplotlib", "typer", "rich"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
+# ---------------------------------------------------------------------------------------------
+# checkpoints
+
+
+def _identity(
+    config: ExperimentConfig, dataset: FashionMNIST, plan: Sequence[RunSpec], n_batches: int
+) -> dict[str, Any]:
+    """What must be the same for a checkpoint to be resumed (the data by content, not path)."""
+    doc = config_to_dict(config)
+    doc["data"].pop("path", None)
+    doc.pop("description", None)
+    return {
+        "config": doc,
+        "data": dict(dataset.checksums) or {"source": dataset.source},
+        "runs": [r.run_id for r in plan],
+        "batches": n_batches,
+    }
+
+
+def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(doc, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in doc.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(doc, list) and any(isinstance(v, Mapping) for v in doc):
+        out = {}
+        for i, v in enumerate(doc):
+            out.update(_flatten(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: doc}
+
+
+def config_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """``key (interrupted run: a, now: b)`` for every key whose value differs."""
+    a, b = _flatten(saved), _flatten(now)
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key, "<unset>") != b.get(key, "<unset>"):
+            out.append(
+                f"{key} (interrupted run: {a.get(key, 'unset')!r}, now: {b.get(key, 'unset')!r})"
+            )
     return out
 
 
-def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True,
-            text=True, timeout=5, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+@dataclass
+class _Progress:
+    """Where an experiment stands: batches finished, the current batch's simulator checkpoint."""
+
+    identity: dict[str, Any]
+    finished: int = 0
+    current: SimCheckpoint | None = None
+    sessions: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # earlier ones
+    workers: int = 1
+    session: dict[str, Any] = dataclasses.field(default_factory=dict)  # this one
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+
+    def all_sessions(self) -> list[dict[str, Any]]:
+        """The earlier sessions and this one, with its wall time so far."""
+        return [*self.sessions, {**self.session, "wall_s": time.perf_counter() - self.started}]
+
+    def describe(self, rounds: int) -> str:
+        batches = self.identity["batches"]
+        if self.finished >= batches:
+            return "simulation complete"
+        done = 0 if self.current is None else self.current.rounds_done
+        where = f" in batch {self.finished + 1} of {batches}" if batches > 1 else ""
+        return f"round {done} of {rounds}{where}"
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT, "identity": self.identity, "finished": self.finished,
+            "current": self.current, "sessions": self.all_sessions(), "workers": self.workers,
+        }  # fmt: skip
 
 
-def _git_info() -> dict[str, Any]:
-    commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+def _load_progress(folder: ResultsFolder, identity: dict[str, Any], source: str) -> _Progress:
+    state = folder.load_checkpoint()
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise RunError(f"--resume: the checkpoint in {folder.partial} is of another adcs version")
+    saved = state["identity"]
+    diffs = config_differences(saved["config"], identity["config"])
+    if diffs:
+        raise ConfigError(
+            f"{source}: --resume: the configuration differs from the interrupted run's in "
+            + "; ".join(diffs)
+        )
+    if saved["data"] != identity["data"]:
+        raise ConfigError(
+            f"{source}: --resume: the data differ from the interrupted run's (other checksums)"
+        )
+    if saved["runs"] != identity["runs"] or saved["batches"] != identity["batches"]:
+        raise RunError("--resume: the interrupted run planned other runs (another adcs version?)")
+    return _Progress(
+        identity, int(state["finished"]), state["current"], list(state["sessions"]),
+        int(state["workers"]),
+    )  # fmt: skip
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.generic, enum.Enum)):
-        return _canonical(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON-able: {type(value).__name__}")
+@dataclass(frozen=True)
+class _Simulated:
+    records: list[RunRecord]
+    client_acc: dict[str, np.ndarray]
+    selections: dict[str, np.ndarray]
+    wall_s: float
 
 
-def _write_json(path: Path, doc: Any) -> None:
-    path.write_text(json.dumps(doc, indent=2, default=_json_default, allow_nan=True) + "\n")
+def _simulate_all(
+    batches: Sequence[tuple[FederatedData, list[RunSpec]]],
+    plan: Sequence[RunSpec],
+    sim_config: SimConfig,
+    progress: ProgressFn | None,
+    workers: int,
+    folder: ResultsFolder,
+    state: _Progress,
+    checkpoint_every: int | None,
+    checkpoint_seconds: float,
+) -> _Simulated:
+    """Advance every batch (finished ones are read back from the checkpoint), in plan order."""
+    rounds = sim_config.rounds
+    total = rounds * len(batches)
+    keep = checkpoint_every != 0
+    records: list[RunRecord] = []
+    client_acc: dict[str, np.ndarray] = {}
+    selections: dict[str, np.ndarray] = {}
+    wall = 0.0
+    if progress is not None:  # where this session starts (a resumed run part-way)
+        start = state.current.rounds_done if state.current is not None else 0
+        progress(min(state.finished, len(batches)) * rounds + start, total)
+    for b, (data, runs) in enumerate(batches):
+        if b < state.finished:
+            results = folder.load_part(f"batch-{b}.pkl")
+        else:
+
+            def report(k: int, start: int = b * rounds) -> None:
+                if progress is not None:
+                    progress(start + min(k, rounds), total)
+
+            def save(checkpoint: SimCheckpoint) -> None:
+                state.current = checkpoint
+                folder.save_checkpoint(state.state(), _info(state, rounds))
+
+            policy = (
+                Checkpointing(save, every=checkpoint_every, seconds=checkpoint_seconds)
+                if keep
+                else None
+            )
+            resume_from, state.current = state.current, None
+            results = simulate(
+                runs, data, sim_config, progress=report, workers=workers, checkpoint=policy,
+                resume_from=resume_from,
+            )  # fmt: skip
+            state.finished, state.current = b + 1, None
+            if keep:
+                folder.save_part(f"batch-{b}.pkl", results)
+                folder.save_checkpoint(state.state(), _info(state, rounds))
+        for spec, res in zip(runs, results, strict=True):
+            records.append(_record(spec, res, data))
+            wall += res.wall_s
+            client_acc[spec.run_id] = np.asarray(res.client_acc, dtype=np.float32)
+            selections[f"selected/{spec.run_id}"] = res.selected
+            selections[f"returned/{spec.run_id}"] = res.returned
+            selections.setdefault(f"n_available/seed{spec.seed}", res.n_available)
+            if res.available is not None:
+                selections.setdefault(f"available/seed{spec.seed}", res.available)
+            if res.round_time is not None and res.busy_time is not None:
+                selections[f"round_time/{spec.run_id}"] = res.round_time
+                selections[f"busy_time/{spec.run_id}"] = res.busy_time
+    if progress is not None:
+        progress(total, total)
+    order = {r.run_id: i for i, r in enumerate(plan)}
+    records.sort(key=lambda r: order[r.run_id])
+    client_acc = {r.run_id: client_acc[r.run_id] for r in records}
+    return _Simulated(records, client_acc, dict(sorted(selections.items())), wall)
+
+
+def _info(state: _Progress, rounds: int) -> dict[str, Any]:
+    done = 0 if state.current is None else state.current.rounds_done
+    return {
+        "progress": state.describe(rounds), "rounds_done": done, "rounds": rounds,
+        "batches_finished": state.finished, "batches": state.identity["batches"],
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,112 +746,58 @@ class ExperimentOutcome:
     folder : Path
         The results folder.
     records : list of RunRecord
+    summaries : list of SeriesSummary
+        The report's rows: the paper's series for its setting, else one per variant.
     claims : list of Claim
-        The paper's claims as checked in ``report.md``.
+        The paper's claims as checked in ``report.md`` (empty off the paper's setting).
+    paper_setting : bool
+        The configuration is of the paper's setting (its report, columns and verdicts).
     figures : list of str
         File names of the figures written.
     wall_s : float
     is_subset : bool
         The shipped Fashion-MNIST subset was used.
     data_source : str
+    resumed : bool
+        The run continued an interrupted one.
     """
 
     folder: Path
     records: list[RunRecord]
-    claims: list[Claim]
+    summaries: list[SeriesSummary]
+    claims: list[paper.Claim]
+    paper_setting: bool
     figures: list[str]
     wall_s: float
     is_subset: bool
     data_source: str
+    resumed: bool = False
 
 
-def _check_target(out: Path, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise RunError(f"output {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise RunError(f"output folder {out} exists and is not empty (overwrite it explicitly)")
+def data_folders(config: ExperimentConfig) -> list[Path]:
+    """The data folders a run of ``config`` may read (results must keep clear of them)."""
+    return fashion_mnist_folders(config.data.path)
 
 
-def _make_parent(out: Path) -> Path | None:
-    """Create the target's parent; return the top folder created (to remove on failure)."""
-    top = None
-    for ancestor in reversed(out.parent.resolve().parents):
-        if not ancestor.exists():
-            top = ancestor
-            break
-    if top is None and not out.parent.exists():
-        top = out.parent.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return top
+def check_output(
+    config: ExperimentConfig,
+    out: str | Path,
+    *,
+    force: bool = False,
+    resume: bool = False,
+    dataset: FashionMNIST | None = None,
+) -> ResultsFolder:
+    """Check ``out`` for a run of ``config`` before any work (see :meth:`ResultsFolder.check`).
 
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _put_in_place(tmp: Path, out: Path) -> None:
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        old.rmdir()
-        out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(out)
-
-
-def _simulate_all(
-    plan: Sequence[PlannedRun],
-    fed: Mapping[int | None, FederatedData],
-    sim_config: SimConfig,
-    progress: ProgressFn | None,
-    workers: int = 1,
-) -> tuple[list[RunRecord], dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Advance every planned run.
-
-    Returns the records in plan order, per-client accuracy by run id, and the arrays of
-    ``selections.npz``.
+    Raises
+    ------
+    RunError
+        ``out`` cannot hold the results (one line, naming why).
     """
-    batches: list[tuple[FederatedData, list[PlannedRun]]] = []
-    for key, data in fed.items():
-        # runs of one seed share minibatches in the simulator: keep them in one batch
-        runs = sorted((r for r in plan if key is None or r.seed == key), key=lambda r: r.seed)
-        size = _runs_per_batch(data, sim_config, max(int(r.scheduler.m) for r in plan))
-        for i in range(0, len(runs), size):
-            batches.append((data, runs[i : i + size]))
-    total = sim_config.rounds * len(batches)
-    done = 0
-    records: list[RunRecord] = []
-    client_acc: dict[str, np.ndarray] = {}
-    selections: dict[str, np.ndarray] = {}
-    for data, runs in batches:
-        specs = [RunSpec(r.scheduler, r.seed, r.run_id, r.meta()) for r in runs]
-        start = done
-
-        def report(k: int, start: int = start) -> None:
-            if progress is not None:
-                progress(start + min(k, sim_config.rounds), total)
-
-        results = simulate(specs, data, sim_config, progress=report, workers=workers)
-        done += sim_config.rounds
-        for run, res in zip(runs, results, strict=True):
-            records.append(_record(run, res))
-            client_acc[run.run_id] = np.asarray(res.client_acc, dtype=np.float32)
-            selections[f"selected/{run.run_id}"] = res.selected
-            selections[f"returned/{run.run_id}"] = res.returned
-            selections.setdefault(f"n_available/seed{run.seed}", res.n_available)
-            if res.available is not None:
-                selections.setdefault(f"available/seed{run.seed}", res.available)
-            if res.round_time is not None and res.busy_time is not None:
-                selections[f"round_time/{run.run_id}"] = res.round_time
-                selections[f"busy_time/{run.run_id}"] = res.busy_time
-    if progress is not None:
-        progress(total, total)
-    order = {r.run_id: i for i, r in enumerate(plan)}
-    records.sort(key=lambda r: order[r.run_id])
-    return records, client_acc, selections
+    data = [] if dataset is not None else data_folders(config)
+    folder = ResultsFolder(out, data=data, keep=source_checkout())
+    folder.check(force=force, resume=resume)
+    return folder
 
 
 def run_experiment(
@@ -632,12 +805,16 @@ def run_experiment(
     out: str | Path,
     *,
     overwrite: bool = False,
+    resume: bool = False,
     quick: bool = False,
     dataset: FashionMNIST | None = None,
     progress: ProgressFn | None = None,
     extra_manifest: Mapping[str, Any] | None = None,
     finalize: Callable[[Path], Mapping[str, Any] | None] | None = None,
-    workers: int = 1,
+    workers: int | None = None,
+    checkpoint_every: int | None = None,
+    checkpoint_seconds: float = 30.0,
+    command: str = "",
 ) -> ExperimentOutcome:
     """Run every distinct run of ``config`` and write the results folder ``out``.
 
@@ -645,9 +822,14 @@ def run_experiment(
     ----------
     config : ExperimentConfig
     out : path
-        Results folder; must not exist or be empty unless ``overwrite``.
+        Results folder: new, empty, or (with ``overwrite``) an earlier adcs results folder.
     overwrite : bool
-        Replace an existing folder (only once the new results are complete).
+        Replace an existing adcs results folder (only once the new results are complete), and
+        remove the stale partial folders of dead runs on ``out``.
+    resume : bool
+        Continue the interrupted run on ``out`` from its checkpoint; the configuration must be
+        the same (the differing keys are named otherwise). The results files are byte-identical
+        to those of an uninterrupted run.
     quick : bool
         Recorded in the manifest and the report (verdicts then indicative only).
     dataset : FashionMNIST, optional
@@ -657,111 +839,222 @@ def run_experiment(
     extra_manifest : mapping, optional
         Added to ``manifest.json`` (e.g. the command line).
     finalize : callable, optional
-        Called with the temporary folder once the runs' files and figures are written (e.g. to
+        Called with the partial folder once the runs' files and figures are written (e.g. to
         add the theory check in a subfolder, which ``report.md`` then links to); a mapping it
         returns is added to the manifest.
-    workers : int
-        Threads the simulator advances the seeds' minibatch groups on (results do not depend on
-        it; keep BLAS single-threaded when using more than one).
+    workers : int, optional
+        Processes advancing the seeds' minibatch streams (results do not depend on it); default
+        1, or on resume the interrupted run's.
+    checkpoint_every : int, optional
+        Rounds between checkpoints; ``None`` (default) about every ``checkpoint_seconds`` of
+        simulation; 0 never (an interrupted run then leaves nothing to resume).
+    checkpoint_seconds : float
+    command : str
+        The command line, named in the lock file while the run writes ``out``.
 
     Raises
     ------
     ConfigError
-        The configuration does not fit the data (checked before any simulation).
+        The configuration does not fit the data, or differs from the checkpoint's (checked
+        before any simulation).
     RunError
-        The output folder is unusable (checked before any work).
+        The output folder is unusable, busy, or holds a stale partial folder (checked before any
+        work); an OS failure while writing.
+    RunInterrupted
+        KeyboardInterrupt (or the CLI's SIGTERM) stopped the run; says whether it is resumable.
     """
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    out = Path(out)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
-    _check_target(out, overwrite)
+    if checkpoint_every is not None and (
+        isinstance(checkpoint_every, bool)
+        or not isinstance(checkpoint_every, int)
+        or checkpoint_every < 0
+    ):
+        raise ValueError(f"checkpoint_every must be an integer >= 0, got {checkpoint_every!r}")
     plan = expand_runs(config)
     try:
         sim_config = config.sim.build(config.data.total_clients)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{config.source}: sim: {exc}") from exc
-    if dataset is None:
-        dataset = load_fashion_mnist(config.data.path)
-    fed = _federated_data(dataset, config)
-    logger.info("%s: %d distinct runs, %d rounds each", config.name, len(plan), config.sim.rounds)
-
-    created = _make_parent(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the results are ordinary files
+    folder = check_output(config, out, force=overwrite, resume=resume, dataset=dataset)
+    folder.acquire(command)
     try:
-        records, client_acc, selections = _simulate_all(plan, fed, sim_config, progress, workers)
-        # the clock's arrays travel with the selections but have a file of their own
-        clocks = {k: selections.pop(k) for k in list(selections) if k.startswith(_CLOCK_ARRAYS)}
-        _write_tables(tmp, records)
-        np.savez_compressed(tmp / "client_acc.npz", **client_acc)  # type: ignore[arg-type]
-        np.savez_compressed(tmp / "selections.npz", **selections)  # type: ignore[arg-type]
-        _write_json(tmp / "summary.json", _summary(records, config))
-        notes: list[str] = []
-        if sim_config.system is not None:
-            np.savez_compressed(tmp / "clock.npz", **clocks)  # type: ignore[arg-type]
-            rows = _system_rows(fed, sim_config, config.seeds)
-            _write_csv(
-                tmp / "system.csv",
-                ["seed", "client", "compute", "upload", "download", "round_s"],
-                rows,
-            )
-            notes.append(_system_note(rows))
-        if "table1" in config.outputs:
-            write_table1(tmp, records)
-        figures = write_figures(tmp, records, config.outputs)
-        extra = dict(finalize(tmp) or {}) if finalize is not None else {}
-        first = next(iter(fed.values()))
-        context = ReportContext(
-            name=config.name, rounds=config.sim.rounds, eval_every=config.sim.eval_every,
-            m=config.m, n_clients=first.n_clients, seeds=config.seeds,
-            data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
-            figures=tuple(figures), wall_s=time.perf_counter() - started,
-            notes=(*notes, *(
-                f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."
-                for p in sorted(tmp.glob("*/report.md"))
-            )),
+        resumable = folder.prepare(force=overwrite, resume=resume, command=command)
+        return _run_in(
+            folder, config, plan, sim_config, resumable, dataset, quick, progress,
+            extra_manifest, finalize, workers, checkpoint_every, checkpoint_seconds, started,
+            started_at,
         )  # fmt: skip
-        claims = write_report(tmp / "report.md", records, context)
-        wall_s = time.perf_counter() - started
-        manifest = {
-            "experiment": config.name,
-            "description": config.description,
-            "config": config_to_dict(config),
-            "config_source": config.source,
-            "seeds": list(config.seeds),
-            "quick": quick,
-            "runs": [r.run_id for r in plan],
-            "data": {
-                "source": dataset.source,
-                "is_subset": dataset.is_subset,
-                "checksums": dict(dataset.checksums),
-                "n_clients": first.n_clients,
-                "n_groups": first.n_groups,
-                "data_sizes": {str(k): np.asarray(v.data_sizes).tolist() for k, v in fed.items()},
-            },
-            "availability": sim_config.availability.describe(),
-            **({} if sim_config.system is None else {"system": sim_config.system.describe()}),
-            "versions": _versions(),
-            "git": _git_info(),
-            "platform": platform.platform(),
-            "argv": list(sys.argv),
-            "started_at": started_at,
-            "wall_s": wall_s,
-            **dict(extra_manifest or {}),
-            **extra,
-        }
-        _write_json(tmp / "manifest.json", manifest)
-        _put_in_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
+    finally:
+        folder.release()
+
+
+def _run_in(
+    folder: ResultsFolder,
+    config: ExperimentConfig,
+    plan: list[RunSpec],
+    sim_config: SimConfig,
+    resumable: bool,
+    dataset: FashionMNIST | None,
+    quick: bool,
+    progress: ProgressFn | None,
+    extra_manifest: Mapping[str, Any] | None,
+    finalize: Callable[[Path], Mapping[str, Any] | None] | None,
+    workers: int | None,
+    checkpoint_every: int | None,
+    checkpoint_seconds: float,
+    started: float,
+    started_at: str,
+) -> ExperimentOutcome:
+    state: _Progress | None = None
+    rounds = sim_config.rounds
+    try:
+        if dataset is None:
+            dataset = load_fashion_mnist(config.data.path)
+        fed = _federated_data(dataset, config)
+        for data in fed.values():
+            try:
+                check_simulation(data, sim_config)
+            except ValueError as exc:
+                raise ConfigError(f"{config.source}: sim.{exc}") from exc
+        batches = _batches(plan, fed, sim_config)
+        identity = _identity(config, dataset, plan, len(batches))
+        if resumable:
+            state = _load_progress(folder, identity, config.source)
+            logger.info("resuming %s at %s", config.name, state.describe(rounds))
+            workers = state.workers if workers is None else workers
+        else:
+            state = _Progress(identity)
+        state.workers = workers = workers or 1
+        state.started = started
+        state.session = {"started_at": started_at, "pid": os.getpid(), "workers": workers,
+                         "from": state.describe(rounds)}  # fmt: skip
+        logger.info("%s: %d distinct runs, %d rounds each", config.name, len(plan), rounds)
+        sim = _simulate_all(
+            batches, plan, sim_config, progress, workers, folder, state, checkpoint_every,
+            checkpoint_seconds,
+        )  # fmt: skip
+        return _write_results(
+            folder, config, plan, sim_config, dataset, fed, sim, quick, extra_manifest,
+            finalize, state, started,
+        )  # fmt: skip
+    except BaseException as exc:
+        kept = folder.discard(keep_checkpoint=True)
+        where = state.describe(rounds) if state is not None else ""
+        if kept:
+            logger.info("kept the checkpoint (%s) in %s", where, folder.partial)
+        if isinstance(exc, KeyboardInterrupt):
+            message = (
+                f"interrupted; the checkpoint ({where}) is kept in {folder.partial}: continue "
+                "with the same command and --resume"
+                if kept
+                else "interrupted before the first checkpoint; nothing was kept"
+            )
+            raise RunInterrupted(message, resumable=kept, partial=folder.partial,
+                                 progress=where) from exc  # fmt: skip
+        if isinstance(exc, OSError):
+            hint = f" (the checkpoint, {where}, is kept: --resume continues)" if kept else ""
+            raise RunError(str(os_error("cannot write the results", exc)) + hint) from exc
         raise
+
+
+def _write_results(
+    folder: ResultsFolder,
+    config: ExperimentConfig,
+    plan: list[RunSpec],
+    sim_config: SimConfig,
+    dataset: FashionMNIST,
+    fed: Mapping[int | None, FederatedData],
+    sim: _Simulated,
+    quick: bool,
+    extra_manifest: Mapping[str, Any] | None,
+    finalize: Callable[[Path], Mapping[str, Any] | None] | None,
+    state: _Progress,
+    started: float,
+) -> ExperimentOutcome:
+    tmp, records = folder.partial, sim.records
+    # the clock's arrays travel with the selections but have a file of their own
+    selections = dict(sim.selections)
+    clocks = {k: selections.pop(k) for k in list(selections) if k.startswith(_CLOCK_ARRAYS)}
+    _write_tables(tmp, records)
+    write_npz(tmp / "client_acc.npz", sim.client_acc)
+    write_npz(tmp / "selections.npz", selections)
+    _write_json(tmp / "summary.json", _summary(records, config))
+    notes: list[str] = []
+    if sim_config.system is not None:
+        write_npz(tmp / "clock.npz", clocks)
+        devices = _system_rows(fed, sim_config, config.seeds)
+        header = ["seed", "client", "compute", "upload", "download", "round_s"]
+        _write_csv(tmp / "system.csv", header, devices)
+        notes.append(_system_note(devices))
+    differs = paper.differences(config)
+    is_paper = not differs
+    if "table1" in config.outputs:
+        paper.write_table1(tmp, records, paper_columns=is_paper)
+    figures = write_figures(tmp, records, config.outputs, paper.FIGURES)
+    extra = dict(finalize(tmp) or {}) if finalize is not None else {}
+    first = next(iter(fed.values()))
+    context = ReportContext(
+        name=config.name, rounds=sim_config.rounds, eval_every=config.sim.eval_every,
+        m=config.m, n_clients=first.n_clients, seeds=config.seeds,
+        data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
+        figures=tuple(figures), wall_s=time.perf_counter() - started,
+        description=config.description,
+        notes=(*notes, *(
+            f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."
+            for p in sorted(tmp.glob("*/report.md"))
+        )),
+    )  # fmt: skip
+    if is_paper:
+        claims = paper.write_report(tmp / "report.md", records, context)
+        rows = summaries(records, paper.console_series(records)) or summaries(
+            records, curve_series(records)
+        )
+    else:
+        claims = []
+        rows = write_report(tmp / "report.md", records, context)
+    wall_s = time.perf_counter() - started
+    sessions = state.all_sessions()
+    manifest = {
+        "experiment": config.name,
+        "description": config.description,
+        "config": config_to_dict(config),
+        "config_source": config.source,
+        "seeds": list(config.seeds),
+        "quick": quick,
+        "paper_setting": is_paper,
+        "differences_from_paper": differs,
+        "runs": [r.run_id for r in plan],
+        "data": {
+            "source": dataset.source,
+            "is_subset": dataset.is_subset,
+            "checksums": dict(dataset.checksums),
+            "n_clients": first.n_clients,
+            "n_groups": first.n_groups,
+            "data_sizes": {str(k): np.asarray(v.data_sizes).tolist() for k, v in fed.items()},
+        },
+        "availability": sim_config.availability.describe(),
+        **({} if sim_config.system is None else {"system": sim_config.system.describe()}),
+        **provenance(),
+        "argv": list(sys.argv),
+        "started_at": sessions[0]["started_at"],
+        "wall_s": sum(float(s["wall_s"]) for s in sessions),
+        "sessions": sessions,
+        "simulation_wall_s": sim.wall_s,
+        "run_wall_s": {r.run_id: r.wall_s for r in records},
+        **dict(extra_manifest or {}),
+        **extra,
+    }
+    _write_json(tmp / "manifest.json", manifest)
+    folder.finish()
     return ExperimentOutcome(
-        folder=out, records=records, claims=claims, figures=figures, wall_s=wall_s,
-        is_subset=dataset.is_subset, data_source=dataset.source,
+        folder=folder.out, records=records, summaries=rows, claims=claims,
+        paper_setting=is_paper, figures=figures, wall_s=wall_s, is_subset=dataset.is_subset,
+        data_source=dataset.source, resumed=bool(state.sessions),
     )  # fmt: skip
 
 
@@ -770,33 +1063,44 @@ def run_experiment(
 
 
 def load_records(folder: str | Path) -> list[RunRecord]:
-    """Rebuild the run records of a results folder from ``runs.csv`` and ``metrics.csv``."""
+    """Rebuild the run records of a results folder from ``runs.csv`` and ``metrics.csv``.
+
+    Group sizes come from ``group_share.csv`` and wall times from ``manifest.json`` when the
+    folder has them.
+    """
     folder = Path(folder)
-    with (folder / "runs.csv").open(newline="") as fh:
+    with (folder / "runs.csv").open(newline="", encoding="utf-8") as fh:
         runs = list(csv.DictReader(fh))
-    with (folder / "metrics.csv").open(newline="") as fh:
+    with (folder / "metrics.csv").open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         metrics = list(reader)
         fields = set(reader.fieldnames or ())
     by_run: dict[str, list[dict[str, str]]] = {}
     for row in metrics:
         by_run.setdefault(row["run_id"], []).append(row)
-
-    def opt(value: str, kind: Callable[[str], Any]) -> Any:
-        return None if value == "" else kind(value)
+    clients: dict[str, dict[int, int]] = {}
+    if (folder / "group_share.csv").is_file():
+        with (folder / "group_share.csv").open(newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                if row.get("clients"):
+                    clients.setdefault(row["run_id"], {})[int(row["group"])] = int(row["clients"])
+    wall: dict[str, float] = {}
+    manifest = folder / "manifest.json"
+    if manifest.is_file():
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+        wall = {k: float(v) for k, v in (doc.get("run_wall_s") or {}).items()}
 
     records = []
     for row in runs:
         rows = by_run.get(row["run_id"], [])
         shares = [float(v) for k, v in row.items() if k.startswith("share_g") and v != ""]
+        groups = clients.get(row["run_id"])
         records.append(
             RunRecord(
                 run_id=row["run_id"],
                 variant=row["variant"],
                 method=row["method"],
                 seed=int(row["seed"]),
-                theta=opt(row["theta"], float),
-                refresh_every=opt(row["refresh_every"], int),
                 params=json.loads(row["params"]),
                 eval_rounds=np.array([int(m["round"]) for m in rows], dtype=np.int64),
                 worst_acc=np.array([float(m["worst_acc"]) for m in rows]),
@@ -806,14 +1110,18 @@ def load_records(folder: str | Path) -> list[RunRecord]:
                 tv_to_uniform=float(row["tv_to_uniform"]),
                 client_updates=int(row["client_updates"]),
                 loss_evals=int(row["loss_evals"]),
-                wall_s=float(row["wall_s"]),
                 dropped=int(row.get("dropped") or 0),
                 mean_available=float(row.get("mean_available") or "nan"),
+                non_finite=int(row.get("non_finite") or 0),
+                group_clients=None
+                if groups is None
+                else np.array([groups[k] for k in sorted(groups)], dtype=np.int64),
+                wall_s=wall.get(row["run_id"], float(row.get("wall_s") or "nan")),
                 eval_clock=(
                     np.array([float(m["clock_s"]) for m in rows]) if "clock_s" in fields else None
                 ),
-                total_time=opt(row.get("sim_time_s", ""), float),
-                client_time=opt(row.get("client_time_s", ""), float),
+                total_time=float(row["sim_time_s"]) if row.get("sim_time_s") else None,
+                client_time=float(row["client_time_s"]) if row.get("client_time_s") else None,
             )
         )
     return records

@@ -20,10 +20,11 @@ import csv
 import json
 import logging
 import math
-import shutil
-import tempfile
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from adcs import theory
 from adcs.dpp import exact_map, greedy_map_features
-from adcs.experiments.runner import _umask
+from adcs.experiments.folder import (
+    MANIFEST,
+    ResultsFolder,
+    locked,
+    provenance,
+    source_checkout,
+)
 
 __all__ = [
     "EXACT_MAX_N",
@@ -46,6 +53,7 @@ __all__ = [
     "fashion_mnist_updates",
     "run_theory_check",
     "synthetic_grid",
+    "write_theory_check",
 ]
 
 logger = logging.getLogger(__name__)
@@ -419,8 +427,8 @@ def fashion_mnist_probe(
         raise ValueError(f"local_lr must be finite and > 0, got {local_lr!r}")
     rng = np.random.default_rng(seed)
     data = load_fashion_mnist(data_path)
-    if data.is_subset:
-        logger.warning("using the shipped Fashion-MNIST subset (%s)", data.source)
+    if data.is_subset:  # the loader has warned already; once is enough
+        logger.info("the theory probe uses the shipped Fashion-MNIST subset (%s)", data.source)
     part = paper_groups(data.train_labels, data.test_labels, rng)
     model = LogisticRegression()
     images = to_unit_float(data.train_images)
@@ -813,6 +821,87 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+def _check_real(
+    real_updates: np.ndarray | None,
+    real_groups: np.ndarray | None,
+    real_quality: np.ndarray | None,
+) -> None:
+    if (real_updates is None) != (real_groups is None):
+        raise ValueError("give real_updates and real_groups together")
+    if real_quality is not None and real_updates is None:
+        raise ValueError("real_quality needs real_updates and real_groups")
+    if real_updates is not None and real_groups is not None:
+        theory.cluster_radius(real_updates, real_groups)  # validates shapes, labels, NaN early
+        n_real = np.asarray(real_updates).shape[0]
+        if real_quality is not None and (
+            np.shape(real_quality) != (n_real,) or not np.isfinite(real_quality).all()
+        ):
+            raise ValueError(f"real_quality must be finite with shape ({n_real},)")
+
+
+def write_theory_check(
+    folder: Path,
+    *,
+    quick: bool,
+    seed: int,
+    real_updates: np.ndarray | None = None,
+    real_groups: np.ndarray | None = None,
+    real_quality: np.ndarray | None = None,
+    real_description: str = "real client updates",
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Write the theory check's files — report, figures, tables, manifest — into ``folder``.
+
+    ``folder`` is created if absent; nothing about atomicity is done here (see
+    :func:`run_theory_check`). Parameters as there. Returns the path of ``report.md``.
+    """
+    _check_real(real_updates, real_groups, real_quality)
+    started = time.perf_counter()
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = synthetic_grid(quick)
+    rows = []
+    for i, spec in enumerate(specs):
+        rows.append(_run_case(spec, seed, i))
+        if progress is not None:
+            progress(i + 1, len(specs))
+    logger.info("theory check: %d synthetic cases done", len(rows))
+    real_rows = None
+    if real_updates is not None and real_groups is not None:
+        real_rng = np.random.default_rng(np.random.SeedSequence([seed, len(specs)]))
+        real_rows = _real_section(real_updates, real_groups, real_quality, real_rng)
+    summary = _summarise(rows)
+    by_ratio = _distinct_by_ratio(rows)
+    figures = _plot(rows, by_ratio, real_rows, real_description, folder)
+    _write_csv(rows, folder / "grid.csv")
+    payload = {
+        "quick": quick,
+        "seed": seed,
+        "theta": THETA,
+        "summary": summary,
+        "by_radius": by_ratio,
+        "real": real_rows,
+    }
+    (folder / "summary.json").write_text(json.dumps(_jsonable(payload), indent=2) + "\n")
+    (folder / "report.md").write_text(
+        _report(summary, by_ratio, real_rows, real_description, figures, quick, seed)
+    )
+    manifest = {
+        "experiment": "theory",
+        "quick": quick,
+        "seed": seed,
+        "theta": THETA,
+        "synthetic_cases": len(specs),
+        "real_updates": None if real_updates is None else real_description,
+        **provenance(),
+        "argv": list(sys.argv),
+        "started_at": started_at,
+        "wall_s": time.perf_counter() - started,
+    }
+    (folder / MANIFEST).write_text(json.dumps(_jsonable(manifest), indent=2) + "\n")
+    return folder / "report.md"
+
+
 def run_theory_check(
     out_dir: Path,
     *,
@@ -824,14 +913,16 @@ def run_theory_check(
     real_description: str = "real client updates",
     overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    command: str = "",
 ) -> Path:
-    """Run the theory check and write its report; return the path of ``report.md``.
+    """Run the theory check and write its results folder; return the path of ``report.md``.
 
     Parameters
     ----------
     out_dir : Path
-        Folder to create (must not exist, or be empty, unless ``overwrite``). Everything is
-        written to a temporary sibling first and moved into place only when complete.
+        Folder to create: new, empty, or (with ``overwrite``) an earlier adcs results folder.
+        It is locked while written, and written as a partial sibling first, moved into place
+        only when complete (:class:`~adcs.experiments.folder.ResultsFolder`).
     quick : bool
         Small grid (seconds) instead of the full one (minutes).
     seed : int
@@ -845,72 +936,32 @@ def run_theory_check(
     real_description : str
         What the real updates are (e.g. "Fashion-MNIST, 200 rounds, batch 16"), for the report.
     overwrite : bool
-        Replace an existing non-empty ``out_dir``.
+        Replace an existing adcs results folder, and remove stale partial folders on ``out_dir``.
     progress : callable, optional
         ``progress(done, total)`` after each synthetic case.
+    command : str
+        Named in the lock file while the folder is written.
+
+    Raises
+    ------
+    ValueError
+        Bad real input (before anything is written).
+    RunError
+        The folder is unusable or busy (before anything is written).
     """
-    out_dir = Path(out_dir)
-    if (real_updates is None) != (real_groups is None):
-        raise ValueError("give real_updates and real_groups together")
-    if real_quality is not None and real_updates is None:
-        raise ValueError("real_quality needs real_updates and real_groups")
-    if real_updates is not None and real_groups is not None:
-        theory.cluster_radius(real_updates, real_groups)  # validates shapes, labels, NaN early
-        n_real = np.asarray(real_updates).shape[0]
-        if real_quality is not None and (
-            np.shape(real_quality) != (n_real,) or not np.isfinite(real_quality).all()
-        ):
-            raise ValueError(f"real_quality must be finite with shape ({n_real},)")
-    if out_dir.exists() and not overwrite and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise FileExistsError(f"{out_dir} exists and is not empty (pass overwrite=True)")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the results are ordinary files
-    try:
-        specs = synthetic_grid(quick)
-        rows = []
-        for i, spec in enumerate(specs):
-            rows.append(_run_case(spec, seed, i))
-            if progress is not None:
-                progress(i + 1, len(specs))
-        logger.info("theory check: %d synthetic cases done", len(rows))
-        real_rows = None
-        if real_updates is not None and real_groups is not None:
-            real_rng = np.random.default_rng(np.random.SeedSequence([seed, len(specs)]))
-            real_rows = _real_section(real_updates, real_groups, real_quality, real_rng)
-        summary = _summarise(rows)
-        by_ratio = _distinct_by_ratio(rows)
-        figures = _plot(rows, by_ratio, real_rows, real_description, tmp)
-        _write_csv(rows, tmp / "grid.csv")
-        payload = {
-            "quick": quick,
-            "seed": seed,
-            "theta": THETA,
-            "summary": summary,
-            "by_radius": by_ratio,
-            "real": real_rows,
-        }
-        (tmp / "summary.json").write_text(json.dumps(_jsonable(payload), indent=2) + "\n")
-        (tmp / "report.md").write_text(
-            _report(summary, by_ratio, real_rows, real_description, figures, quick, seed)
-        )
-        _move_into_place(tmp, out_dir, overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir / "report.md"
-
-
-def _move_into_place(tmp: Path, out_dir: Path, overwrite: bool) -> None:
-    if out_dir.exists():
-        if out_dir.is_dir() and not any(out_dir.iterdir()):
-            out_dir.rmdir()
-        elif overwrite:
-            old = out_dir.with_name(f".{out_dir.name}.old-{tmp.name}")
-            out_dir.rename(old)
-            tmp.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-            return
-        else:
-            raise FileExistsError(f"{out_dir} appeared while the check ran")
-    tmp.rename(out_dir)
+    _check_real(real_updates, real_groups, real_quality)
+    folder = ResultsFolder(out_dir, keep=source_checkout())
+    folder.check(force=overwrite)
+    with locked(folder, command):
+        folder.prepare(force=overwrite, command=command)
+        try:
+            write_theory_check(
+                folder.partial, quick=quick, seed=seed, real_updates=real_updates,
+                real_groups=real_groups, real_quality=real_quality,
+                real_description=real_description, progress=progress,
+            )  # fmt: skip
+            folder.finish()
+        except BaseException:
+            folder.discard(keep_checkpoint=False)
+            raise
+    return folder.out / "report.md"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adcs.experiments.report import RunRecord, t_interval
+from adcs.experiments.report import RunRecord, t_interval, tail_length
 
 __all__ = [
     "TARGET_FRACTION",
@@ -40,9 +40,6 @@ __all__ = [
 
 TARGET_FRACTION = 0.95
 """Default targets: this share of the reference curve's final accuracy."""
-
-_FINAL_FRACTION = 0.1
-"""Share of a run's last evaluations averaged into its final accuracy (as the report does)."""
 
 
 def is_timed(records: Sequence[RunRecord]) -> bool:
@@ -93,8 +90,8 @@ def _client(record: RunRecord) -> float:
 
 
 def _final(values: np.ndarray) -> float:
-    k = max(1, math.ceil(_FINAL_FRACTION * values.size - 1e-9))
-    return float(np.mean(values[-k:]))
+    """The final value of an evaluation series: the report's one definition (:func:`tail_length`)."""
+    return float(np.mean(values[-tail_length(values.size) :]))
 
 
 def default_targets(records: Sequence[RunRecord]) -> tuple[float, float]:

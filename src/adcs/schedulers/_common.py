@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,10 @@ class SchedulerBase(Generic[StateT]):
     """Hyperparameter ``m`` (clients per round), its validation, and no-op protocol defaults."""
 
     m: int
+
+    named_params: ClassVar[tuple[str, ...]] = ()
+    """Hyperparameters that always appear in a run's name, even at their defaults (the ones a
+    study varies first); any other appears when off its default."""
 
     def __post_init__(self) -> None:
         check_int("m", self.m)
@@ -114,18 +118,26 @@ def data_weights(sizes: FloatArray | None, clients: IntArray) -> FloatArray:
     return w / w.sum()
 
 
-def fill_from(order: IntArray, available: BoolArray, k: int) -> IntArray:
+def fill_from(
+    order: IntArray, available: BoolArray, k: int, last: IntArray | None = None
+) -> IntArray:
     """The first ``k`` available clients of ``order``, topped up with other available clients.
 
     Clients without usable statistics (not probed, NaN) are never preferred, but they keep a
-    selection at exactly ``k`` when too few clients have statistics; the top-up goes by index.
+    selection at exactly ``k`` when too few clients have statistics; the top-up goes by index,
+    clients of ``last`` (e.g. those whose statistics were NaN or infinite) after every other.
     """
     order = np.asarray(order, dtype=np.intp)
     picked = order[available[order]][:k]
     if picked.size < k:
         rest = available.copy()
         rest[picked] = False
-        picked = np.concatenate([picked, np.flatnonzero(rest)[: k - picked.size]])
+        fill = np.flatnonzero(rest)
+        if last is not None and last.size:
+            bad = np.zeros(available.shape[0], dtype=bool)
+            bad[last] = True
+            fill = np.concatenate([fill[~bad[fill]], fill[bad[fill]]])
+        picked = np.concatenate([picked, fill[: k - picked.size]])
     return picked.astype(np.intp)
 
 
@@ -176,7 +188,8 @@ class Pool:
             return np.empty(0, dtype=np.intp)
         if self.kernel is not None:
             sub = self.kernel[np.ix_(idx, idx)]
-            picks = greedy_map(sub, k, log_weights[idx], rtol=KERNEL_RTOL)
+            # a Gram matrix of finite unit rows: valid by construction, no O(n³) check
+            picks = greedy_map(sub, k, log_weights[idx], rtol=KERNEL_RTOL, validate=False)
         else:
             assert self.features is not None
             f = self.features if idx.size == self.size else self.features[idx]

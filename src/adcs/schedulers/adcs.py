@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -75,6 +76,30 @@ def speed_score(round_times: ArrayLike) -> FloatArray:
     if span == 0.0:
         return np.zeros(tau.size)
     return np.asarray((log_tau.max() - log_tau) / span)
+
+
+_MAX_LOG_WEIGHT = 1e300
+"""Log weights are clipped here: far beyond any log-det difference, and sums stay finite."""
+
+
+def log_weights(alpha: float, quality: FloatArray, eligible: BoolArray) -> FloatArray:
+    """w_n = 2α (q_n − median q) of the eligible clients (eq. 7 in the log domain), 0 elsewhere.
+
+    MAP is unchanged by adding one constant to every log weight. The greedy compares sums
+    w_n + log d_n² and never exponentiates, so the constant is chosen for resolution, not for
+    exp: the median keeps the typical clients' weights small and exact however extreme an
+    outlier is (q up to the float64 range, e.g. 1e308). An outlier whose weight still overflows
+    is clipped to ±1e300 — above (or, at −inf, below: weight zero) every other client, which
+    is its exact rank — so every weight stays usable.
+    """
+    q = np.asarray(quality, dtype=np.float64)
+    if not eligible.any():
+        return np.zeros_like(q)
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = 2.0 * alpha * (q - float(np.median(q[eligible])))
+    w = np.clip(np.nan_to_num(w, nan=0.0, posinf=_MAX_LOG_WEIGHT, neginf=-np.inf),
+                -np.inf, _MAX_LOG_WEIGHT)  # fmt: skip
+    return np.where(eligible, w, 0.0)
 
 
 class Quality(enum.Enum):
@@ -143,6 +168,8 @@ class ADCS(SchedulerBase[ADCSState]):
     zero weight, so it is chosen only after every client with a direction is exhausted. The kernel
     is built from the unit updates, so updates of any finite scale are safe.
     """
+
+    named_params: ClassVar[tuple[str, ...]] = ("theta", "refresh_every")
 
     theta: float = 0.8
     refresh_every: int = 20
@@ -265,8 +292,9 @@ class ADCS(SchedulerBase[ADCSState]):
         if self.theta >= 1.0:
             scores = np.where(eligible, state.quality, np.nan)
             return state.pool.clients[top_m(scores, min(self.m, int(eligible.sum())))]
-        log_weights = np.where(eligible, 2.0 * self.alpha * state.quality, 0.0)
-        return state.pool.greedy_map(log_weights, eligible, self.m)
+        return state.pool.greedy_map(
+            log_weights(self.alpha, state.quality, eligible), eligible, self.m
+        )
 
     def select(
         self, state: ADCSState, round_idx: int, stats: ClientStats, rng: np.random.Generator
@@ -281,4 +309,4 @@ class ADCS(SchedulerBase[ADCSState]):
         # The MAP over the whole pool is also the MAP over any available part that contains it.
         if order.size < k or not available[order].all():
             order = self._map(state, available[state.pool.clients])
-        return Selection(fill_from(order, available, k)), state
+        return Selection(fill_from(order, available, k, stats.non_finite())), state

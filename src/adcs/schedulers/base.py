@@ -25,6 +25,7 @@ exactly min(m, available) distinct available clients, the contract of :mod:`adcs
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -127,14 +128,37 @@ class ClientStats:
         """Statistics of a round in which nothing was probed."""
         return ClientStats(available=np.asarray(available, dtype=bool))
 
-    def usable(self) -> BoolArray:
-        """Probed clients that are available and whose statistics are all finite, shape (n_probed,)."""
-        ok = self.available[self.clients]
+    def finite(self) -> BoolArray:
+        """Probed clients whose statistics (loss and update) are all finite, shape (n_probed,).
+
+        Computed once per ``ClientStats`` (the runtime and the scheduler both ask).
+        """
+        return self._finite
+
+    @functools.cached_property
+    def _finite(self) -> BoolArray:
+        ok = np.ones(self.n_probed, dtype=bool)
         if self.losses is not None:
             ok &= np.isfinite(self.losses)
         if self.updates is not None and self.updates.size:
             ok &= finite_rows(self.updates)
-        return np.asarray(ok, dtype=bool)
+        return ok
+
+    def usable(self) -> BoolArray:
+        """Probed clients that are available and whose statistics are all finite, shape (n_probed,).
+
+        Every scheduler ranks only these; the others are chosen only to keep a selection full,
+        after every usable client.
+        """
+        return np.asarray(self.available[self.clients] & self.finite(), dtype=bool)
+
+    def non_finite(self) -> IntArray:
+        """Available probed clients with a NaN or infinite loss or update (client indices).
+
+        The runtime counts and logs these (a scheduler never ranks them, see :meth:`usable`).
+        """
+        bad = self.available[self.clients] & ~self.finite()
+        return np.asarray(self.clients[bad], dtype=np.intp)
 
 
 @dataclass(frozen=True, eq=False)

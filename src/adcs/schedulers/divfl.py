@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from adcs._validate import check_number
-from adcs.dpp import gram_matrix
+from adcs.dpp import gram_matrix, power_of_two_scale
 from adcs.schedulers._common import (
     UPDATES_OF_ALL,
     BasicState,
@@ -176,7 +176,9 @@ class DivFL(SchedulerBase[DivFLState]):
             clients, updates = stats.clients[usable].astype(np.intp), probed[usable]
             if self.stale:
                 state = replace(state, known=clients, updates=updates.astype(np.float32))
-        dist = distances_from_gram(gram_matrix(updates))
+        # D scaled by a power of two changes no greedy choice, and keeps ‖g‖² finite at any scale
+        scaled = np.asarray(updates) * power_of_two_scale(updates)
+        dist = distances_from_gram(gram_matrix(scaled))
         candidates = available[clients]
         sample = None
         if self.stochastic_epsilon is not None:
@@ -184,7 +186,7 @@ class DivFL(SchedulerBase[DivFLState]):
         picks = facility_location_greedy(
             dist, min(k, int(candidates.sum())), candidates, rng, sample
         )
-        return Selection(fill_from(clients[picks], available, k)), state
+        return Selection(fill_from(clients[picks], available, k, stats.non_finite())), state
 
     def observe(
         self,

@@ -16,6 +16,7 @@ reused while the available part of the pool is unchanged, so a round costs one O
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -123,6 +124,8 @@ class KDPP(SchedulerBase[KDPPState]):
     (:func:`quality_kernel`); the weights stay exact for the kernel sampled.
     """
 
+    named_params: ClassVar[tuple[str, ...]] = ("theta", "refresh_every")
+
     theta: float = 0.8
     refresh_every: int = 20
     quality: Quality = Quality.LOSS
@@ -200,7 +203,7 @@ class KDPP(SchedulerBase[KDPPState]):
         eligible = available[state.pool.clients]
         idx = np.flatnonzero(eligible).astype(np.intp)
         if idx.size <= k:  # the whole available pool, topped up: all taken for certain
-            chosen = fill_from(state.pool.clients[idx], available, k)
+            chosen = fill_from(state.pool.clients[idx], available, k, stats.non_finite())
             return Selection(chosen, data_weights(state.data_sizes, chosen)), state
         key = eligible.tobytes()
         if state.cache is None or state.cache[:2] != (key, k):

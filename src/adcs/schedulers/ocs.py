@@ -120,8 +120,16 @@ class OCS(SchedulerBase[BasicState]):
         norms = row_norms(rows)
         known = stats.clients[usable]
         if not self.unbiased or k == 0:
-            return Selection(fill_from(known[top_m(norms, k)], available, k)), state
-        pool = np.flatnonzero(available)
+            ranked = known[top_m(norms, k)]
+            return Selection(fill_from(ranked, available, k, stats.non_finite())), state
+        if norms.size and np.isfinite(norms.max()) and norms.max() > 0:
+            norms = norms / norms.max()  # π is scale free; this keeps c·a_n finite
+        # clients without a usable update are drawn only when too few have one
+        pool = (
+            known[available[known]]
+            if known[available[known]].size >= k
+            else np.flatnonzero(available)
+        )
         p = np.ones(state.n_clients) if state.data_sizes is None else state.data_sizes.copy()
         p = p / p[pool].sum()
         importance = np.zeros(state.n_clients)

@@ -33,15 +33,22 @@ or on the number of workers. A run alone therefore equals the same run batched w
 from __future__ import annotations
 
 import contextlib
+import copy
+import ctypes
 import dataclasses
 import logging
 import multiprocessing
+import multiprocessing.process
+import os
+import pickle
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as mp_wait
 from typing import Any, Literal
 
 import numpy as np
@@ -65,7 +72,15 @@ from adcs.sim.model import LogisticRegression, Model, SharedForward, SharedInput
 from adcs.sim.system import ClientTimes, SystemConfig, client_times, probe_phase, training_phase
 from adcs.streams import Domain, _draw, counter_uniform, scheduler_rng, stream_key
 
-__all__ = ["RunResult", "RunSpec", "SimConfig", "simulate"]
+__all__ = [
+    "Checkpointing",
+    "RunResult",
+    "RunSpec",
+    "SimCheckpoint",
+    "SimConfig",
+    "check_simulation",
+    "simulate",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +97,10 @@ _SHARED_ROWS = 65_536
 """Largest union (clients × B samples) computed in one shared forward product; larger rounds
 (a probe of tens of thousands of clients) run as memory-bounded independent jobs instead."""
 _PROGRESS_EVERY = 50
+_FIRST_SEGMENT = 20
+"""Rounds before the first time-based checkpoint (they measure the round rate)."""
+_GATHER_BUDGET_BYTES = 1 << 30
+"""Most inputs (float32) one round may gather at once; larger batch sizes are refused."""
 _MAX_RECORDED_AVAILABILITY_BITS = 1 << 31
 """Availability masks are stored while rounds × N stays below this (256 MB packed)."""
 
@@ -250,6 +269,9 @@ class RunResult:
         None without ``SimConfig.system``.
     busy_time : ndarray of shape (rounds,), or None
         Client-seconds spent in each round, summed over the clients that worked.
+    non_finite : int
+        Probed clients whose loss or update was NaN or infinite, summed over rounds; they were
+        excluded from selection (logged at WARNING, with the client ids, the first time).
     """
 
     spec: RunSpec
@@ -295,6 +317,8 @@ class RunResult:
         """Client-seconds spent over the whole run."""
         return None if self.busy_time is None else float(self.busy_time.sum())
 
+    non_finite: int = 0
+
 
 # --------------------------------------------------------------------------------------------
 # the round loop
@@ -318,6 +342,22 @@ class _Run:
     target: int = 0  # updates wanted per round: m (less than the invited with over-commitment)
     round_s: F64Array | None = None  # simulated seconds per round (with a system profile)
     busy_s: F64Array | None = None  # client-seconds per round
+    non_finite: int = 0
+    non_finite_clients: set[int] = field(default_factory=set)
+
+    def note_non_finite(self, t: int, stats: ClientStats) -> None:
+        """Count the probed clients with NaN/inf statistics; log them the first time."""
+        bad = stats.non_finite()
+        if bad.size == 0:
+            return
+        if not self.non_finite_clients:
+            logger.warning(
+                "run %r, round %d: client(s) %s reported NaN or infinite losses/updates; they "
+                "are excluded from selection (later occurrences are counted, not logged)",
+                self.spec.run_id, t, bad.tolist(),
+            )  # fmt: skip
+        self.non_finite += int(bad.size)
+        self.non_finite_clients.update(bad.tolist())
 
 
 @dataclass(frozen=True)
@@ -488,6 +528,7 @@ class _Stream:
         for j, run in enumerate(runs):
             sel = selections[j]
             if sel is None:
+                run.note_non_finite(t, stats[j])
                 sel, run.state = run.scheduler.select(run.state, t, stats[j], run.rng)
             clients = check_selection(sel.clients, avail.mask, run.scheduler.m, who=run.spec.run_id)
             ok = ctx.returned(self.seed_key, t, clients)  # dropouts
@@ -822,18 +863,53 @@ class _Evaluator:
         return acc, loss
 
 
+_StreamKey = tuple[int, str | None]
+"""A minibatch stream: (seed, None) shared by the seed's runs, or (seed, run_id)."""
+
+
+@dataclass
+class _StreamState:
+    """One stream's state after a whole round: what a checkpoint or a forked worker carries.
+
+    ``runs`` holds per run (scheduler state, scheduler generator, selected, returned,
+    client_updates, loss_evals, dropped, non_finite, non_finite_clients, and the clock's
+    round_s and busy_s).
+    """
+
+    params: F32Array
+    runs: list[tuple[Any, ...]]
+    client_acc: F64Array  # (n_runs, n_evals, n_clients)
+    test_loss: F64Array  # (n_runs, n_evals)
+
+
+def _run_state(run: _Run) -> tuple[Any, ...]:
+    return (
+        run.state, run.rng, run.selected, run.returned, run.client_updates, run.loss_evals,
+        run.dropped, run.non_finite, set(run.non_finite_clients), run.round_s, run.busy_s,
+    )  # fmt: skip
+
+
+def _set_run_state(run: _Run, values: tuple[Any, ...]) -> None:
+    (
+        run.state, run.rng, run.selected, run.returned, run.client_updates, run.loss_evals,
+        run.dropped, run.non_finite, run.non_finite_clients, run.round_s, run.busy_s,
+    ) = values  # fmt: skip
+
+
 class _Shard:
     """The streams one worker advances, with their evaluations and availability records."""
 
     def __init__(
         self,
         streams: list[_Stream],
+        keys: list[_StreamKey],
         seeds: dict[int, int],
         evaluator: _Evaluator,
         ctx: _Context,
         n_evals: int,
     ) -> None:
         self.streams = streams
+        self.keys = keys  # the stream identities, parallel to ``streams``
         self.seeds = seeds  # seed → its availability/dropout key
         self.evaluator = evaluator
         self.ctx = ctx
@@ -847,68 +923,76 @@ class _Shard:
             {s: np.empty((rounds, (n + 7) // 8), dtype=np.uint8) for s in seeds} if keep else None
         )
         self.rounds_done = 0
+        self.next_eval = 0  # index into config.eval_rounds of the next evaluation
 
-    def export(self) -> tuple[Any, ...]:
-        """What a forked worker sends back: everything :func:`_collect` reads."""
-        streams = [
-            (
-                s.params,
-                [
-                    (
-                        r.state,
-                        r.selected,
-                        r.returned,
-                        r.client_updates,
-                        r.loss_evals,
-                        r.dropped,
-                        r.round_s,
-                        r.busy_s,
-                    )
-                    for r in s.runs
-                ],
+    def export(self) -> dict[str, Any]:
+        """The shard's whole state after a round, by stream and by seed (picklable).
+
+        A forked worker sends it back; merged over shards it is a :class:`SimCheckpoint`.
+        """
+        streams: dict[_StreamKey, _StreamState] = {}
+        row = 0
+        for key, stream in zip(self.keys, self.streams, strict=True):
+            rows = slice(row, row + len(stream.runs))
+            streams[key] = _StreamState(
+                stream.params,
+                [_run_state(r) for r in stream.runs],
+                self.client_acc[rows],
+                self.test_loss[rows],
             )
-            for s in self.streams
-        ]
-        return (
-            self.client_acc,
-            self.test_loss,
-            self.n_available,
-            self.available,
-            self.rounds_done,
-            streams,
-        )
+            row = rows.stop
+        return {
+            "rounds_done": self.rounds_done,
+            "next_eval": self.next_eval,
+            "streams": streams,
+            "n_available": self.n_available,
+            "available": self.available,
+        }
 
-    def absorb(self, outcome: tuple[Any, ...]) -> None:
-        """Take back the results of :meth:`export` from a forked worker."""
-        (
-            self.client_acc,
-            self.test_loss,
-            self.n_available,
-            self.available,
-            self.rounds_done,
-            streams,
-        ) = outcome
-        for stream, (params, runs) in zip(self.streams, streams, strict=True):
-            stream.params = params
-            for run, values in zip(stream.runs, runs, strict=True):
-                (run.state, run.selected, run.returned, *counts, run.round_s, run.busy_s) = values
-                run.client_updates, run.loss_evals, run.dropped = counts
+    def absorb(self, state: Mapping[str, Any]) -> None:
+        """Take the state of this shard's streams from :meth:`export` (of any shards' layout)."""
+        self.rounds_done = int(state["rounds_done"])
+        self.next_eval = int(state["next_eval"])
+        row = 0
+        for key, stream in zip(self.keys, self.streams, strict=True):
+            saved: _StreamState = state["streams"][key]
+            rows = slice(row, row + len(stream.runs))
+            stream.params = np.array(saved.params, dtype=np.float32)
+            for run, values in zip(stream.runs, saved.runs, strict=True):
+                _set_run_state(run, values)
+            self.client_acc[rows] = saved.client_acc
+            self.test_loss[rows] = saved.test_loss
+            row = rows.stop
+        for seed in self.seeds:
+            self.n_available[seed][:] = state["n_available"][seed]
+            if self.available is not None:
+                self.available[seed][:] = state["available"][seed]
 
-    def evaluate(self, k: int) -> None:
-        params = np.concatenate([s.params for s in self.streams])
-        acc, loss = self.evaluator(params)
-        self.client_acc[:, k] = acc
-        self.test_loss[:, k] = loss
+    def evaluate(self) -> None:
+        # stream by stream: the products then do not depend on which streams share a shard, so
+        # neither do the numbers (whatever ``workers`` is, and across a resume)
+        row = 0
+        for stream in self.streams:
+            rows = slice(row, row + len(stream.runs))
+            self.client_acc[rows, self.next_eval], self.test_loss[rows, self.next_eval] = (
+                self.evaluator(stream.params)
+            )
+            row = rows.stop
+        self.next_eval += 1
 
-    def run(self, config: SimConfig, report: Callable[[], None], stop: threading.Event) -> None:
+    def run(
+        self, config: SimConfig, report: Callable[[], None], stop: threading.Event, until: int
+    ) -> None:
+        """Advance every stream from round ``rounds_done`` to round ``until`` (≤ T).
+
+        Evaluations happen before the rounds they name; the last one (at T) once ``until`` = T.
+        """
         eval_at = config.eval_rounds
-        next_eval = 0
-        for t in range(config.rounds):
+        for t in range(self.rounds_done, until):
             if stop.is_set():  # another worker failed
                 return
-            if t == eval_at[next_eval]:
-                self.evaluate(next_eval)
-                next_eval += 1
+            if t == eval_at[self.next_eval]:
+                self.evaluate()
             masks = {seed: self.ctx.availability(key, t) for seed, key in self.seeds.items()}
             for seed, avail in masks.items():
                 self.n_available[seed][t] = avail.clients.size
@@ -919,7 +1003,8 @@ class _Shard:
             self.rounds_done = t + 1
             if self.rounds_done % _PROGRESS_EVERY == 0:
                 report()
-        self.evaluate(next_eval)
+        if self.rounds_done == config.rounds and self.next_eval < eval_at.size:
+            self.evaluate()
         report()
 
 
@@ -938,6 +1023,31 @@ def _check_runs(runs: Sequence[RunSpec], data: FederatedData) -> None:
             raise ValueError(
                 f"run {spec.run_id!r}: scheduler.m must be in [1, {data.n_clients}], got {m!r}"
             )
+
+
+def _check_gather_memory(ctx: _Context) -> None:
+    """Refuse a batch size whose round would hold more memory at once than allowed.
+
+    A round draws E·B local indices for each active client (index arrays, ~24 bytes per sample
+    with the draw's temporaries) and gathers inputs for at most max(E·B, the job and shared-product
+    bounds) samples at a time (float32). A client holding fewer samples than E·B trains on whole
+    shuffles of its data back to back, so a batch far beyond every client's data buys only memory.
+    """
+    cfg, data = ctx.config, ctx.data
+    values = int(np.prod(data.input_shape))
+    steps = cfg.local_steps * cfg.batch_size
+    shared = min(data.n_clients * cfg.batch_size, _SHARED_ROWS) if ctx.shared is not None else 0
+    rows = max(steps, _JOB_ROWS, shared)
+    need = rows * values * 4 + data.n_clients * steps * 24
+    if need > _GATHER_BUDGET_BYTES:
+        sizes = data.data_sizes
+        raise ValueError(
+            f"batch_size={cfg.batch_size} (local_steps={cfg.local_steps}) needs about "
+            f"{need / 2**30:.1f} GiB at once for {data.n_clients} clients of {values}-value "
+            f"samples, more than the {_GATHER_BUDGET_BYTES / 2**30:.0f} GiB allowed; the clients "
+            f"hold {int(sizes.min())}–{int(sizes.max())} training samples each, and a batch "
+            "larger than a client's data only repeats its samples"
+        )
 
 
 def _new_run(spec: RunSpec, ctx: _Context) -> _Run:
@@ -994,13 +1104,13 @@ def _build_shards(
     Streams are dealt largest first to the least loaded shard. A stream is never split, so the
     shared products — and therefore every number — are the same whatever ``workers`` is.
     """
-    keyed: dict[tuple[int, str | None], list[int]] = {}
+    keyed: dict[_StreamKey, list[int]] = {}
     for i, spec in enumerate(runs):
         key = (spec.seed, None if ctx.config.common_minibatches else spec.run_id)
         keyed.setdefault(key, []).append(i)
     n_shards = min(workers, len(keyed))
     load = [0] * n_shards
-    dealt: list[list[tuple[int, str | None]]] = [[] for _ in range(n_shards)]
+    dealt: list[list[_StreamKey]] = [[] for _ in range(n_shards)]
     for key in sorted(keyed, key=lambda k: -len(keyed[k])):
         s = load.index(min(load))
         dealt[s].append(key)
@@ -1016,14 +1126,140 @@ def _build_shards(
             streams.append(_Stream(stream_runs, stream_key(seed, run_id), stream_key(seed), ctx))
             member.extend(indices)
         seeds = {seed: stream_key(seed) for seed, _ in keys}
-        shards.append(_Shard(streams, seeds, evaluator, ctx, n_evals))
+        shards.append(_Shard(streams, list(keys), seeds, evaluator, ctx, n_evals))
         members.append(member)
     return shards, members
 
 
-def _run_shards(
-    shards: list[_Shard], config: SimConfig, progress: Callable[[int], None] | None
+# --------------------------------------------------------------------------------------------
+# checkpoints
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class SimCheckpoint:
+    """Everything a :func:`simulate` call holds after a whole round, to continue it exactly.
+
+    Picklable (the runner pickles it into a results folder's checkpoint). A call resumed from it
+    (``simulate(..., resume_from=checkpoint)`` with the same runs, data and config) gives results
+    identical to the call that was never interrupted: the schedulers' states and generators, the
+    models, the records and the evaluations are all here, and every other draw is counter-based.
+
+    Attributes
+    ----------
+    rounds_done : int
+        Rounds every run has completed, 1 ≤ rounds_done < T.
+    rounds : int
+        T of the call.
+    run_ids : tuple of str
+        The runs, in the order given to :func:`simulate`.
+    state : dict
+        The streams' states by stream and the availability records by seed (engine-internal).
+    wall_s : float
+        Wall time spent on the call so far (all sessions).
+    """
+
+    rounds_done: int
+    rounds: int
+    run_ids: tuple[str, ...]
+    state: Mapping[str, Any]
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """When :func:`simulate` hands a :class:`SimCheckpoint` to ``save``.
+
+    Parameters
+    ----------
+    save : callable
+        ``save(checkpoint)``, called between rounds (in the calling process, workers idle).
+    every : int, optional
+        Every this many rounds. ``None`` (default): about every ``seconds`` of simulation.
+    seconds : float
+        Target time between checkpoints when ``every`` is None (> 0).
+    """
+
+    save: Callable[[SimCheckpoint], None]
+    every: int | None = None
+    seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not callable(self.save):
+            raise ValueError(f"save must be callable, got {self.save!r}")
+        if self.every is not None:
+            check_int("every", self.every)
+        check_number("seconds", self.seconds, 0.0, low_open=True)
+
+    def first(self, remaining: int) -> int:
+        """Rounds in the first segment: ``every``, or a short probe of the round rate."""
+        return min(remaining, self.every if self.every is not None else _FIRST_SEGMENT)
+
+    def next(self, remaining: int, rounds: int, elapsed: float) -> int:
+        """Rounds in the next segment, after the last one took ``elapsed`` s for ``rounds``."""
+        if self.every is not None:
+            return min(remaining, self.every)
+        per_round = max(elapsed, 1e-9) / max(rounds, 1)
+        return max(1, min(remaining, int(self.seconds / per_round)))
+
+
+def _snapshot(
+    shards: list[_Shard], runs: Sequence[RunSpec], rounds: int, wall: float
+) -> SimCheckpoint:
+    streams: dict[_StreamKey, _StreamState] = {}
+    n_available: dict[int, NDArray[np.int32]] = {}
+    available: dict[int, NDArray[np.uint8]] | None = None
+    for shard in shards:
+        exported = shard.export()
+        streams.update(exported["streams"])
+        for seed, counts in exported["n_available"].items():
+            n_available.setdefault(seed, counts)
+        if exported["available"] is not None:
+            available = available if available is not None else {}
+            for seed, bits in exported["available"].items():
+                available.setdefault(seed, bits)
+    state = {  # a deep copy: the loop goes on writing into the live arrays
+        "rounds_done": shards[0].rounds_done,
+        "next_eval": shards[0].next_eval,
+        "streams": streams,
+        "n_available": n_available,
+        "available": available,
+    }
+    ids = tuple(s.run_id for s in runs)
+    return SimCheckpoint(shards[0].rounds_done, rounds, ids, copy.deepcopy(state), wall)
+
+
+def _restore(
+    shards: list[_Shard], checkpoint: SimCheckpoint, runs: Sequence[RunSpec], rounds: int
 ) -> None:
+    if not isinstance(checkpoint, SimCheckpoint):
+        raise ValueError(f"resume_from must be a SimCheckpoint, got {type(checkpoint).__name__}")
+    if checkpoint.run_ids != tuple(s.run_id for s in runs):
+        raise ValueError("resume_from was taken of other runs (their run ids differ)")
+    if checkpoint.rounds != rounds or not 0 < checkpoint.rounds_done < rounds:
+        raise ValueError(
+            f"resume_from was taken at round {checkpoint.rounds_done} of {checkpoint.rounds}; "
+            f"this call runs {rounds} rounds"
+        )
+    missing = [k for s in shards for k in s.keys if k not in checkpoint.state["streams"]]
+    if missing:
+        raise ValueError(f"resume_from has no state for the stream(s) {missing}")
+    for shard in shards:
+        shard.absorb(checkpoint.state)
+
+
+# --------------------------------------------------------------------------------------------
+# workers
+# --------------------------------------------------------------------------------------------
+
+
+def _run_shards(
+    shards: list[_Shard],
+    config: SimConfig,
+    progress: Callable[[int], None] | None,
+    until: int,
+) -> None:
+    """Advance every shard to round ``until``: in this process, forked processes or threads."""
     lock = threading.Lock()
     stop = threading.Event()
     reported = [-1]
@@ -1038,25 +1274,30 @@ def _run_shards(
                 progress(done)
 
     if len(shards) == 1:
-        shards[0].run(config, report, stop)
+        shards[0].run(config, report, stop, until)
         return
     if _can_fork():
-        _run_shards_in_processes(shards, config, report)
+        _run_shards_in_processes(shards, config, report, until)
         return
     errors: list[BaseException] = []
 
     def work(shard: _Shard) -> None:
         try:
-            shard.run(config, report, stop)
+            shard.run(config, report, stop, until)
         except BaseException as exc:  # re-raised in the calling thread
             errors.append(exc)
             stop.set()
 
     threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in shards]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():  # a timed join lets KeyboardInterrupt through
+                thread.join(0.2)
+    except BaseException:
+        stop.set()
+        raise
     if errors:
         raise errors[0]
 
@@ -1067,49 +1308,142 @@ def _can_fork() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
-_FORKED: tuple[list[_Shard], SimConfig, Any] | None = None
-"""What a forked worker inherits: the shards, the config and the shared round counters."""
+_FORKED: tuple[list[_Shard], SimConfig, Any, int] | None = None
+"""What a forked worker inherits: the shards, the config, the shared round counters, ``until``."""
+
+_PR_SET_PDEATHSIG = 1
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def _forked_worker(index: int) -> tuple[Any, ...]:
+def _die_with_parent(parent: int) -> None:
+    """Make this forked worker die with its parent, even a parent killed by SIGKILL.
+
+    Linux's parent-death signal does it; should it be unavailable, a thread polls the parent.
+    Either way a worker whose parent is already gone exits at once.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        armed = False
+    if not armed:
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _forked_worker(index: int, conn: Connection, parent: int) -> None:
+    """A forked process: advance shard ``index`` and send its state (or its error) back."""
+    _die_with_parent(parent)
+    # Ctrl-C reaches the whole process group: the parent handles it and stops the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # blocked around the fork
     assert _FORKED is not None
-    shards, config, counters = _FORKED
+    shards, config, counters, until = _FORKED
     shard = shards[index]
 
     def report() -> None:
         counters[index] = shard.rounds_done
 
-    shard.run(config, report, threading.Event())
-    return shard.export()
+    try:
+        shard.run(config, report, threading.Event(), until)
+        message: tuple[str, Any] = ("ok", shard.export())
+    except BaseException as exc:
+        message = ("error", _portable_error(exc))
+    try:
+        conn.send(message)
+    except Exception as exc:  # e.g. an unpicklable scheduler state
+        conn.send(("error", RuntimeError(f"simulation worker {index}: cannot send results: {exc}")))
+    conn.close()
+
+
+def _portable_error(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a RuntimeError carrying its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
 
 
 def _run_shards_in_processes(
-    shards: list[_Shard], config: SimConfig, report: Callable[[], None]
+    shards: list[_Shard], config: SimConfig, report: Callable[[], None], until: int
 ) -> None:
-    """Advance each shard in its own forked process and take its results back."""
+    """Advance each shard in its own forked process and take its state back.
+
+    The workers die with this process (see :func:`_die_with_parent`); on any exception here —
+    a worker's error, KeyboardInterrupt, the CLI's SIGTERM — they are terminated and reaped
+    before it propagates, so none is left running.
+    """
     global _FORKED
     ctx = multiprocessing.get_context("fork")
-    counters = ctx.Array("q", len(shards), lock=False)
-    _FORKED = (shards, config, counters)
+    counters = ctx.Array("q", [s.rounds_done for s in shards], lock=False)
+    _FORKED = (shards, config, counters, until)
+    processes: list[multiprocessing.process.BaseProcess] = []
+    pending: dict[Connection, int] = {}
+    outcomes: dict[int, Mapping[str, Any]] = {}
     try:
-        with ProcessPoolExecutor(len(shards), mp_context=ctx) as pool:
-            futures = [pool.submit(_forked_worker, i) for i in range(len(shards))]
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
-                for shard, count in zip(shards, counters, strict=True):
-                    shard.rounds_done = int(count)
-                report()
-                if any(f.exception() is not None for f in done):
-                    for f in pending:
-                        f.cancel()
-                    break
-            outcomes = [f.result() for f in futures]  # re-raises a worker's exception
+        for i in range(len(shards)):
+            receiver, sender = ctx.Pipe(duplex=False)
+            process = ctx.Process(target=_forked_worker, args=(i, sender, os.getpid()), daemon=True)
+            # an interrupt raised inside fork's hooks would be lost ("Exception ignored"):
+            # it waits until the child exists, then arrives here
+            signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                process.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+            sender.close()
+            processes.append(process)
+            pending[receiver] = i
+        while pending:
+            ready = [c for c in mp_wait(list(pending), timeout=0.5) if isinstance(c, Connection)]
+            for shard, count in zip(shards, counters, strict=True):
+                shard.rounds_done = max(shard.rounds_done, int(count))
+            report()
+            for conn in ready:
+                i = pending.pop(conn)
+                try:
+                    kind, payload = conn.recv()
+                except EOFError:
+                    processes[i].join(1.0)
+                    raise RuntimeError(
+                        f"simulation worker {i} (pid {processes[i].pid}) died "
+                        f"(exit code {processes[i].exitcode})"
+                    ) from None
+                finally:
+                    conn.close()
+                if kind == "error":
+                    raise payload
+                outcomes[i] = payload
     finally:
         _FORKED = None
-    for shard, outcome in zip(shards, outcomes, strict=True):
-        shard.absorb(outcome)
+        for conn in pending:
+            conn.close()
+        _stop_processes(processes)
+    for i, shard in enumerate(shards):
+        shard.absorb(outcomes[i])
     report()
+
+
+def _stop_processes(processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
+    """Terminate the workers still running and reap every one (no zombie, no orphan)."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + 5.0
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 @contextlib.contextmanager
@@ -1130,6 +1464,31 @@ def _single_threaded_blas() -> Iterator[None]:
         yield
 
 
+def _context(data: FederatedData, config: SimConfig, model: Model | None) -> _Context:
+    if model is None:
+        model = LogisticRegression(int(np.prod(data.input_shape)), data.n_classes)
+    if not isinstance(model, Model):
+        raise ValueError(f"model must follow the Model protocol, got {type(model).__name__}")
+    if isinstance(config.availability, TraceAvailability):
+        config.availability.mask(0, 0, data.groups)  # refuses a trace of another population
+    ctx = _Context(data, config, model)
+    _check_gather_memory(ctx)
+    return ctx
+
+
+def check_simulation(data: FederatedData, config: SimConfig, model: Model | None = None) -> None:
+    """What :func:`simulate` checks of data, config and model before any round, without running.
+
+    Raises
+    ------
+    ValueError
+        The model does not follow the protocol, an availability trace is of another population,
+        or a round would gather more inputs than memory allows (the message starts with the
+        offending argument, e.g. ``batch_size=100000 …``).
+    """
+    _context(data, config, model)
+
+
 def simulate(
     runs: Sequence[RunSpec],
     data: FederatedData,
@@ -1138,6 +1497,8 @@ def simulate(
     *,
     model: Model | None = None,
     workers: int = 1,
+    checkpoint: Checkpointing | None = None,
+    resume_from: SimCheckpoint | None = None,
 ) -> list[RunResult]:
     """Run many independent federated trainings together (Algorithm 1 for every scheduler).
 
@@ -1156,8 +1517,16 @@ def simulate(
     workers : int
         Workers that advance disjoint sets of minibatch streams in parallel — forked processes on
         Linux, threads elsewhere (≥ 1; more than the number of streams — seeds, with
-        ``common_minibatches`` — brings nothing). Results do not depend on it. BLAS is kept to one thread during the call when ``threadpoolctl`` is
+        ``common_minibatches`` — brings nothing). Results do not depend on it. Forked workers die
+        with the calling process and are stopped when the call raises (KeyboardInterrupt
+        included). BLAS is kept to one thread during the call when ``threadpoolctl`` is
         installed (without it, set ``OPENBLAS_NUM_THREADS=1`` for best speed).
+    checkpoint : Checkpointing, optional
+        Hand a :class:`SimCheckpoint` to ``checkpoint.save`` every ``checkpoint.every`` rounds
+        (default about every 30 s), between rounds.
+    resume_from : SimCheckpoint, optional
+        Continue the call that saved this checkpoint (same runs, data, config and model; any
+        ``workers``). The results are those of the uninterrupted call.
 
     Returns
     -------
@@ -1166,25 +1535,39 @@ def simulate(
     """
     check_int("workers", workers)
     _check_runs(runs, data)
-    if model is None:
-        model = LogisticRegression(int(np.prod(data.input_shape)), data.n_classes)
-    if not isinstance(model, Model):
-        raise ValueError(f"model must follow the Model protocol, got {type(model).__name__}")
-    if isinstance(config.availability, TraceAvailability):
-        config.availability.mask(0, 0, data.groups)  # refuses a trace of another population
-    ctx = _Context(data, config, model)
+    if checkpoint is not None and not isinstance(checkpoint, Checkpointing):
+        raise ValueError(f"checkpoint must be a Checkpointing, got {type(checkpoint).__name__}")
+    ctx = _context(data, config, model)
     shards, members = _build_shards(runs, ctx, workers)
+    earlier = 0.0
+    if resume_from is not None:
+        _restore(shards, resume_from, runs, config.rounds)
+        earlier = resume_from.wall_s
     logger.info(
-        "simulating %d runs in %d stream(s), %d rounds, %d worker(s)",
+        "simulating %d runs in %d stream(s), rounds %d to %d, %d worker(s)",
         len(runs),
         sum(len(s.streams) for s in shards),
+        shards[0].rounds_done,
         config.rounds,
         len(shards),
     )
     start = time.perf_counter()
     with _single_threaded_blas():
-        _run_shards(shards, config, progress)
-    wall = time.perf_counter() - start
+        done = shards[0].rounds_done
+        step = config.rounds if checkpoint is None else checkpoint.first(config.rounds - done)
+        while True:
+            until = min(config.rounds, done + step)
+            began = time.perf_counter()
+            _run_shards(shards, config, progress, until)
+            if until == config.rounds:
+                break
+            assert checkpoint is not None
+            wall = earlier + time.perf_counter() - start
+            checkpoint.save(_snapshot(shards, runs, config.rounds, wall))
+            remaining = config.rounds - until
+            step = checkpoint.next(remaining, until - done, time.perf_counter() - began)
+            done = until
+    wall = earlier + time.perf_counter() - start
     logger.info("simulated %d runs x %d rounds in %.1f s", len(runs), config.rounds, wall)
     return _collect(runs, ctx, shards, members, wall)
 
@@ -1232,6 +1615,7 @@ def _collect(
                     final_params=stream.params[j].copy(),
                     round_time=run.round_s,
                     busy_time=run.busy_s,
+                    non_finite=run.non_finite,
                 )
                 row += 1
     return [r for r in results if r is not None]

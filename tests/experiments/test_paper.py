@@ -1,0 +1,192 @@
+"""The paper's layer: claims computed from the numbers (made to hold, and made to fail), Table 1,
+its report, and which configurations are of the paper's setting."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adcs.experiments import paper
+from adcs.experiments.config import packaged_config, with_overrides
+from adcs.experiments.paper import (
+    PAPER_TABLE1,
+    PAPER_TV,
+    Claim,
+    ClaimTolerances,
+    evaluate_claims,
+    table1_rows,
+    write_table1,
+)
+from adcs.experiments.report import ReportContext, RunRecord
+
+from .records import UNIFORM_SHARE, adcs, record
+
+
+def skewed(tv: float) -> np.ndarray:
+    """Group shares with the given TV distance to uniform (mass moved from group 9 to group 0)."""
+    share = UNIFORM_SHARE.copy()
+    share[0] += tv
+    share[9] -= tv
+    return share
+
+
+def paper_like(seeds: int = 2, *, flip: bool = False) -> list[RunRecord]:
+    """Numbers for which every claim of Sec. 6 holds; ``flip=True`` makes every one fail."""
+    f = flip
+    worst = {
+        "uniform": 0.30, "powerofchoice": 0.40, "ocs": 0.42, "divfl": 0.38,
+        "staticdpp": 0.40 if f else 0.02, "adcs": 0.35 if f else 0.50,
+    }  # fmt: skip
+    avg = {
+        "uniform": 0.78, "powerofchoice": 0.80, "ocs": 0.79, "divfl": 0.78,
+        "staticdpp": 0.50, "adcs": 0.75 if f else 0.80,
+    }  # fmt: skip
+    tv = {
+        "uniform": 0.002, "powerofchoice": 0.19, "ocs": 0.10 if f else 0.22, "divfl": 0.12,
+        "staticdpp": 0.40, "adcs": 0.14,
+    }  # fmt: skip
+    if f:
+        worst["uniform"] = 0.45  # baselines no longer beat Uniform
+    out = []
+    for s in range(seeds):
+        jitter = 0.002 * s
+        for method in worst:
+            if method == "adcs":
+                out.append(
+                    adcs(worst[method] + jitter, avg[method], seed=s, share=skewed(tv[method]))
+                )
+            else:
+                out.append(record(method, worst[method] + jitter, avg[method], seed=s,
+                                  share=skewed(tv[method])))  # fmt: skip
+        for theta, w, a in [(0.2, 0.50 if f else 0.25, 0.7), (0.6, 0.48, 0.79 if f else 0.81)]:
+            out.append(adcs(w, a, theta, 20, seed=s))
+        fig3 = {1: 0.50, 5: 0.45 if f else 0.499, 100: 0.50, 500: 0.50 if f else 0.40}
+        for r, w in fig3.items():
+            wig = 0.0 if f else (0.03 if r == 500 else 0.0)
+            wig = 0.03 if (f and r == 1) else wig
+            out.append(adcs(w, 0.8, 0.8, r, seed=s, wiggle=wig))
+    return out
+
+
+def by_key(claims: list[Claim]) -> dict[str, Claim]:
+    return {c.key: c for c in claims}
+
+
+def test_every_claim_holds_on_numbers_built_to_match_the_paper() -> None:
+    claims = by_key(evaluate_claims(paper_like()))
+    assert len(claims) == 10
+    not_holding = {k: c.evidence for k, c in claims.items() if c.verdict != "holds"}
+    assert not_holding == {}
+
+
+def test_every_claim_fails_on_numbers_built_against_the_paper() -> None:
+    claims = by_key(evaluate_claims(paper_like(flip=True)))
+    holding = {k: c.evidence for k, c in claims.items() if c.verdict != "does not hold"}
+    assert holding == {}
+
+
+def test_evidence_shows_the_numbers_the_verdict_follows_from() -> None:
+    claims = by_key(evaluate_claims(paper_like()))
+    assert "ADCS worst 50.10%" in claims["adcs_highest_worst"].evidence
+    assert "OCS 42.10%" in claims["adcs_highest_worst"].evidence
+    tv = claims["tv_order"].evidence
+    assert (
+        "measured: Uniform 0.0020 < ADCS (θ=0.8, R=20) 0.1400 < PowerOfChoice 0.1900 < OCS 0.2200"
+        in tv
+    )
+    flipped = by_key(evaluate_claims(paper_like(flip=True)))["tv_order"].evidence
+    assert "measured: Uniform 0.0020 < OCS 0.1000 < ADCS" in flipped
+
+
+def test_claims_without_their_runs_are_not_evaluated() -> None:
+    only_fig1 = [
+        r for r in paper_like()
+        if r.params.get("theta") in (None, 0.8) and r.params.get("refresh_every") in (None, 20)
+    ]  # fmt: skip
+    claims = by_key(evaluate_claims(only_fig1))
+    assert claims["adcs_highest_worst"].verdict == "holds"
+    assert claims["theta02_below_uniform_worst"].verdict == "not evaluated"
+    assert "adcs_theta0.2" in claims["theta02_below_uniform_worst"].evidence
+    assert claims["small_r_same_as_r1"].verdict == "not evaluated"
+    assert claims["large_r_deteriorates"].verdict == "not evaluated"
+
+
+def test_tolerances_move_the_verdict() -> None:
+    runs = paper_like()
+    # ADCS 0.80 vs best other 0.80: competitive at any tolerance; StaticDPP gap 0.28
+    strict = ClaimTolerances(much_lower=0.5)
+    assert by_key(evaluate_claims(runs, strict))["staticdpp_much_lower_worst"].verdict == (
+        "does not hold"
+    )
+    with pytest.raises(ValueError, match="same"):
+        ClaimTolerances(same=2.0)
+
+
+def test_table1_uses_mean_shares_and_sits_beside_the_paper(tmp_path: Path) -> None:
+    runs = [
+        record("ocs", 0.4, 0.8, seed=0, share=skewed(0.2)),
+        record("ocs", 0.4, 0.8, seed=1, share=skewed(0.1)),
+        record("uniform", 0.3, 0.8, share=np.asarray(PAPER_TABLE1["uniform"])),
+    ]
+    rows = {r["method"]: r for r in table1_rows(runs)}
+    assert rows["ocs"]["tv"] == pytest.approx(0.15)  # the mean of the runs' own TVs
+    assert rows["ocs"]["share"][0] == pytest.approx(0.25)
+    assert rows["ocs"]["paper_tv"] == PAPER_TV["ocs"]
+    assert rows["uniform"]["max_abs_share_diff"] == pytest.approx(0.0)
+    write_table1(tmp_path, runs)
+    with (tmp_path / "table1.csv").open() as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == 20
+    assert {r["method"] for r in table} == {"ocs", "uniform"}
+    md = (tmp_path / "table1.md").read_text()
+    assert "| OCS |" in md and "OCS (paper)" in md and "0.2241" in md
+
+
+def test_table1_off_the_papers_setting_has_no_paper_columns(tmp_path: Path) -> None:
+    runs = [record("ocs", 0.4, 0.8, share=skewed(0.2))]
+    write_table1(tmp_path, runs, paper_columns=False)
+    md = (tmp_path / "table1.md").read_text()
+    assert "paper" not in md.lower() and "0.2241" not in md
+    with (tmp_path / "table1.csv").open() as fh:
+        assert "paper_tv" not in next(csv.reader(fh))
+
+
+def test_report_states_verdicts_and_when_they_are_indicative(tmp_path: Path) -> None:
+    context = ReportContext(
+        name="quick", rounds=1000, eval_every=100, m=18, n_clients=30, seeds=(0, 1),
+        data_source="test data", is_subset=True, quick=True, figures=("fig1.png",),
+    )  # fmt: skip
+    claims = paper.write_report(tmp_path / "report.md", paper_like(), context)
+    text = (tmp_path / "report.md").read_text()
+    assert "indicative only" in text
+    assert "shipped" in text and "T = 1000" in text
+    assert "![fig1](fig1.png)" in text
+    assert text.count("**holds**") == sum(c.verdict == "holds" for c in claims) == 10
+    assert "final = mean over each run's last 10% of evaluations" in text.lower()
+    full = dataclasses.replace(
+        context, rounds=20_000, seeds=(0, 1, 2, 3, 4), is_subset=False, quick=False
+    )
+    assert paper.indicative_reasons(full) == []
+
+
+@pytest.mark.parametrize("name", ["fig1", "fig2", "fig3", "table1", "quick"])
+def test_the_shipped_configurations_are_of_the_papers_setting(name: str) -> None:
+    config = packaged_config(name)
+    assert paper.differences(config) == []
+    assert paper.differences(with_overrides(config, rounds=10, seeds=[0])) == []
+
+
+def test_other_settings_are_named() -> None:
+    config = packaged_config("fig1")
+    other = dataclasses.replace(
+        config, m=5, sim=dataclasses.replace(config.sim, batch_size=32, dropout=0.1)
+    )
+    assert paper.differences(other) == [
+        "m = 5 (paper: 18)",
+        "sim.batch_size = 32 (paper: 16)",
+        "sim.dropout = 0.1 (paper: 0.0)",
+    ]
