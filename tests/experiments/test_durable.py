@@ -245,3 +245,19 @@ def test_swept_hyperparameters_get_their_own_columns(
 def test_folder_module_has_no_paper_knowledge() -> None:
     text = Path(folder_module.__file__).read_text()
     assert "paper" not in text.lower()
+
+
+def test_a_run_on_the_simulated_clock_resumes_to_identical_files(
+    tmp_path: Path, synthetic: FashionMNIST
+) -> None:
+    doc = {**DOC, "sim": {**DOC["sim"], "system": {"compute_median": 5.0, "compute_sigma": 1.0}}}
+    config = config_from_dict(doc)
+    run_experiment(config, tmp_path / "plain", dataset=synthetic, checkpoint_every=0)
+    with pytest.raises(RunInterrupted):
+        run_experiment(config, tmp_path / "out", dataset=synthetic, checkpoint_every=3,
+                       progress=interrupt_at(5))  # fmt: skip
+    run_experiment(config, tmp_path / "out", dataset=synthetic, resume=True)
+    names = (*REPRODUCIBLE, "clock.npz", "system.csv")
+    assert {n: (tmp_path / "out" / n).read_bytes() for n in names} == {
+        n: (tmp_path / "plain" / n).read_bytes() for n in names
+    }
