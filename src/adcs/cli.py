@@ -488,9 +488,9 @@ def _print_summary(outcome: ExperimentOutcome) -> None:
             " mean over seeds ± 95% interval; accuracy in %"
         )
     )
-    table.add_column("series", no_wrap=True)
+    table.add_column("series", overflow="fold", ratio=1)  # a long label wraps, numbers never
     for col in ("seeds", "final worst acc.", "final avg acc.", "TV", "client updates"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=True)
     for s in rows:
         table.add_row(
             s.label, str(s.n_seeds), _pct(s.worst, s.worst_half), _pct(s.avg, s.avg_half),

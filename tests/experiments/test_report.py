@@ -105,3 +105,27 @@ def test_the_neutral_report_names_no_paper(tmp_path: Path) -> None:
     assert "paper" not in text.lower() and "claim" not in text.lower() and "θ" not in text
     assert "final = mean over each run's last 10% of evaluations" in text.lower()
     assert "![curves.png](curves.png)" in text
+
+
+def test_variant_labels_name_only_what_tells_a_methods_variants_apart() -> None:
+    from adcs.experiments.report import RunRecord, variant_labels
+
+    def record(variant: str, method: str, **params: object) -> RunRecord:
+        empty = np.zeros(1)
+        return RunRecord(
+            run_id=f"{variant}/seed0", variant=variant, method=method, seed=0, params=params,
+            eval_rounds=np.zeros(1, dtype=np.int64), worst_acc=empty, avg_acc=empty,
+            test_loss=empty, group_share=np.ones(1), tv_to_uniform=0.0, client_updates=0,
+            loss_evals=0,
+        )  # fmt: skip
+
+    records = [
+        record("uniform", "uniform"),
+        record("adcs-gamma=0", "adcs", theta=0.8, refresh_every=20, gamma=0.0),
+        record("adcs-gamma=0.25", "adcs", theta=0.8, refresh_every=20, gamma=0.25),
+    ]
+    assert variant_labels(records) == {
+        "uniform": "Uniform",
+        "adcs-gamma=0": "ADCS gamma=0",
+        "adcs-gamma=0.25": "ADCS gamma=0.25",
+    }

@@ -349,7 +349,7 @@ def test_the_report_and_manifest_describe_the_clock(timed_run: Path) -> None:
     report = (timed_run / "report.md").read_text()
     assert "## Time to accuracy on the simulated clock" in report
     assert "![accuracy against simulated time](time.png)" in report
-    assert "Client devices (system.csv)" in report and "Reference: uniform." in report
+    assert "Client devices (system.csv)" in report and "Reference: Uniform." in report
     manifest = json.loads((timed_run / "manifest.json").read_text())
     assert manifest["system"]["compute_median"] == 5.0
     assert manifest["config"]["sim"]["system"]["compute_sigma"] == 1.0

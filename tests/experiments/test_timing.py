@@ -78,7 +78,7 @@ def test_the_section_states_targets_and_unreached_seeds() -> None:
     text = "\n".join(time_section(records, figure="time.png", targets=(0.3, 0.5)))
     assert "worst accuracy 30.00%, average accuracy 50.00%" in text
     assert "![accuracy against simulated time](time.png)" in text
-    assert "| ocs | 2 | reached by 1 of 2 seeds | — |" in text
+    assert "| OCS | 2 | reached by 1 of 2 seeds | — |" in text
     assert "| uniform | 2 | 160.0 ± 0.0 | 1.00 ± 0.00× | 160.0 ± 0.0 |" in text  # round 80
 
 

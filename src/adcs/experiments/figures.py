@@ -23,6 +23,7 @@ from adcs.experiments.report import (
     curve_series,
     select_runs,
     t_interval,
+    variant_labels,
 )
 
 __all__ = ["CURVES_TITLE", "plot_accuracy", "plot_accuracy_against_time", "write_figures"]
@@ -108,16 +109,17 @@ def plot_accuracy_against_time(
     time-to-accuracy table (default :func:`adcs.experiments.timing.default_targets`) are dashed.
     Returns the variants drawn.
     """
-    from adcs.experiments.timing import curves, default_targets, variant_label
+    from adcs.experiments.timing import curves, default_targets
 
     plt = _pyplot()
     targets = default_targets(records) if targets is None else targets
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="col")
     drawn = []
+    labels = variant_labels(records)
     for variant, runs in curves(records).items():
         n = min(r.eval_rounds.size for r in runs)
         clock = np.mean([np.asarray(r.eval_clock)[:n] for r in runs], axis=0)
-        label = variant_label(variant) + (f" (n={len(runs)})" if len(runs) > 1 else "")
+        label = labels[variant] + (f" (n={len(runs)})" if len(runs) > 1 else "")
         for col, attr in enumerate(("worst_acc", "avg_acc")):
             mean, half = t_interval(np.array([getattr(r, attr)[:n] for r in runs]))
             for row, x in enumerate((runs[0].eval_rounds[:n], clock / 3600.0)):

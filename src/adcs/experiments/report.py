@@ -38,6 +38,7 @@ __all__ = [
     "summarize",
     "t_interval",
     "tail_length",
+    "variant_labels",
     "write_report",
 ]
 
@@ -207,19 +208,44 @@ def select_runs(records: Sequence[RunRecord], series: Series) -> list[RunRecord]
     return sorted((r for r in matching if r.variant == variant), key=lambda r: r.seed)
 
 
-def variant_label(record: RunRecord) -> str:
-    """``adcs-theta=0.8-refresh_every=20`` → ``ADCS theta=0.8, refresh_every=20``."""
-    rest = record.variant.removeprefix(record.method).lstrip("-")
-    name = method_label(record.method)
-    return f"{name} {rest.replace('-', ', ')}" if rest else name
+def _value_text(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)) and len(value) > 4:
+        return f"[{len(value)} values]"
+    return str(value)
+
+
+def variant_labels(records: Sequence[RunRecord]) -> dict[str, str]:
+    """A short label per variant: the method's name and the hyperparameters that tell it apart.
+
+    Only the hyperparameters whose value differs between the variants of the same method in
+    ``records`` are named (``ADCS gamma=0.25`` beside ``ADCS gamma=0``, not every fixed setting);
+    a method with one variant is its name alone.
+    """
+    first: dict[str, RunRecord] = {}
+    for r in records:
+        first.setdefault(r.variant, r)
+    by_method: dict[str, list[RunRecord]] = {}
+    for r in first.values():
+        by_method.setdefault(r.method, []).append(r)
+    labels: dict[str, str] = {}
+    for method, runs in by_method.items():
+        keys = list(dict.fromkeys(k for r in runs for k in r.params))
+        varying = [k for k in keys if len({_value_text(r.params.get(k)) for r in runs}) > 1]
+        for r in runs:
+            parts = [f"{k}={_value_text(r.params.get(k))}" for k in varying]
+            labels[r.variant] = " ".join([method_label(method), ", ".join(parts)]).strip()
+    return labels
 
 
 def curve_series(records: Sequence[RunRecord]) -> tuple[Series, ...]:
     """One series per variant, in the order of ``records``, matching exactly its runs."""
+    labels = variant_labels(records)
     seen: dict[str, RunRecord] = {}
     for r in records:
         seen.setdefault(r.variant, r)
-    return tuple(Series(variant_label(r), r.method, dict(r.params)) for r in seen.values())
+    return tuple(Series(labels[r.variant], r.method, dict(r.params)) for r in seen.values())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adcs.experiments.report import RunRecord, t_interval, tail_length
+from adcs.experiments.report import RunRecord, t_interval, tail_length, variant_labels
 
 __all__ = [
     "TARGET_FRACTION",
@@ -35,7 +35,6 @@ __all__ = [
     "time_section",
     "time_summaries",
     "time_to_reach",
-    "variant_label",
 ]
 
 TARGET_FRACTION = 0.95
@@ -45,11 +44,6 @@ TARGET_FRACTION = 0.95
 def is_timed(records: Sequence[RunRecord]) -> bool:
     """Whether the runs carry a simulated clock (they were made with a system profile)."""
     return bool(records) and all(r.eval_clock is not None for r in records)
-
-
-def variant_label(variant: str) -> str:
-    """``adcs-theta=0.8-gamma=0.25`` → ``adcs, theta=0.8, gamma=0.25`` (a legend label)."""
-    return variant.replace("-", ", ").replace("=, ", "=-")  # "=-" was a negative number
 
 
 def curves(records: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
@@ -246,7 +240,8 @@ def time_section(
     summaries = time_summaries(records, (worst_target, avg_target))
     hours = max(s.total_time.mean for s in summaries if s.total_time.complete) >= 36_000
     unit, scale = ("h", 3600.0) if hours else ("s", 1.0)
-    ref = summaries[0].variant
+    labels = variant_labels(records)
+    ref = labels.get(summaries[0].variant, summaries[0].variant)
     out = ["## Time to accuracy on the simulated clock", ""]
     out.append(
         "Each round is timed from the clients' devices: a probe phase (the slowest probed client; "
@@ -277,7 +272,7 @@ def time_section(
     ]
     for s in summaries:
         out.append(
-            f"| {s.variant} | {s.n_seeds} | {_time(s.worst_time, scale)} | {_ratio(s.worst_ratio)} "
+            f"| {labels.get(s.variant, s.variant)} | {s.n_seeds} | {_time(s.worst_time, scale)} | {_ratio(s.worst_ratio)} "
             f"| {_time(s.avg_time, scale)} | {_ratio(s.avg_ratio)} "
             f"| {_time(s.total_time, scale)} | {_ratio(s.total_ratio)} | {s.round_time:,.2f} "
             f"| {_time(s.client_time, scale)} | {_acc(s.final_worst)} | {_acc(s.final_avg)} |"
