@@ -79,7 +79,7 @@ def test_the_section_states_targets_and_unreached_seeds() -> None:
     assert "worst accuracy 30.00%, average accuracy 50.00%" in text
     assert "![accuracy against simulated time](time.png)" in text
     assert "| OCS | 2 | reached by 1 of 2 seeds | — |" in text
-    assert "| uniform | 2 | 160.0 ± 0.0 | 1.00 ± 0.00× | 160.0 ± 0.0 |" in text  # round 80
+    assert "| Uniform | 2 | 160.0 ± 0.0 | 1.00 ± 0.00× | 160.0 ± 0.0 |" in text  # round 80
 
 
 def test_untimed_runs_have_no_time_summary() -> None:
