@@ -488,7 +488,9 @@ def _print_summary(outcome: ExperimentOutcome) -> None:
             " mean over seeds ± 95% interval; accuracy in %"
         )
     )
-    table.add_column("series", overflow="fold", ratio=1)  # a long label wraps, numbers never
+    widest = max((len(s.label) for s in rows), default=6)
+    # a long label wraps (at 28 characters at least), the numbers never do
+    table.add_column("series", overflow="fold", min_width=min(widest, 28))
     for col in ("seeds", "final worst acc.", "final avg acc.", "TV", "client updates"):
         table.add_column(col, justify="right", no_wrap=True)
     for s in rows:
