@@ -367,10 +367,13 @@ def _load_directory(
 def _display(path: Path) -> str:
     """``path`` with the home folder written as ``~``, for messages and result manifests."""
     home = Path.home()
-    try:
-        return str(Path("~") / Path(path).resolve().relative_to(home.resolve()))
-    except ValueError:
-        return str(path)
+    # as given first (a cache that is a symbolic link stays "~/..."), then with links resolved
+    for where, base in ((Path(path).absolute(), home), (Path(path).resolve(), home.resolve())):
+        try:
+            return str(Path("~") / where.relative_to(base))
+        except ValueError:
+            continue
+    return str(path)
 
 
 def _read_md5sums(path: Path) -> dict[str, str]:
