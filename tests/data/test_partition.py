@@ -10,7 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adcs.data import load_subset
-from adcs.data.partition import Partition, class_counts, dirichlet, iid, paper_groups
+from adcs.data.partition import (
+    PARTITIONS,
+    Partition,
+    class_counts,
+    classes_per_client,
+    dirichlet,
+    iid,
+    natural,
+    paper_groups,
+    partition_data,
+    shards,
+)
 
 # Labels shaped like full Fashion-MNIST: 6000 per class in train, 1000 in test, shuffled.
 _shuffle = np.random.default_rng(99)
@@ -156,6 +167,17 @@ def test_default_size_is_the_largest_that_fits(
         paper_groups(labels, labels, rng, n_groups, clients_per_group, dominance, size + 1)
 
 
+def test_more_groups_than_classes_cycle_through_the_classes() -> None:
+    partition = paper_groups(FULL_TRAIN, FULL_TEST, np.random.default_rng(2), n_groups=25)
+
+    assert partition.n_groups == 25 and partition.n_clients == 75
+    assert_disjoint_and_in_range(partition, len(FULL_TRAIN), len(FULL_TEST))
+    for i in range(75):
+        assert set(FULL_TRAIN[partition.train_indices[i]].tolist()) == {(i // 3) % 10}
+    # groups 0, 10 and 20 share class 0: 9 clients split its 6000 samples, 666 each
+    assert partition.train_sizes.tolist() == [666] * 75
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
@@ -163,7 +185,6 @@ def test_default_size_is_the_largest_that_fits(
         ({"dominance": 1.5}, "dominance"),
         ({"dominance": float("nan")}, "dominance"),
         ({"n_groups": 0}, "n_groups"),
-        ({"n_groups": 11}, "n_groups"),
         ({"n_groups": 2.5}, "n_groups"),
         ({"clients_per_group": 0}, "clients_per_group"),
         ({"train_per_client": 0}, "train_per_client"),
@@ -192,25 +213,62 @@ def test_bad_labels_and_rng_are_rejected() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def assert_test_follows_train(partition: Partition) -> None:
+    """Class c's test samples are split among the clients like its training samples (within
+    one sample of rounding, and one of the top-up that gives an empty client a sample)."""
+    train = class_counts(partition.train_indices, FULL_TRAIN, 10)
+    test = class_counts(partition.test_indices, FULL_TEST, 10)
+    expected = train / train.sum(axis=0) * np.bincount(FULL_TEST, minlength=10)
+    assert np.all(np.abs(test - expected) <= 2.0 + 1e-9)
+
+
 @pytest.mark.parametrize("alpha", [0.1, 1.0, 100.0])
-def test_dirichlet_invariants(alpha: float) -> None:
+def test_dirichlet_uses_all_data_with_unequal_sizes(alpha: float) -> None:
     partition = dirichlet(FULL_TRAIN, FULL_TEST, np.random.default_rng(3), 20, alpha)
+    train = class_counts(partition.train_indices, FULL_TRAIN, 10)
+
+    assert_disjoint_and_in_range(partition, len(FULL_TRAIN), len(FULL_TEST))
+    assert partition.n_clients == 20 and partition.n_groups == 10
+    assert partition.train_sizes.sum() == 60_000 and partition.test_sizes.sum() == 10_000
+    assert partition.train_sizes.min() >= 1 and partition.test_sizes.min() >= 1
+    np.testing.assert_array_equal(partition.groups, np.argmax(train, axis=1))
+    assert_test_follows_train(partition)
+    if alpha < 1:
+        assert len(set(partition.train_sizes.tolist())) > 1
+
+
+@pytest.mark.parametrize("alpha", [0.1, 1.0, 100.0])
+def test_dirichlet_with_a_size_gives_equal_clients(alpha: float) -> None:
+    partition = dirichlet(FULL_TRAIN, FULL_TEST, np.random.default_rng(3), 20, alpha, 200)
     train = class_counts(partition.train_indices, FULL_TRAIN, 10)
     test = class_counts(partition.test_indices, FULL_TEST, 10)
 
     assert_disjoint_and_in_range(partition, len(FULL_TRAIN), len(FULL_TEST))
-    assert partition.n_clients == 20 and partition.n_groups == 10
-    assert len(set(partition.train_sizes.tolist())) == 1
+    assert partition.train_sizes.tolist() == [200] * 20
     assert len(set(partition.test_sizes.tolist())) == 1
-    np.testing.assert_array_equal(partition.groups, np.argmax(train, axis=1))
-    # Test sets follow the train sets' class proportions (up to one sample of rounding).
     n_train, n_test = train.sum(axis=1, keepdims=True), test.sum(axis=1, keepdims=True)
     assert np.all(np.abs(test - train / n_train * n_test) < 1)
-    # Default size: one more sample per client does not fit.
     with pytest.raises(ValueError, match="train_per_client"):
-        dirichlet(
-            FULL_TRAIN, FULL_TEST, np.random.default_rng(3), 20, alpha, int(n_train[0, 0]) + 1
-        )
+        dirichlet(FULL_TRAIN, FULL_TEST, np.random.default_rng(3), 20, alpha, 100_000)
+
+
+def test_quantity_skew_spreads_the_sizes_log_normally() -> None:
+    rng = np.random.default_rng(5)
+    flat = dirichlet(FULL_TRAIN, FULL_TEST, rng, 200, 1000.0)
+    skewed = dirichlet(FULL_TRAIN, FULL_TEST, np.random.default_rng(5), 200, 1000.0, size_sigma=1.0)
+    assert skewed.train_sizes.sum() == 60_000
+    # with α large the label shares are flat, so log sizes spread as the weights: sd ≈ σ
+    assert np.std(np.log(flat.train_sizes)) < 0.1
+    assert 0.8 < np.std(np.log(skewed.train_sizes)) < 1.2
+    assert_test_follows_train(skewed)
+    iid_skewed = iid(FULL_TRAIN, FULL_TEST, np.random.default_rng(6), 200, size_sigma=1.0)
+    assert iid_skewed.train_sizes.sum() == 60_000 and iid_skewed.test_sizes.sum() == 10_000
+    assert 0.8 < np.std(np.log(iid_skewed.train_sizes)) < 1.2
+    assert_disjoint_and_in_range(iid_skewed, len(FULL_TRAIN), len(FULL_TEST))
+    with pytest.raises(ValueError, match="size_sigma"):
+        iid(FULL_TRAIN, FULL_TEST, rng, 20, 10, size_sigma=1.0)
+    with pytest.raises(ValueError, match="size_sigma"):
+        dirichlet(FULL_TRAIN, FULL_TEST, rng, 20, 1.0, size_sigma=-1.0)
 
 
 def test_dirichlet_alpha_controls_the_skew() -> None:
@@ -247,7 +305,8 @@ def test_iid_invariants() -> None:
     assert_disjoint_and_in_range(partition, len(FULL_TRAIN), len(FULL_TEST))
     assert partition.train_sizes.tolist() == [60000 // 7] * 7
     assert partition.test_sizes.tolist() == [10000 // 7] * 7
-    assert partition.n_groups == 1 and partition.groups.tolist() == [0] * 7
+    counts = class_counts(partition.train_indices, FULL_TRAIN, 10)
+    assert partition.n_groups == 10 and partition.groups.tolist() == counts.argmax(1).tolist()
     shares = class_counts(partition.train_indices, FULL_TRAIN, 10) / (60000 // 7)
     assert np.all(np.abs(shares - 0.1) < 0.02)  # 6 sd of a binomial share at n = 8571
 
@@ -265,6 +324,90 @@ def test_iid_reproducible_and_validated() -> None:
         iid(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 4, 15001)
     with pytest.raises(ValueError, match="test_per_client"):
         iid(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 4, None, 2501)
+
+
+# --------------------------------------------------------------------------------------------
+# shards, classes_per_client, natural
+# --------------------------------------------------------------------------------------------
+
+
+def test_shards_give_each_client_k_label_sorted_pieces() -> None:
+    partition = shards(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 100, 2)
+    train = class_counts(partition.train_indices, FULL_TRAIN, 10)
+
+    assert_disjoint_and_in_range(partition, len(FULL_TRAIN), len(FULL_TEST))
+    assert partition.train_sizes.tolist() == [600] * 100  # 200 shards of 300 samples
+    # a shard of 300 never straddles classes of 6000 (6000 / 300 is whole): ≤ 2 classes each
+    assert (np.count_nonzero(train, axis=1) <= 2).all()
+    assert (np.count_nonzero(train, axis=1) == 1).any()  # two shards of one class happen
+    np.testing.assert_array_equal(partition.groups, train.argmax(axis=1))
+    assert_test_follows_train(partition)
+    with pytest.raises(ValueError, match="shards"):
+        shards(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 60_000, 2)
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_classes_per_client_holds_k_classes_split_evenly(k: int) -> None:
+    partition = classes_per_client(FULL_TRAIN, FULL_TEST, np.random.default_rng(1), 40, k)
+    train = class_counts(partition.train_indices, FULL_TRAIN, 10)
+
+    assert_disjoint_and_in_range(partition, len(FULL_TRAIN), len(FULL_TEST))
+    assert (np.count_nonzero(train, axis=1) == k).all()
+    # each class is held by 40·k/10 clients, who split its 6000 samples evenly
+    holders = 40 * k // 10
+    assert set(train[train > 0].tolist()) == {6000 // holders}
+    assert partition.train_sizes.sum() == 60_000
+    assert_test_follows_train(partition)
+    if k < 10:
+        np.testing.assert_array_equal(partition.groups, np.arange(40) % 10)
+        for g in range(10):  # a group's clients hold the same classes
+            members = np.flatnonzero(partition.groups == g)
+            assert len({tuple(np.flatnonzero(train[i])) for i in members}) == 1
+    else:
+        assert partition.n_groups == 1
+    with pytest.raises(ValueError, match="classes"):
+        classes_per_client(FULL_TRAIN, FULL_TEST, np.random.default_rng(1), 40, 11)
+
+
+def test_natural_partition_is_one_client_per_writer() -> None:
+    rng = np.random.default_rng(2)
+    train_w = rng.integers(0, 50, size=FULL_TRAIN.size)
+    test_w = rng.integers(0, 50, size=FULL_TEST.size)
+    test_w[test_w == 7] = 8  # writer 7 has no test data: left out
+
+    partition = natural(train_w, test_w, rng, FULL_TRAIN, FULL_TEST)
+    assert partition.n_clients == 49
+    kept = [w for w in range(50) if w != 7]
+    for client, w in enumerate(kept):
+        np.testing.assert_array_equal(partition.train_indices[client], np.flatnonzero(train_w == w))
+        np.testing.assert_array_equal(partition.test_indices[client], np.flatnonzero(test_w == w))
+    counts = class_counts(partition.train_indices, FULL_TRAIN, 10)
+    np.testing.assert_array_equal(partition.groups, counts.argmax(axis=1))
+
+    some = natural(train_w, test_w, np.random.default_rng(0), FULL_TRAIN, FULL_TEST, 10)
+    assert some.n_clients == 10
+    with pytest.raises(ValueError, match="n_clients"):
+        natural(train_w, test_w, rng, FULL_TRAIN, FULL_TEST, 50)
+
+
+def test_the_partition_table_checks_its_parameters() -> None:
+    class Splits:
+        train_labels = FULL_TRAIN
+        test_labels = FULL_TEST
+
+    rng = np.random.default_rng(0)
+    got = partition_data("shards", Splits(), rng, n_clients=10, shards_per_client=3)
+    assert got.n_clients == 10
+    assert PARTITIONS["paper_groups"].n_clients({"n_groups": 4}) == 12
+    assert PARTITIONS["natural"].n_clients({}) is None
+    with pytest.raises(ValueError, match="partition must be one of"):
+        partition_data("nope", Splits(), rng)
+    with pytest.raises(ValueError, match="takes no parameter"):
+        partition_data("iid", Splits(), rng, n_clients=3, alpha=1.0)
+    with pytest.raises(ValueError, match="needs the parameter"):
+        partition_data("dirichlet", Splits(), rng, n_clients=3)
+    with pytest.raises(ValueError, match="own clients"):
+        partition_data("natural", Splits(), rng)
 
 
 # --------------------------------------------------------------------------------------------

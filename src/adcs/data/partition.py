@@ -1,9 +1,8 @@
-"""Splitting a data set among federated clients (DESIGN §3).
+"""Splitting a data set among federated clients (DESIGN §3 and §7).
 
-Every partition gives each client a training set drawn from the train split and a test set drawn
-from the test split; the clients' training sets are pairwise disjoint, and so are their test sets.
-All clients get the same number of samples (the simulator's minibatches stay rectangular), by
-default as many as the data allow.
+Every partition gives each client a non-empty training set drawn from the train split and a
+non-empty test set drawn from the test split; the clients' training sets are pairwise disjoint,
+and so are their test sets. A client's test set follows its training set's class proportions.
 
 Class counts are fixed, not sampled: a client of size n whose distribution puts share p_c on class
 c gets round(n·p_c) samples of class c (largest-remainder rounding, so the counts add up to n and
@@ -11,25 +10,49 @@ each is within one of n·p_c); the samples of a class are then drawn uniformly w
 This is i.i.d. sampling from the client's distribution with the label counts stratified.
 
 * :func:`paper_groups` — the paper's experiment (Sec. 6): groups of clients sharing one
-  distribution, group k dominated by class k (our reading; DESIGN §3).
-* :func:`dirichlet` — Dirichlet(α) label skew (Hsu, Qi and Brown 2019).
-* :func:`iid` — uniform random split.
+  distribution, group k dominated by class k mod C (our reading; DESIGN §3). Equal sizes.
+* :func:`iid` — uniform random split; equal sizes, or log-normal sizes (quantity skew).
+* :func:`dirichlet` — Dirichlet(α) label skew (Hsu, Qi and Brown 2019) over all the data, with
+  optional quantity skew; or, given a size, equal sizes.
+* :func:`shards` — McMahan et al.'s pathological split: the data sorted by label, cut into
+  shards, k shards per client.
+* :func:`classes_per_client` — each client holds k classes, each class split evenly among its
+  holders.
+* :func:`natural` — the data set's own clients (FEMNIST's writers).
+
+A client's *group* is the partition's own where it has one (paper_groups, classes_per_client);
+otherwise its majority training label (ties to the lowest class), so ``n_groups = C``.
+:data:`PARTITIONS` is the name → partition table used by configurations.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from adcs._validate import check_int
+from adcs._validate import check_int, check_number
 
-__all__ = ["Partition", "class_counts", "dirichlet", "iid", "paper_groups"]
+__all__ = [
+    "PARTITIONS",
+    "LabelledSplits",
+    "Partition",
+    "PartitionKind",
+    "class_counts",
+    "classes_per_client",
+    "dirichlet",
+    "iid",
+    "majority_groups",
+    "natural",
+    "paper_groups",
+    "partition_data",
+    "shards",
+]
 
 IntArray = NDArray[np.intp]
 FloatArray = NDArray[np.float64]
@@ -158,7 +181,8 @@ def paper_groups(
     rng : numpy.random.Generator
         Source of all randomness.
     n_groups : int
-        Number of groups K, in [1, C].
+        Number of groups K ≥ 1; with K > C the classes are used in turn (group k is dominated by
+        class k mod C, so groups k and k + C share a distribution but not their samples).
     clients_per_group : int
         Clients per group (≥ 1); N = K · clients_per_group.
     dominance : float
@@ -182,15 +206,14 @@ def paper_groups(
     _check_rng(rng)
     n_classes = _n_classes(train, test)
     n_groups = check_int("n_groups", n_groups)
-    if n_groups > n_classes:
-        raise ValueError(f"n_groups must be in [1, n_classes={n_classes}], got {n_groups}")
     clients_per_group = check_int("clients_per_group", clients_per_group)
     rho = _dominance(dominance, n_classes)
 
+    own = np.arange(n_groups) % n_classes  # group k's class
     group_shares = np.full((n_groups, n_classes), (1.0 - rho) / max(n_classes - 1, 1))
-    group_shares[np.arange(n_groups), np.arange(n_groups)] = rho
+    group_shares[np.arange(n_groups), own] = rho
     # Tie priority of class c in group k: c = k first, then k+1, k+2, ... (mod C).
-    group_priority = (np.arange(n_classes)[None, :] - np.arange(n_groups)[:, None]) % n_classes
+    group_priority = (np.arange(n_classes)[None, :] - own[:, None]) % n_classes
     shares = np.repeat(group_shares, clients_per_group, axis=0)
     priority = np.repeat(group_priority, clients_per_group, axis=0)
 
@@ -212,12 +235,17 @@ def dirichlet(
     alpha: float,
     train_per_client: int | None = None,
     test_per_client: int | None = None,
+    size_sigma: float = 0.0,
 ) -> Partition:
     """Dirichlet label skew: client i's class shares q_i ~ Dirichlet(α·1_C).
 
     Small α gives clients dominated by few classes, large α approaches :func:`iid`. Each client's
-    test set has the class proportions of its training set. A client's group is its majority
-    class (ties to the lowest class), so ``n_groups = C``.
+    test set has the class proportions of its training set; its group is its majority class.
+
+    By default every sample is used and sizes differ: class c's samples are split among the
+    clients in proportion to w_i q_ic, where w_i = 1, or, with quantity skew, a log-normal
+    weight w_i ~ LogNormal(0, ``size_sigma``²). Given ``train_per_client``, every client instead
+    holds exactly that many samples (distribution q_i; the rest of the data is unused).
 
     Parameters
     ----------
@@ -229,8 +257,10 @@ def dirichlet(
     alpha : float
         Concentration α > 0.
     train_per_client, test_per_client : int, optional
-        Samples per client; default the largest size the splits can give every client under the
-        drawn shares.
+        Equal sizes (``test_per_client`` defaults to the largest that fits); incompatible with
+        ``size_sigma > 0``.
+    size_sigma : float
+        σ ≥ 0 of the log-normal size weights (0: no quantity skew).
 
     Returns
     -------
@@ -239,7 +269,7 @@ def dirichlet(
     Raises
     ------
     ValueError
-        An argument is out of range, or the drawn shares need more of a class than exists.
+        An argument is out of range, or the data cannot give every client a sample.
     """
     train = _labels(train_labels, "train_labels")
     test = _labels(test_labels, "test_labels")
@@ -248,10 +278,20 @@ def dirichlet(
     n_clients = check_int("n_clients", n_clients)
     if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha <= 0:
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    sigma = check_number("size_sigma", size_sigma, 0.0)
+    equal = train_per_client is not None or test_per_client is not None
+    if equal and sigma > 0:
+        raise ValueError(
+            "size_sigma > 0 (quantity skew) needs train_per_client/test_per_client unset"
+        )
 
     shares = rng.dirichlet(np.full(n_classes, float(alpha)), size=n_clients)
     if not np.all(np.isfinite(shares)) or np.any(shares.sum(axis=1) <= 0):
         raise ValueError(f"alpha={alpha!r} is too small for a numerically valid Dirichlet draw")
+    if not equal:
+        weights = shares * _size_weights(rng, n_clients, sigma)[:, None]
+        train_counts = _split_classes(np.bincount(train, minlength=n_classes), weights, "train")
+        return _from_counts(train, test, train_counts, rng, groups=None)
     priority = np.broadcast_to(np.arange(n_classes), shares.shape)
     train_counts = _equal_size_counts(train, shares, priority, train_per_client, "train_per_client")
     test_shares = train_counts / train_counts.sum(axis=1, keepdims=True)
@@ -273,6 +313,7 @@ def iid(
     n_clients: int,
     train_per_client: int | None = None,
     test_per_client: int | None = None,
+    size_sigma: float = 0.0,
 ) -> Partition:
     """Uniform random split: each client's samples are a uniform draw without replacement.
 
@@ -285,11 +326,14 @@ def iid(
         N ≥ 1.
     train_per_client, test_per_client : int, optional
         Samples per client; default ``n_train // N`` and ``n_test // N``.
+    size_sigma : float
+        σ ≥ 0. With σ > 0 (quantity skew) every sample is used and client i's share of each split
+        is proportional to w_i ~ LogNormal(0, σ²) (sizes unset then).
 
     Returns
     -------
     Partition
-        All clients in one group (``n_groups = 1``).
+        Groups are the clients' majority labels (``n_groups = C``).
 
     Raises
     ------
@@ -300,6 +344,24 @@ def iid(
     test = _labels(test_labels, "test_labels")
     _check_rng(rng)
     n_clients = check_int("n_clients", n_clients)
+    sigma = check_number("size_sigma", size_sigma, 0.0)
+    if sigma > 0:
+        if train_per_client is not None or test_per_client is not None:
+            raise ValueError(
+                "size_sigma > 0 (quantity skew) needs train_per_client/test_per_client unset"
+            )
+        weights = _size_weights(rng, n_clients, sigma)
+        splits = []
+        for labels, name in ((train, "train"), (test, "test")):
+            sizes = _nonempty(_apportion_1d(labels.size, weights), name)
+            order = rng.permutation(labels.size)
+            ends = np.cumsum(sizes)
+            splits.append(
+                tuple(np.sort(order[e - n : e]) for e, n in zip(ends, sizes, strict=True))
+            )
+        return _with_majority_groups(
+            Partition(splits[0], splits[1], np.zeros(n_clients, int), 1), train, test
+        )
     splits = []
     for labels, size, name in (
         (train, train_per_client, "train_per_client"),
@@ -319,12 +381,261 @@ def iid(
             )
         chosen = rng.permutation(len(labels))[: size * n_clients].reshape(n_clients, size)
         splits.append(tuple(np.sort(row) for row in chosen))
-    return Partition(
-        train_indices=splits[0],
-        test_indices=splits[1],
-        groups=np.zeros(n_clients, dtype=np.intp),
-        n_groups=1,
+    return _with_majority_groups(
+        Partition(splits[0], splits[1], np.zeros(n_clients, dtype=np.intp), 1), train, test
     )
+
+
+def shards(
+    train_labels: ArrayLike,
+    test_labels: ArrayLike,
+    rng: np.random.Generator,
+    n_clients: int,
+    shards_per_client: int = 2,
+) -> Partition:
+    """McMahan et al.'s (2017) pathological split: k label-sorted shards per client.
+
+    The training samples, shuffled then sorted by label, are cut into N·k shards of (nearly)
+    equal size; each client receives k shards at random, so it sees about k classes. Every
+    training sample is used; each client's test samples follow its training class proportions
+    (class c's test samples split among the clients in proportion to their training counts of c).
+
+    Parameters
+    ----------
+    train_labels, test_labels : ndarray of int
+    rng : numpy.random.Generator
+    n_clients : int
+        N ≥ 1.
+    shards_per_client : int
+        k ≥ 1.
+
+    Returns
+    -------
+    Partition
+        Groups are the majority labels.
+    """
+    train = _labels(train_labels, "train_labels")
+    test = _labels(test_labels, "test_labels")
+    _check_rng(rng)
+    n_clients = check_int("n_clients", n_clients)
+    k = check_int("shards_per_client", shards_per_client)
+    n_shards = n_clients * k
+    if n_shards > train.size:
+        raise ValueError(
+            f"n_clients × shards_per_client = {n_shards} shards exceed the {train.size} samples"
+        )
+    shuffled = rng.permutation(train.size)
+    ordered = shuffled[np.argsort(train[shuffled], kind="stable")]
+    pieces = np.array_split(ordered, n_shards)
+    owner = rng.permutation(n_shards) % n_clients  # shard s goes to client owner[s]
+    train_idx = tuple(
+        np.sort(np.concatenate([pieces[s] for s in np.flatnonzero(owner == i)]))
+        for i in range(n_clients)
+    )
+    n_classes = _n_classes(train, test)
+    counts = class_counts(train_idx, train, n_classes)
+    test_idx = _draw(
+        test, _split_classes(np.bincount(test, minlength=n_classes), counts, "test"), rng
+    )
+    return Partition(train_idx, test_idx, np.argmax(counts, axis=1), n_classes)
+
+
+def classes_per_client(
+    train_labels: ArrayLike,
+    test_labels: ArrayLike,
+    rng: np.random.Generator,
+    n_clients: int,
+    classes: int = 2,
+) -> Partition:
+    """Each client holds k classes; each class's samples are split evenly among its holders.
+
+    With π a random order of the C classes, client i holds classes π((i + j) mod C), j < k: each
+    class is held by about N·k/C clients, and clients i and i + C hold the same classes (their
+    group, i mod C). Every sample of a held class is used; test sets follow the same split.
+
+    Parameters
+    ----------
+    train_labels, test_labels : ndarray of int
+    rng : numpy.random.Generator
+    n_clients : int
+        N ≥ 1.
+    classes : int
+        k in [1, C].
+
+    Returns
+    -------
+    Partition
+        ``groups[i] = i mod C`` (one group when k = C: every client holds every class).
+    """
+    train = _labels(train_labels, "train_labels")
+    test = _labels(test_labels, "test_labels")
+    _check_rng(rng)
+    n_classes = _n_classes(train, test)
+    n_clients = check_int("n_clients", n_clients)
+    k = check_int("classes", classes, maximum=n_classes)
+    order = rng.permutation(n_classes)
+    offset = np.arange(n_clients) % n_classes
+    held = np.zeros((n_clients, n_classes))
+    for j in range(k):
+        held[np.arange(n_clients), order[(offset + j) % n_classes]] = 1.0
+    train_counts = _split_classes(np.bincount(train, minlength=n_classes), held, "train")
+    groups = offset if k < n_classes else np.zeros(n_clients, dtype=np.intp)
+    return _from_counts(train, test, train_counts, rng, groups=groups)
+
+
+class LabelledSplits(Protocol):
+    """What a partition reads of a data set: the labels of both splits (and writers, if any)."""
+
+    @property
+    def train_labels(self) -> NDArray[np.integer[Any]]: ...
+
+    @property
+    def test_labels(self) -> NDArray[np.integer[Any]]: ...
+
+
+def natural(
+    train_writers: ArrayLike,
+    test_writers: ArrayLike,
+    rng: np.random.Generator,
+    train_labels: ArrayLike,
+    test_labels: ArrayLike,
+    n_clients: int | None = None,
+) -> Partition:
+    """The data set's own clients: client i holds writer i's samples (e.g. FEMNIST, LEAF).
+
+    Parameters
+    ----------
+    train_writers, test_writers : ndarray of shape (n_train,) / (n_test,), int
+        The writer of each sample.
+    rng : numpy.random.Generator
+        Draws the writers kept when ``n_clients`` is given.
+    train_labels, test_labels : ndarray of int
+        For the groups (majority labels).
+    n_clients : int, optional
+        Keep this many writers, drawn uniformly (in writer order); default all those with both
+        training and test samples.
+    """
+    _check_rng(rng)
+    train_w = _labels(train_writers, "train_writers")
+    test_w = _labels(test_writers, "test_writers")
+    train = _labels(train_labels, "train_labels")
+    test = _labels(test_labels, "test_labels")
+    if train_w.size != train.size or test_w.size != test.size:
+        raise ValueError("every sample needs a writer (train_writers/test_writers)")
+    n_writers = int(max(train_w.max(), test_w.max())) + 1
+    both = np.flatnonzero(
+        (np.bincount(train_w, minlength=n_writers) > 0)
+        & (np.bincount(test_w, minlength=n_writers) > 0)
+    )
+    if n_clients is not None:
+        n_clients = check_int("n_clients", n_clients, maximum=both.size)
+        both = np.sort(rng.choice(both, size=n_clients, replace=False))
+    train_by, test_by = _by_writer(train_w), _by_writer(test_w)
+    partition = Partition(
+        tuple(train_by[int(w)] for w in both), tuple(test_by[int(w)] for w in both),
+        np.zeros(both.size, dtype=np.intp), 1,
+    )  # fmt: skip
+    return _with_majority_groups(partition, train, test)
+
+
+def majority_groups(partition: Partition, train_labels: ArrayLike, n_classes: int) -> IntArray:
+    """Each client's majority training label (ties to the lowest class), shape (n_clients,)."""
+    counts = class_counts(partition.train_indices, train_labels, n_classes)
+    return np.asarray(np.argmax(counts, axis=1), dtype=np.intp)
+
+
+# --------------------------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionKind:
+    """One row of :data:`PARTITIONS`.
+
+    Attributes
+    ----------
+    split : callable
+        ``split(data, rng, **params)`` → :class:`Partition`, with ``data`` the labelled splits.
+    keys : frozenset of str
+        Its parameters (the ``[data.partition]`` keys besides ``kind``).
+    required : frozenset of str
+        Parameters that must be given.
+    """
+
+    split: Callable[..., Partition]
+    keys: frozenset[str]
+    required: frozenset[str] = frozenset()
+
+    def n_clients(self, params: Mapping[str, Any]) -> int | None:
+        """N for these parameters, when they fix it (None: the data decide, e.g. ``natural``)."""
+        if "n_groups" in self.keys:
+            return int(params.get("n_groups", 10)) * int(params.get("clients_per_group", 3))
+        value = params.get("n_clients")
+        return None if value is None else int(value)
+
+
+def _labels_of(data: LabelledSplits) -> tuple[Any, Any]:
+    return data.train_labels, data.test_labels
+
+
+def _natural(data: Any, rng: np.random.Generator, n_clients: int | None = None) -> Partition:
+    if getattr(data, "train_writers", None) is None:
+        raise ValueError("the natural partition needs a data set with its own clients (femnist)")
+    return natural(
+        data.train_writers, data.test_writers, rng, data.train_labels, data.test_labels, n_clients
+    )
+
+
+_SIZES = frozenset({"train_per_client", "test_per_client"})
+PARTITIONS: dict[str, PartitionKind] = {
+    "paper_groups": PartitionKind(
+        lambda d, rng, **p: paper_groups(*_labels_of(d), rng, **p),
+        frozenset({"n_groups", "clients_per_group", "dominance"}) | _SIZES,
+    ),
+    "iid": PartitionKind(
+        lambda d, rng, **p: iid(*_labels_of(d), rng, **p),
+        frozenset({"n_clients", "size_sigma"}) | _SIZES, frozenset({"n_clients"}),
+    ),
+    "dirichlet": PartitionKind(
+        lambda d, rng, **p: dirichlet(*_labels_of(d), rng, **p),
+        frozenset({"n_clients", "alpha", "size_sigma"}) | _SIZES, frozenset({"n_clients", "alpha"}),
+    ),
+    "shards": PartitionKind(
+        lambda d, rng, **p: shards(*_labels_of(d), rng, **p),
+        frozenset({"n_clients", "shards_per_client"}), frozenset({"n_clients"}),
+    ),
+    "classes_per_client": PartitionKind(
+        lambda d, rng, **p: classes_per_client(*_labels_of(d), rng, **p),
+        frozenset({"n_clients", "classes"}), frozenset({"n_clients"}),
+    ),
+    "natural": PartitionKind(_natural, frozenset({"n_clients"})),
+}  # fmt: skip
+"""The one name → partition table used by configurations."""
+
+
+def partition_data(
+    kind: str, data: LabelledSplits, rng: np.random.Generator, **params: Any
+) -> Partition:
+    """Split ``data`` with the partition ``kind`` of :data:`PARTITIONS`.
+
+    Raises
+    ------
+    ValueError
+        Unknown kind or parameter, a missing parameter, or a split the data cannot give.
+    """
+    if kind not in PARTITIONS:
+        raise ValueError(f"partition must be one of {sorted(PARTITIONS)}, got {kind!r}")
+    entry = PARTITIONS[kind]
+    unknown = sorted(set(params) - entry.keys)
+    if unknown:
+        raise ValueError(
+            f"partition {kind!r} takes no parameter(s) {unknown}; allowed {sorted(entry.keys)}"
+        )
+    missing = sorted(entry.required - set(params))
+    if missing:
+        raise ValueError(f"partition {kind!r} needs the parameter(s) {missing}")
+    return entry.split(data, rng, **params)
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,6 +703,91 @@ def _equal_size_counts(
             f"{available[c]}; at most {largest} per client fit"
         )
     return counts
+
+
+def _size_weights(rng: np.random.Generator, n_clients: int, sigma: float) -> FloatArray:
+    """w_i ~ LogNormal(0, σ²) (all ones for σ = 0, drawing nothing)."""
+    if sigma == 0:
+        return np.ones(n_clients)
+    return rng.lognormal(0.0, sigma, size=n_clients)
+
+
+def _apportion_1d(total: int, weights: FloatArray) -> IntArray:
+    """Largest-remainder split of ``total`` in proportion to ``weights`` (n,), ties to low index."""
+    shares = (weights / weights.sum())[None, :]
+    return _apportion(int(total), shares, np.arange(weights.size)[None, :])[0]
+
+
+def _nonempty(counts: IntArray, name: str) -> IntArray:
+    """Give every client at least one sample, one at a time from the largest (counts (n,) or (n, C))."""
+    counts = counts.copy()
+    per_client = counts if counts.ndim == 1 else counts.sum(axis=1)
+    if int(per_client.sum()) < per_client.size:
+        raise ValueError(
+            f"the {name} split ({int(per_client.sum())} samples) cannot give each of "
+            f"{per_client.size} clients a sample"
+        )
+    taken = np.zeros(counts.shape, dtype=bool)  # a donor gives each class once before repeating
+    for i in np.flatnonzero(per_client == 0).tolist():
+        donor = int(np.argmax(per_client))
+        if counts.ndim == 1:
+            counts[donor] -= 1
+            counts[i] += 1
+        else:
+            row = np.where(taken[donor] | (counts[donor] == 0), -1, counts[donor])
+            if row.max() < 0:
+                taken[donor] = False
+                row = counts[donor]
+            c = int(np.argmax(row))
+            taken[donor, c] = True
+            counts[donor, c] -= 1
+            counts[i, c] += 1
+        per_client[donor] -= 1
+        per_client[i] += 1
+    return counts
+
+
+def _split_classes(available: IntArray, weights: NDArray[Any], name: str) -> IntArray:
+    """Counts (n_clients, C): class c's ``available[c]`` samples split in proportion to
+    ``weights[:, c]`` (a class nobody weights is left unused); every client gets a sample."""
+    counts = np.zeros(weights.shape, dtype=np.intp)
+    for c in range(weights.shape[1]):
+        if available[c] and weights[:, c].sum() > 0:
+            counts[:, c] = _apportion_1d(int(available[c]), weights[:, c])
+    return _nonempty(counts, name)
+
+
+def _from_counts(
+    train: IntArray,
+    test: IntArray,
+    train_counts: IntArray,
+    rng: np.random.Generator,
+    groups: IntArray | None,
+) -> Partition:
+    """Draw a partition from training class counts; test sets split like the training sets."""
+    n_classes = train_counts.shape[1]
+    test_counts = _split_classes(np.bincount(test, minlength=n_classes), train_counts, "test")
+    return Partition(
+        train_indices=_draw(train, train_counts, rng),
+        test_indices=_draw(test, test_counts, rng),
+        groups=np.argmax(train_counts, axis=1) if groups is None else groups,
+        n_groups=n_classes if groups is None else max(int(np.max(groups)) + 1, 1),
+    )
+
+
+def _with_majority_groups(partition: Partition, train: IntArray, test: IntArray) -> Partition:
+    n_classes = _n_classes(train, test)
+    return Partition(
+        partition.train_indices, partition.test_indices,
+        majority_groups(partition, train, n_classes), n_classes,
+    )  # fmt: skip
+
+
+def _by_writer(writers: IntArray) -> dict[int, IntArray]:
+    order = np.argsort(writers, kind="stable")
+    keys, starts = np.unique(writers[order], return_index=True)
+    parts = np.split(order, starts[1:])
+    return {int(k): np.sort(p) for k, p in zip(keys, parts, strict=True)}
 
 
 def _draw(labels: IntArray, counts: IntArray, rng: np.random.Generator) -> tuple[IntArray, ...]:

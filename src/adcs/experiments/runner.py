@@ -245,7 +245,10 @@ def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
 
 def make_partition(dataset: FashionMNIST, data: DataConfig, rng: np.random.Generator) -> Partition:
     """The clients' shares of ``dataset`` that ``data`` describes, drawn with ``rng``."""
-    sizes = {"train_per_client": data.train_per_client, "test_per_client": data.test_per_client}
+    sizes: dict[str, Any] = {
+        "train_per_client": data.train_per_client,
+        "test_per_client": data.test_per_client,
+    }
     if data.partition == "paper_groups":
         return paper_groups(
             dataset.train_labels, dataset.test_labels, rng,
