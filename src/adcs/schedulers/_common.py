@@ -199,3 +199,20 @@ class Pool:
             w = log_weights[idx] - 2.0 * np.log(np.where(norms > 0, norms, 1.0))
             picks = greedy_map_features(f, k, w, rtol=KERNEL_RTOL)
         return self.clients[idx[picks]].astype(np.intp)
+
+
+def candidate_probe(
+    candidates: int | None, available: BoolArray, rng: np.random.Generator
+) -> Probe:
+    """The updates of every available client (``candidates=None``), or of a pool of d of them.
+
+    The pool is d distinct available clients drawn uniformly (ascending), or every available
+    client when fewer than d are: the ``candidates`` option of ADCS, DivFL and OCS.
+    """
+    if candidates is None:
+        return UPDATES_OF_ALL
+    pool = np.flatnonzero(available)
+    if pool.size <= candidates:
+        return UPDATES_OF_ALL
+    chosen = rng.choice(pool, size=candidates, replace=False)
+    return Probe(ProbeKind.UPDATES, clients=np.sort(chosen).astype(np.intp))

@@ -1,6 +1,7 @@
 """Adaptive Determinantal Client Scheduling (ADCS), paper Sec. 4 and Algorithm 1.
 
-Every R rounds the server probes every client's update g_n and loss at w⁽ᵗ⁾, forms the normalised
+Every R rounds the server probes every client's update g_n and loss at w⁽ᵗ⁾ (or, with
+``candidates = d``, those of d clients drawn uniformly from the available ones), forms the normalised
 updates φ_n = g_n/‖g_n‖ (Gram matrix C = ΦᵀΦ, eq. 5) and quality scores q_n, and schedules the
 greedy MAP of the m-DPP with kernel L = Q C Q, Q = diag(e^{αq}), α = θ / (2(1 − θ)) (eq. 7–9), which
 maximises (1 − θ) log det C_S + θ Σ_{n∈S} q_n (eq. 6). Between refreshes the kernel — and, MAP being
@@ -27,10 +28,10 @@ from numpy.typing import ArrayLike
 from adcs._validate import check_bool, check_int, check_unit_interval
 from adcs.dpp import alpha_of, row_norms
 from adcs.schedulers._common import (
-    UPDATES_OF_ALL,
     BasicState,
     Pool,
     SchedulerBase,
+    candidate_probe,
     fill_from,
     probed_updates,
 )
@@ -160,6 +161,10 @@ class ADCS(SchedulerBase[ADCSState]):
         clients on one minibatch and reruns the MAP on the cached kernel C with q from those
         losses (a client whose fresh loss is missing keeps its last q). Needs
         ``quality=Quality.LOSS``.
+    candidates : int or None
+        d ≥ m: each refresh probes d clients drawn uniformly from the available ones, and the DPP
+        runs over that pool (cross-device scale: the probe costs d updates, not N). ``None``
+        (default, the paper): every available client.
 
     Notes
     -----
@@ -177,9 +182,12 @@ class ADCS(SchedulerBase[ADCSState]):
     gamma: float = 0.0
     comm_score: tuple[float, ...] | str | None = None
     fresh_quality: bool = False
+    candidates: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.candidates is not None:
+            check_int("candidates", self.candidates, minimum=self.m)
         check_unit_interval("theta", self.theta)
         check_int("refresh_every", self.refresh_every)
         if not isinstance(self.quality, Quality):
@@ -244,7 +252,7 @@ class ADCS(SchedulerBase[ADCSState]):
         self, state: ADCSState, round_idx: int, available: BoolArray, rng: np.random.Generator
     ) -> Probe:
         if self._due(state, round_idx):
-            return UPDATES_OF_ALL
+            return candidate_probe(self.candidates, available, rng)
         if self.fresh_quality and state.pool is not None:
             return Probe(ProbeKind.LOSSES, clients=state.pool.clients)
         return NO_PROBE

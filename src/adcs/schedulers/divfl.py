@@ -2,21 +2,27 @@
 
 Greedily choose S to minimise Σ_{k∈[N]} min_{j∈S} D_kj with D_kj = ‖g_k − g_j‖: the first pick is the
 client with the smallest Σ_k D_kj, each next pick the largest reduction (ties to the lowest index).
+
+Two forms with the same picks: :func:`facility_location_greedy` on a dense distance matrix (for
+small pools, n ≤ :data:`DENSE_DISTANCES_MAX`), and :func:`facility_location_blocked`, which forms
+distances from the updates a block of columns at a time and evaluates gains lazily (Minoux's
+lazy greedy, as the authors' code does): memory O(n · block), never n × n.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from adcs._validate import check_number
+from adcs._validate import check_int, check_number
 from adcs.dpp import gram_matrix, power_of_two_scale
 from adcs.schedulers._common import (
-    UPDATES_OF_ALL,
     BasicState,
     SchedulerBase,
+    candidate_probe,
     fill_from,
     probed_updates,
 )
@@ -30,6 +36,11 @@ from adcs.schedulers.base import (
     Selection,
     check_available,
 )
+
+DENSE_DISTANCES_MAX = 1024
+"""Largest pool whose n × n distances DivFL forms at once (8 MB); larger pools go blockwise."""
+_BLOCK_NUMBERS = 1 << 21
+"""Distances formed at once by the blocked form (16 MB of float64)."""
 
 
 def pairwise_distances(updates: FloatArray) -> FloatArray:
@@ -95,6 +106,96 @@ def facility_location_greedy(
     return np.asarray(picks, dtype=np.intp)
 
 
+class _Columns:
+    """Columns D[:, J] of the distances of updates (n, dim), formed on demand."""
+
+    def __init__(self, updates: FloatArray) -> None:
+        self.u = np.asarray(updates, dtype=np.float64)
+        self.sq = np.einsum("ij,ij->i", self.u, self.u)
+        self.n = self.u.shape[0]
+        self.block = max(1, _BLOCK_NUMBERS // max(self.n, 1))
+
+    def __call__(self, cols: IntArray) -> FloatArray:
+        d2 = self.sq[:, None] + self.sq[cols][None, :] - 2.0 * (self.u @ self.u[cols].T)
+        d2[cols, np.arange(cols.size)] = 0.0
+        return np.sqrt(np.maximum(d2, 0.0))
+
+    def blocks(self, cols: IntArray) -> list[IntArray]:
+        return [cols[i : i + self.block] for i in range(0, cols.size, self.block)]
+
+
+def facility_location_blocked(
+    updates: FloatArray,
+    m: int,
+    candidates: BoolArray,
+    rng: np.random.Generator | None = None,
+    sample_size: int | None = None,
+) -> IntArray:
+    """:func:`facility_location_greedy` on D_kj = ‖g_k − g_j‖, without forming D.
+
+    Parameters
+    ----------
+    updates : ndarray of shape (n, dim)
+        The clients' updates g (rows to cover and candidate facilities alike).
+    m, candidates, rng, sample_size
+        As for :func:`facility_location_greedy` (the same random draws, so the same picks).
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        Picks in order.
+
+    Notes
+    -----
+    The first pick needs every column sum Σ_k D_kj, the second every gain
+    Σ_k max(cover_k − D_kj, 0): two blocked passes over the n² distances. Later picks use the
+    gains' monotonicity (facility location is submodular): a stale gain bounds the fresh one,
+    so only the best few candidates are re-evaluated, a column each. Ties go to the lowest index.
+    The stochastic variant evaluates its sampled candidates exactly every step.
+    """
+    columns = _Columns(updates)
+    blocked = ~np.asarray(candidates, dtype=bool)
+    cover = np.full(columns.n, np.inf)
+    picks: list[int] = []
+    stochastic = sample_size is not None and rng is not None
+    sample = sample_size if sample_size is not None else columns.n
+    heap: list[tuple[float, int, int]] = []  # (−gain, client, step it was computed at)
+    for step in range(m):
+        if step == 0 or stochastic:
+            pool = np.flatnonzero(~blocked)
+            if stochastic and rng is not None and pool.size > sample:
+                pool = np.sort(rng.choice(pool, size=sample, replace=False))
+            cost = np.full(columns.n, np.inf)
+            for cols in columns.blocks(pool):
+                cost[cols] = np.minimum(cover[:, None], columns(cols)).sum(axis=0)
+            j = int(cost.argmin())
+        elif step == 1:  # every gain once: the bounds the later steps start from
+            pool = np.flatnonzero(~blocked)
+            for cols in columns.blocks(pool):
+                gains = np.maximum(cover[:, None] - columns(cols), 0.0).sum(axis=0)
+                heap.extend(zip((-gains).tolist(), cols.tolist(), [step] * cols.size, strict=True))
+            heapq.heapify(heap)
+            j = _pop_fresh(heap, step, cover, columns)
+        else:
+            j = _pop_fresh(heap, step, cover, columns)
+        picks.append(j)
+        blocked[j] = True
+        np.minimum(cover, columns(np.array([j]))[:, 0], out=cover)
+    return np.asarray(picks, dtype=np.intp)
+
+
+def _pop_fresh(
+    heap: list[tuple[float, int, int]], step: int, cover: FloatArray, columns: _Columns
+) -> int:
+    """The candidate of largest current gain (lowest index among ties), off the lazy heap."""
+    while True:
+        _, j, at = heapq.heappop(heap)
+        if at == step:
+            return j
+        gain = float(np.maximum(cover - columns(np.array([j]))[:, 0], 0.0).sum())
+        heapq.heappush(heap, (-gain, j, step))
+
+
 @dataclass(frozen=True, eq=False)
 class DivFLState(BasicState):
     """Per-run DivFL state.
@@ -126,20 +227,27 @@ class DivFL(SchedulerBase[DivFLState]):
         ``True``: the original code's form — all clients' updates at round 0, then only the selected
         clients' rows are refreshed (through :meth:`observe`).
     stochastic_epsilon : float or None
-        Stochastic greedy: each step evaluates ⌈(N/m)·ln(1/ε)⌉ random candidates. ``None``
-        (default) evaluates all.
+        Stochastic greedy: each step evaluates ⌈(n/m)·ln(1/ε)⌉ random candidates, n the clients
+        with updates. ``None`` (default) evaluates all.
+    candidates : int or None
+        d ≥ m: each round probes d clients drawn uniformly from the available ones and picks
+        among them (a pool, as PowerOfChoice's pow-d). ``None`` (default): every client.
 
     Notes
     -----
     Clients without a usable update are not candidates; they are used only to keep the selection
-    full. The distances are computed over the clients with updates only (n_probed², not N²).
+    full. The distances are computed over the clients with updates only (n_probed², not N²),
+    blockwise beyond :data:`DENSE_DISTANCES_MAX` clients (no n × n array).
     """
 
     stale: bool = False
     stochastic_epsilon: float | None = None
+    candidates: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.candidates is not None:
+            check_int("candidates", self.candidates, minimum=self.m)
         if self.stochastic_epsilon is not None:
             check_number(
                 "stochastic_epsilon",
@@ -163,7 +271,7 @@ class DivFL(SchedulerBase[DivFLState]):
     ) -> Probe:
         if self.stale and state.known is not None:
             return NO_PROBE
-        return UPDATES_OF_ALL
+        return candidate_probe(self.candidates, available, rng)
 
     def select(
         self, state: DivFLState, round_idx: int, stats: ClientStats, rng: np.random.Generator
@@ -178,14 +286,16 @@ class DivFL(SchedulerBase[DivFLState]):
                 state = replace(state, known=clients, updates=updates.astype(np.float32))
         # D scaled by a power of two changes no greedy choice, and keeps ‖g‖² finite at any scale
         scaled = np.asarray(updates) * power_of_two_scale(updates)
-        dist = distances_from_gram(gram_matrix(scaled))
         candidates = available[clients]
         sample = None
         if self.stochastic_epsilon is not None:
-            sample = math.ceil(state.n_clients / self.m * math.log(1 / self.stochastic_epsilon))
-        picks = facility_location_greedy(
-            dist, min(k, int(candidates.sum())), candidates, rng, sample
-        )
+            sample = math.ceil(clients.size / self.m * math.log(1 / self.stochastic_epsilon))
+        n_picks = min(k, int(candidates.sum()))
+        if clients.size <= DENSE_DISTANCES_MAX:
+            dist = distances_from_gram(gram_matrix(scaled))
+            picks = facility_location_greedy(dist, n_picks, candidates, rng, sample)
+        else:
+            picks = facility_location_blocked(scaled, n_picks, candidates, rng, sample)
         return Selection(fill_from(clients[picks], available, k, stats.non_finite())), state
 
     def observe(

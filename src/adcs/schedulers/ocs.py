@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adcs._validate import check_int
 from adcs.dpp import row_norms
 from adcs.schedulers._common import (
-    UPDATES_OF_ALL,
     BasicState,
     SchedulerBase,
+    candidate_probe,
     fill_from,
     probed_updates,
 )
@@ -95,6 +96,9 @@ class OCS(SchedulerBase[BasicState]):
         ``False`` (default, the paper's adaptation): the ``m`` largest ‖g_n‖, ties to the lowest index.
         ``True``: the original OCS — sample with π_n = min(1, c·p_n‖g_n‖), Σπ = m, and return
         aggregation weights p_n/π_n (p_n ∝ data size when known, else uniform).
+    candidates : int or None
+        d ≥ m: each round probes d clients drawn uniformly from the available ones and picks
+        among them (with ``unbiased``, samples among them). ``None`` (default): every client.
 
     Notes
     -----
@@ -102,11 +106,17 @@ class OCS(SchedulerBase[BasicState]):
     """
 
     unbiased: bool = False
+    candidates: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.candidates is not None:
+            check_int("candidates", self.candidates, minimum=self.m)
 
     def probe(
         self, state: BasicState, round_idx: int, available: BoolArray, rng: np.random.Generator
     ) -> Probe:
-        return UPDATES_OF_ALL
+        return candidate_probe(self.candidates, available, rng)
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> BasicState:
         return BasicState(n_clients, self._check_init(n_clients, data_sizes))
