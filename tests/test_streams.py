@@ -9,6 +9,7 @@ import pytest
 
 from adcs.streams import (
     Domain,
+    counter_normal,
     counter_uniform,
     minibatch_indices,
     round_generator,
@@ -79,3 +80,21 @@ def test_bad_minibatch_arguments_are_named(kwargs: dict, name: str) -> None:
         minibatch_indices(**args)
     with pytest.raises(ValueError, match="seed"):
         stream_key(-1)
+
+
+def test_counter_normals_are_standard_normal_and_per_row() -> None:
+    from scipy import stats
+
+    z = counter_normal(KEY, Domain.DATA, 0, np.arange(20_000), 61, salt=3)
+    assert z.shape == (20_000, 61) and z.dtype == np.float32
+    assert stats.kstest(z[:, 0], "norm").pvalue > 1e-3
+    assert stats.kstest(z[:, 60], "norm").pvalue > 1e-3
+    assert abs(float(z.mean())) < 0.003 and abs(float(z.std()) - 1.0) < 0.003
+    # the two normals of one hash (columns j and j + 31) are uncorrelated
+    assert abs(np.corrcoef(z[:, 0], z[:, 31])[0, 1]) < 0.03
+    np.testing.assert_array_equal(
+        counter_normal(KEY, Domain.DATA, 0, np.array([17, 3]), 61, salt=3), z[[17, 3]]
+    )
+    assert not np.array_equal(counter_normal(KEY, Domain.DATA, 0, np.arange(5), 61, salt=4), z[:5])
+    with pytest.raises(ValueError, match="width"):
+        counter_normal(KEY, Domain.DATA, 0, np.arange(3), 0)

@@ -1,5 +1,16 @@
-"""Fashion-MNIST loading and verification, and client partitions (DESIGN §3 and §5)."""
+"""Data sets by name, Fashion-MNIST's lookup and verification, and client partitions (DESIGN §3, §5, §7)."""
 
+from adcs.data.datasets import (
+    DATASETS,
+    DataError,
+    Dataset,
+    DatasetEntry,
+    load_arrays,
+    load_cifar10,
+    load_dataset,
+    load_digits,
+    load_femnist,
+)
 from adcs.data.fashion_mnist import (
     CLASS_NAMES,
     ChecksumError,
@@ -11,21 +22,51 @@ from adcs.data.fashion_mnist import (
     load_subset,
     read_idx,
 )
-from adcs.data.partition import Partition, class_counts, dirichlet, iid, paper_groups
+from adcs.data.partition import (
+    PARTITIONS,
+    Partition,
+    PartitionKind,
+    class_counts,
+    classes_per_client,
+    dirichlet,
+    iid,
+    natural,
+    paper_groups,
+    partition_data,
+    shards,
+)
+from adcs.data.synthetic import Synthetic, SyntheticClients
 
 __all__ = [
     "CLASS_NAMES",
+    "DATASETS",
+    "PARTITIONS",
     "ChecksumError",
+    "DataError",
+    "Dataset",
+    "DatasetEntry",
     "FashionMNIST",
     "Partition",
+    "PartitionKind",
+    "Synthetic",
+    "SyntheticClients",
     "cache_dir",
     "class_counts",
+    "classes_per_client",
     "dirichlet",
     "download_fashion_mnist",
     "find_fashion_mnist",
     "iid",
+    "load_arrays",
+    "load_cifar10",
+    "load_dataset",
+    "load_digits",
     "load_fashion_mnist",
+    "load_femnist",
     "load_subset",
+    "natural",
     "paper_groups",
+    "partition_data",
     "read_idx",
+    "shards",
 ]
