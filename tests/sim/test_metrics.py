@@ -8,7 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adcs.sim import (
+    group_accuracy,
     group_share,
+    percentile_accuracy,
     selection_counts,
     tv_distance,
     uniform_group_share,
@@ -74,3 +76,24 @@ def test_worst_and_average() -> None:
     worst, avg = worst_and_average([[0.5, 0.9, 0.7], [0.2, 0.4, 0.6]])
     np.testing.assert_allclose(worst, [0.5, 0.2])
     np.testing.assert_allclose(avg, [0.7, 0.4])
+
+
+def test_tenth_percentile_by_hand() -> None:
+    acc = np.array([[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0]])
+    # position 0.1 · 10 = 1 of the sorted values: exactly the second smallest
+    np.testing.assert_allclose(percentile_accuracy(acc), [0.2])
+    np.testing.assert_allclose(percentile_accuracy(acc, 0.0), acc.min(axis=1))
+    np.testing.assert_allclose(percentile_accuracy(np.array([0.0, 1.0]), 0.1), 0.1)
+    with pytest.raises(ValueError, match="q"):
+        percentile_accuracy(acc, 1.5)
+
+
+def test_group_accuracy_is_the_mean_of_its_clients() -> None:
+    acc = np.array([[0.5, 0.7, 0.9, 0.1], [1.0, 0.0, 0.5, 0.5]])
+    got = group_accuracy(acc, np.array([0, 0, 2, 2]), 3)
+    np.testing.assert_allclose(got[:, [0, 2]], [[0.6, 0.5], [0.5, 0.5]])
+    assert np.isnan(got[:, 1]).all()  # a group with no evaluated client
+    with pytest.raises(ValueError, match="groups"):
+        group_accuracy(acc, np.array([0, 1]), 3)
+    with pytest.raises(ValueError, match="groups"):
+        group_accuracy(acc, np.array([0, 1, 2, 3]), 3)

@@ -14,10 +14,12 @@ from adcs.sim.availability import (
     CyclicAvailability,
     TraceAvailability,
 )
-from adcs.sim.data import PIXEL_SCALE, FederatedData, to_unit_float
+from adcs.sim.data import PIXEL_SCALE, ClientData, FederatedData, to_unit_float
 from adcs.sim.engine import RunResult, RunSpec, SimConfig, simulate
 from adcs.sim.metrics import (
+    group_accuracy,
     group_share,
+    percentile_accuracy,
     selection_counts,
     tv_distance,
     tv_to_uniform,
@@ -38,6 +40,7 @@ __all__ = [
     "AlwaysAvailable",
     "Availability",
     "BernoulliAvailability",
+    "ClientData",
     "CyclicAvailability",
     "FederatedData",
     "LogisticRegression",
@@ -48,9 +51,11 @@ __all__ = [
     "SharedInputs",
     "SimConfig",
     "TraceAvailability",
+    "group_accuracy",
     "group_share",
     "local_update",
     "minibatch_indices",
+    "percentile_accuracy",
     "scheduler_rng",
     "selection_counts",
     "simulate",

@@ -1,10 +1,17 @@
-"""The clients' data as the simulator sees it: one copy of the samples, index arrays per client."""
+"""The clients' data as the simulator sees it.
+
+The engine reads data only through :class:`ClientData`: sizes and groups per client, and the
+samples of *rows* — integers naming one client's sample — gathered in batches. Two
+implementations: :class:`FederatedData` (one in-memory copy of the samples, index arrays per
+client) and :class:`adcs.data.synthetic.SyntheticClients` (samples generated on demand from
+(seed, client, sample), so a population of 10⁶ clients costs nothing until its clients are used).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -12,9 +19,9 @@ from numpy.typing import ArrayLike, NDArray
 from adcs._validate import check_int
 
 if TYPE_CHECKING:
-    from adcs.data import FashionMNIST, Partition
+    from adcs.data import Dataset, FashionMNIST, Partition
 
-__all__ = ["PIXEL_SCALE", "FederatedData", "to_unit_float"]
+__all__ = ["PIXEL_SCALE", "ClientData", "FederatedData", "to_unit_float"]
 
 F32Array = NDArray[np.float32]
 IntArray = NDArray[np.intp]
@@ -42,6 +49,63 @@ def to_unit_float(images: NDArray[Any], out: F32Array | None = None) -> F32Array
     if images.dtype == np.uint8:
         out *= PIXEL_SCALE  # the same value as float32(p) * PIXEL_SCALE, computed in two passes
     return out
+
+
+@runtime_checkable
+class ClientData(Protocol):
+    """What the simulator reads of the clients' data (DESIGN §4: cost follows the active clients).
+
+    A *row* is an integer naming one sample of one client; its meaning is the implementation's.
+    The engine asks for rows of the clients a round uses and gathers their inputs in blocks, so an
+    implementation may hold its samples in memory or generate them on demand.
+
+    Attributes
+    ----------
+    n_clients, n_classes, n_groups : int
+    groups : ndarray of shape (n_clients,), int in [0, n_groups)
+        The partition's client groups (else each client's majority label).
+    data_sizes, test_sizes : ndarray of shape (n_clients,), int ≥ 1
+        Training and test samples per client.
+    input_shape : tuple of int
+        Shape of one model input.
+    """
+
+    @property
+    def n_clients(self) -> int: ...
+
+    @property
+    def n_classes(self) -> int: ...
+
+    @property
+    def n_groups(self) -> int: ...
+
+    @property
+    def groups(self) -> IntArray: ...
+
+    @property
+    def data_sizes(self) -> IntArray: ...
+
+    @property
+    def test_sizes(self) -> IntArray: ...
+
+    @property
+    def input_shape(self) -> tuple[int, ...]: ...
+
+    def train_rows(self, clients: IntArray, local: NDArray[np.integer[Any]]) -> IntArray:
+        """Rows of local training sample indices ``local`` (n, ...) of ``clients`` (n,)."""
+        ...
+
+    def train_batch(self, rows: IntArray) -> tuple[F32Array, IntArray]:
+        """Inputs (*rows.shape, *input_shape), float32, and labels (rows.shape) of training rows."""
+        ...
+
+    def test_rows(self, clients: IntArray) -> IntArray:
+        """The test rows of ``clients``, concatenated in order (client i's test_sizes[i] rows)."""
+        ...
+
+    def test_batch(self, rows: IntArray) -> tuple[F32Array, IntArray]:
+        """Inputs and labels of test rows (as :meth:`train_batch`)."""
+        ...
 
 
 def _readonly(array: NDArray[Any]) -> NDArray[Any]:
@@ -173,9 +237,15 @@ class FederatedData:
 
     @classmethod
     def from_partition(
-        cls, dataset: FashionMNIST, partition: Partition, n_classes: int = 10
+        cls,
+        dataset: Dataset | FashionMNIST,
+        partition: Partition,
+        n_classes: int | None = None,
     ) -> FederatedData:
-        """Build from :class:`adcs.data.FashionMNIST` and :class:`adcs.data.Partition`."""
+        """Build from a data set (:class:`adcs.data.Dataset` or :class:`adcs.data.FashionMNIST`)
+        and a :class:`adcs.data.Partition`; ``n_classes`` defaults to the data set's (else 10)."""
+        if n_classes is None:
+            n_classes = int(getattr(dataset, "n_classes", 10))
         return cls(
             train_images=dataset.train_images,
             train_labels=dataset.train_labels,
@@ -213,3 +283,18 @@ class FederatedData:
         """
         samples = np.take(self.train_images, rows, axis=0, out=scratch)
         return to_unit_float(samples, out=out)
+
+    def train_batch(self, rows: IntArray) -> tuple[F32Array, IntArray]:
+        """Inputs (*rows.shape, *input_shape), float32, and labels (rows.shape) of training rows."""
+        return self.gather_train(rows), np.asarray(self.train_labels[rows], dtype=np.intp)
+
+    def test_rows(self, clients: IntArray) -> IntArray:
+        """The test rows of ``clients`` (indices into ``test_images``), concatenated in order."""
+        if len(clients) == 0:
+            return np.empty(0, dtype=np.intp)
+        return np.concatenate([self.test_indices[c] for c in clients])
+
+    def test_batch(self, rows: IntArray) -> tuple[F32Array, IntArray]:
+        """Inputs and labels of test rows."""
+        x = to_unit_float(np.take(self.test_images, rows, axis=0))
+        return x, np.asarray(self.test_labels[rows], dtype=np.intp)

@@ -66,11 +66,18 @@ from adcs.schedulers.base import (
     UsesRoundTimes,
 )
 from adcs.sim.availability import AlwaysAvailable, Availability, TraceAvailability
-from adcs.sim.data import FederatedData, to_unit_float
-from adcs.sim.metrics import group_share, tv_to_uniform, worst_and_average
+from adcs.sim.data import ClientData, FederatedData  # noqa: F401  (FederatedData: re-exported)
+from adcs.sim.metrics import (
+    group_accuracy,
+    group_share,
+    percentile_accuracy,
+    tv_to_uniform,
+    worst_and_average,
+)
 from adcs.sim.model import LogisticRegression, Model, SharedForward, SharedInputs, local_update
 from adcs.sim.system import ClientTimes, SystemConfig, client_times, probe_phase, training_phase
-from adcs.streams import Domain, _draw, counter_uniform, scheduler_rng, stream_key
+from adcs.sketch import UpdateSketch
+from adcs.streams import Domain, _draw, counter_uniform, round_generator, scheduler_rng, stream_key
 
 __all__ = [
     "Checkpointing",
@@ -90,6 +97,10 @@ IntArray = NDArray[np.intp]
 BoolArray = NDArray[np.bool_]
 
 _EVAL_RUNS_PER_PRODUCT = 32
+_EVAL_CACHE_BYTES = 1 << 28
+"""Evaluation inputs kept in memory between evaluations (256 MB); beyond, generated in blocks."""
+_EVAL_BLOCK_ROWS = 16_384
+"""Test samples evaluated per product when the evaluation set is not kept (bounds memory)."""
 _FULL_LOSS_ROWS = 8192
 _JOB_ROWS = 16_384
 """Samples per batched ``loss_and_grad`` call of independent jobs (bounds memory)."""
@@ -144,6 +155,14 @@ class SimConfig:
         Client devices and round rules (:mod:`adcs.sim.system`): every round is timed on a
         simulated clock, and a deadline or over-commitment decides who is aggregated. ``None``
         (default): no clock, and every number is as without this option.
+    sketch_dim : int or None
+        k: schedulers see each update as its seeded Johnson–Lindenstrauss sketch of length k
+        (:class:`adcs.sketch.UpdateSketch`, one projection per seed), while aggregation uses the
+        true updates. ``None`` (default): schedulers see the updates themselves.
+    eval_clients : int or None
+        Evaluate a fixed subset of this many clients (drawn once, the same for every seed and
+        run) instead of all of them — the metrics of a large population at bounded cost.
+        ``None`` (default): every client.
     """
 
     rounds: int
@@ -157,6 +176,8 @@ class SimConfig:
     availability: Availability = field(default_factory=AlwaysAvailable)
     dropout: float = 0.0
     system: SystemConfig | None = None
+    sketch_dim: int | None = None
+    eval_clients: int | None = None
 
     def __post_init__(self) -> None:
         check_int("rounds", self.rounds)
@@ -175,6 +196,10 @@ class SimConfig:
         check_number("dropout", self.dropout, 0.0, 1.0, high_open=True)
         if self.system is not None and not isinstance(self.system, SystemConfig):
             raise ValueError(f"system must be a SystemConfig or None, got {self.system!r}")
+        if self.sketch_dim is not None:
+            check_int("sketch_dim", self.sketch_dim)
+        if self.eval_clients is not None:
+            check_int("eval_clients", self.eval_clients)
 
     @property
     def eval_rounds(self) -> IntArray:
@@ -229,11 +254,12 @@ class RunResult:
     eval_rounds : ndarray of shape (n_evals,), int
         Number of rounds trained before each evaluation (0, eval_every, …, T).
     worst_acc, avg_acc : ndarray of shape (n_evals,)
-        Min and mean over clients of the per-client test accuracy (paper Fig. 1).
+        Min and mean over the evaluated clients of the per-client test accuracy (paper Fig. 1).
     test_loss : ndarray of shape (n_evals,)
-        Mean cross-entropy over the union of the clients' test sets.
-    client_acc : ndarray of shape (n_evals, n_clients)
-        Accuracy of the global model on each client's own test set.
+        Mean cross-entropy over the union of the evaluated clients' test sets.
+    client_acc : ndarray of shape (n_evals, n_eval_clients)
+        Accuracy of the global model on each evaluated client's own test set (column i is client
+        ``eval_clients[i]``).
     selected : ndarray of shape (rounds, m), int32
         Clients selected in each round, in the scheduler's order; −1 where fewer than m were
         (fewer than m available). With over-commitment (``SimConfig.system``) m is the number
@@ -272,6 +298,13 @@ class RunResult:
     non_finite : int
         Probed clients whose loss or update was NaN or infinite, summed over rounds; they were
         excluded from selection (logged at WARNING, with the client ids, the first time).
+    p10_acc : ndarray of shape (n_evals,)
+        10th percentile of the per-client accuracy (the worst-decile view, steadier than the
+        minimum when there are many clients).
+    group_acc : ndarray of shape (n_evals, n_groups)
+        Mean accuracy of each group's evaluated clients (NaN for a group none of them is in).
+    eval_clients : ndarray of shape (n_eval_clients,), int
+        The clients evaluated, ascending (all of them unless ``SimConfig.eval_clients``).
     """
 
     spec: RunSpec
@@ -293,6 +326,9 @@ class RunResult:
     final_params: F32Array
     round_time: F64Array | None = None
     busy_time: F64Array | None = None
+    p10_acc: F64Array = field(default_factory=lambda: np.empty(0))
+    group_acc: F64Array = field(default_factory=lambda: np.empty((0, 0)))
+    eval_clients: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.intp))
 
     @property
     def clock(self) -> F64Array | None:
@@ -380,7 +416,7 @@ def _locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
 class _Context:
     """What every stream of one :func:`simulate` call shares (read-only during the loop)."""
 
-    def __init__(self, data: FederatedData, config: SimConfig, model: Model) -> None:
+    def __init__(self, data: ClientData, config: SimConfig, model: Model) -> None:
         self.data = data
         self.config = config
         self.model = model
@@ -400,6 +436,7 @@ class _Context:
         self.no_clients = np.empty(0, dtype=np.intp)
         self.system = config.system
         self._times: dict[int, ClientTimes] = {}
+        self._sketches: dict[int, UpdateSketch] = {}
 
     def client_times(self, seed: int) -> ClientTimes:
         """How long each client's work takes in runs of ``seed`` (its devices, drawn once)."""
@@ -415,6 +452,22 @@ class _Context:
                 forward_cost=self.system.forward_cost,
             )
         return self._times[seed]
+
+    def sketch(self, seed_key: int, stats: ClientStats) -> ClientStats:
+        """What the schedulers see of ``stats``: its updates sketched (``SimConfig.sketch_dim``)."""
+        k = self.config.sketch_dim
+        if k is None or stats.updates is None:
+            return stats
+        return dataclasses.replace(stats, updates=self.sketch_rows(seed_key, stats.updates))
+
+    def sketch_rows(self, seed_key: int, updates: F32Array) -> F32Array:
+        """Updates (n, dim) as the schedulers see them (unchanged without ``sketch_dim``)."""
+        k = self.config.sketch_dim
+        if k is None:
+            return updates
+        if seed_key not in self._sketches:  # one projection per seed, built on first use
+            self._sketches[seed_key] = UpdateSketch(self.model.dim, k, seed_key)
+        return self._sketches[seed_key].apply(updates)
 
     def availability(self, seed_key: int, t: int) -> _Availability:
         if self.always:
@@ -439,14 +492,14 @@ class _Context:
     def full_losses(self, params: F32Array, clients: IntArray) -> F64Array:
         """Mean loss of each listed client over its whole training set at ``params`` (dim,)."""
         data = self.data
-        rows = np.concatenate([data.train_indices[c] for c in clients])
-        owner = np.repeat(np.arange(clients.size), data.data_sizes[clients])
+        sizes = data.data_sizes[clients]
+        owner = np.repeat(np.arange(clients.size), sizes)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        rows = data.train_rows(clients[owner], np.arange(owner.size) - starts[owner])
         total = np.zeros(clients.size)
         for start in range(0, rows.size, _FULL_LOSS_ROWS):
             part = rows[start : start + _FULL_LOSS_ROWS]
-            loss, _ = self.model.evaluate(
-                params[None], data.gather_train(part), data.train_labels[part]
-            )
+            loss, _ = self.model.evaluate(params[None], *data.train_batch(part))
             total += np.bincount(
                 owner[start : start + _FULL_LOSS_ROWS], weights=loss[0], minlength=clients.size
             )
@@ -468,8 +521,7 @@ class _Context:
         for start in range(0, n_jobs, per_call):
             part = slice(start, start + per_call)
             job_rows = rows[part].reshape(-1, cfg.local_steps, cfg.batch_size)
-            x = self.data.gather_train(job_rows)
-            y = self.data.train_labels[job_rows]
+            x, y = self.data.train_batch(job_rows)
             updates[part], losses[part] = local_update(
                 self.model, params[run_index[part]], x, y, cfg.local_lr
             )
@@ -484,9 +536,7 @@ class _Context:
             part = slice(start, start + per_call)
             first = rows[part, :batch]
             loss, _ = self.model.loss_and_grad(
-                params[run_index[part]],
-                self.data.gather_train(first),
-                self.data.train_labels[first],
+                params[run_index[part]], *self.data.train_batch(first)
             )
             out[part] = loss
         return out
@@ -520,6 +570,7 @@ class _Stream:
         # 2. gather what the probes ask, over the union of the active clients
         batch = _Batch(self, t, probes, targets, selections)
         stats = [batch.gather(j, avail) for j in range(len(runs))]
+        seen = [ctx.sketch(self.seed_key, s) for s in stats]  # sketched for the schedulers
         # 3. select
         chosen: list[IntArray] = []
         coefs: list[F64Array] = []
@@ -529,7 +580,7 @@ class _Stream:
             sel = selections[j]
             if sel is None:
                 run.note_non_finite(t, stats[j])
-                sel, run.state = run.scheduler.select(run.state, t, stats[j], run.rng)
+                sel, run.state = run.scheduler.select(run.state, t, seen[j], run.rng)
             clients = check_selection(sel.clients, avail.mask, run.scheduler.m, who=run.spec.run_id)
             ok = ctx.returned(self.seed_key, t, clients)  # dropouts
             if self.times is None:
@@ -559,6 +610,7 @@ class _Stream:
             clients, ok = chosen[j], returned[j]
             if run.observes:
                 updates, losses = observed[j]
+                updates = ctx.sketch_rows(self.seed_key, updates)
                 run.state = run.scheduler.observe(run.state, t, clients[ok], updates, losses)
             k = clients.size
             run.selected[t, :k] = clients
@@ -664,8 +716,7 @@ class _Batch:
         ctx, batch = self.ctx, self.ctx.config.batch_size
         assert self.rows is not None
         first = self.rows[:, :batch].reshape(-1)
-        x = ctx.data.gather_train(first)
-        self.forward = model.shared_forward(self.stream.params, x, ctx.data.train_labels[first])
+        self.forward = model.shared_forward(self.stream.params, *ctx.data.train_batch(first))
         self.client_loss = self.forward.sample_loss.reshape(
             len(self.stream.runs), self.union.size, batch
         ).mean(axis=2)
@@ -836,31 +887,72 @@ class _Batch:
 
 
 class _Evaluator:
-    """Per-client test accuracy and global test loss of many runs (one product per 32 runs)."""
+    """Per-client test accuracy and test loss of many runs, at bounded cost.
 
-    def __init__(self, data: FederatedData, model: Model) -> None:
-        rows = np.concatenate(data.test_indices)
-        union, inverse = np.unique(rows, return_inverse=True)
-        self.x = to_unit_float(np.take(data.test_images, union, axis=0))
-        self.y = data.test_labels[union]
-        self.inverse = inverse.reshape(-1)
-        self.starts = np.concatenate([[0], np.cumsum(data.test_sizes)[:-1]])
-        self.sizes = data.test_sizes.astype(np.float64)
+    The evaluated clients are all of them, or a fixed subset (``SimConfig.eval_clients``). Their
+    test inputs are gathered once and kept when they fit :data:`_EVAL_CACHE_BYTES`; otherwise
+    they are gathered anew at every evaluation in blocks of :data:`_EVAL_BLOCK_ROWS` samples, so
+    memory stays bounded whatever the population (test data generated on demand included).
+    """
+
+    def __init__(self, data: ClientData, model: Model, eval_clients: int | None) -> None:
+        self.clients = _eval_subset(data.n_clients, eval_clients)
+        self.data = data
         self.model = model
-        self.n_clients = data.n_clients
+        self.n_clients = int(self.clients.size)
+        sizes = data.test_sizes[self.clients]
+        self.sizes = sizes.astype(np.float64)
+        self.rows = data.test_rows(self.clients)
+        self.owner = np.repeat(np.arange(self.n_clients), sizes)
+        values = int(np.prod(data.input_shape))
+        self.x: F32Array | None = None
+        if self.rows.size * values * 4 <= _EVAL_CACHE_BYTES:
+            union, inverse = np.unique(self.rows, return_inverse=True)
+            self.x, self.y = data.test_batch(union)
+            self.inverse = inverse.reshape(-1)
+            self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
     def __call__(self, params: F32Array) -> tuple[F64Array, F64Array]:
-        """Client accuracies (R, n_clients) and test losses (R,) of R models (R, dim)."""
+        """Client accuracies (R, n_eval_clients) and test losses (R,) of R models (R, dim)."""
         n_runs = params.shape[0]
         acc = np.empty((n_runs, self.n_clients))
         loss = np.empty(n_runs)
         for start in range(0, n_runs, _EVAL_RUNS_PER_PRODUCT):
             chunk = slice(start, start + _EVAL_RUNS_PER_PRODUCT)
-            sample_loss, correct = self.model.evaluate(params[chunk], self.x, self.y)
-            per_row = correct[:, self.inverse].astype(np.float64)
-            acc[chunk] = np.add.reduceat(per_row, self.starts, axis=1) / self.sizes
-            loss[chunk] = sample_loss.mean(axis=1, dtype=np.float64)
+            acc[chunk], loss[chunk] = (
+                self._cached(params[chunk]) if self.x is not None else self._blocks(params[chunk])
+            )
         return acc, loss
+
+    def _cached(self, params: F32Array) -> tuple[F64Array, F64Array]:
+        assert self.x is not None
+        sample_loss, correct = self.model.evaluate(params, self.x, self.y)
+        per_row = correct[:, self.inverse].astype(np.float64)
+        acc = np.add.reduceat(per_row, self.starts, axis=1) / self.sizes
+        return acc, sample_loss.mean(axis=1, dtype=np.float64)
+
+    def _blocks(self, params: F32Array) -> tuple[F64Array, F64Array]:
+        hits = np.zeros((params.shape[0], self.n_clients))
+        total_loss = np.zeros(params.shape[0])
+        for start in range(0, self.rows.size, _EVAL_BLOCK_ROWS):
+            part = slice(start, start + _EVAL_BLOCK_ROWS)
+            sample_loss, correct = self.model.evaluate(
+                params, *self.data.test_batch(self.rows[part])
+            )
+            owner = self.owner[part]  # ascending: one segment per client of the block
+            first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            hits[:, owner[first]] += np.add.reduceat(correct.astype(np.float64), first, axis=1)
+            total_loss += sample_loss.sum(axis=1, dtype=np.float64)
+        return hits / self.sizes, total_loss / self.rows.size
+
+
+def _eval_subset(n_clients: int, eval_clients: int | None) -> IntArray:
+    """The evaluated clients, ascending: all, or a fixed uniform subset of ``eval_clients``."""
+    if eval_clients is None or eval_clients >= n_clients:
+        return np.arange(n_clients, dtype=np.intp)
+    # one fixed draw, the same for every seed and run, so their metrics compare like for like
+    rng = round_generator(stream_key(0), Domain.EVALUATION, 0)
+    return np.sort(rng.choice(n_clients, size=eval_clients, replace=False)).astype(np.intp)
 
 
 _StreamKey = tuple[int, str | None]
@@ -914,7 +1006,7 @@ class _Shard:
         self.evaluator = evaluator
         self.ctx = ctx
         n_runs = sum(len(s.runs) for s in streams)
-        self.client_acc = np.empty((n_runs, n_evals, ctx.data.n_clients))
+        self.client_acc = np.empty((n_runs, n_evals, evaluator.n_clients))
         self.test_loss = np.empty((n_runs, n_evals))
         rounds, n = ctx.config.rounds, ctx.data.n_clients
         self.n_available = {s: np.empty(rounds, dtype=np.int32) for s in seeds}
@@ -1008,7 +1100,7 @@ class _Shard:
         report()
 
 
-def _check_runs(runs: Sequence[RunSpec], data: FederatedData) -> None:
+def _check_runs(runs: Sequence[RunSpec], data: ClientData) -> None:
     if len(runs) == 0:
         raise ValueError("runs must hold at least one RunSpec")
     seen: set[str] = set()
@@ -1115,7 +1207,7 @@ def _build_shards(
         s = load.index(min(load))
         dealt[s].append(key)
         load[s] += len(keyed[key])
-    evaluator = _Evaluator(ctx.data, ctx.model)
+    evaluator = _Evaluator(ctx.data, ctx.model, ctx.config.eval_clients)
     n_evals = ctx.config.eval_rounds.size
     shards, members = [], []
     for keys in dealt:
@@ -1464,7 +1556,7 @@ def _single_threaded_blas() -> Iterator[None]:
         yield
 
 
-def _context(data: FederatedData, config: SimConfig, model: Model | None) -> _Context:
+def _context(data: ClientData, config: SimConfig, model: Model | None) -> _Context:
     if model is None:
         model = LogisticRegression(int(np.prod(data.input_shape)), data.n_classes)
     if not isinstance(model, Model):
@@ -1476,7 +1568,7 @@ def _context(data: FederatedData, config: SimConfig, model: Model | None) -> _Co
     return ctx
 
 
-def check_simulation(data: FederatedData, config: SimConfig, model: Model | None = None) -> None:
+def check_simulation(data: ClientData, config: SimConfig, model: Model | None = None) -> None:
     """What :func:`simulate` checks of data, config and model before any round, without running.
 
     Raises
@@ -1491,7 +1583,7 @@ def check_simulation(data: FederatedData, config: SimConfig, model: Model | None
 
 def simulate(
     runs: Sequence[RunSpec],
-    data: FederatedData,
+    data: ClientData,
     config: SimConfig,
     progress: Callable[[int], None] | None = None,
     *,
@@ -1506,7 +1598,9 @@ def simulate(
     ----------
     runs : sequence of RunSpec
         The runs (distinct ``run_id``); each gets its own model, scheduler state and streams.
-    data : FederatedData
+    data : ClientData
+        The clients' data: :class:`FederatedData`, or any :class:`~adcs.sim.data.ClientData`
+        (e.g. :class:`adcs.data.synthetic.SyntheticClients`, generated on demand).
     config : SimConfig
     progress : callable, optional
         Called with the number of rounds every run has completed, every 50 rounds and at the end
@@ -1534,6 +1628,8 @@ def simulate(
         In the order of ``runs``.
     """
     check_int("workers", workers)
+    if not isinstance(data, ClientData):
+        raise ValueError(f"data must follow the ClientData protocol, got {type(data).__name__}")
     _check_runs(runs, data)
     if checkpoint is not None and not isinstance(checkpoint, Checkpointing):
         raise ValueError(f"checkpoint must be a Checkpointing, got {type(checkpoint).__name__}")
@@ -1583,6 +1679,8 @@ def _collect(
     results: list[RunResult | None] = [None] * len(runs)
     eval_rounds = config.eval_rounds
     eval_rounds.setflags(write=False)
+    groups = np.asarray(data.groups)
+    eval_clients = shards[0].evaluator.clients
     available: dict[int, NDArray[np.uint8]] = {}
     for shard in shards:
         for seed, bits in (shard.available or {}).items():
@@ -1594,6 +1692,7 @@ def _collect(
                 spec_index = member[row]
                 client_acc = shard.client_acc[row]
                 worst, avg = worst_and_average(client_acc)
+                eval_groups = groups[eval_clients]
                 share = group_share(run.selected, data.groups, data.n_groups)
                 results[spec_index] = RunResult(
                     spec=run.spec,
@@ -1616,6 +1715,9 @@ def _collect(
                     round_time=run.round_s,
                     busy_time=run.busy_s,
                     non_finite=run.non_finite,
+                    p10_acc=percentile_accuracy(client_acc, 0.1),
+                    group_acc=group_accuracy(client_acc, eval_groups, data.n_groups),
+                    eval_clients=eval_clients,
                 )
                 row += 1
     return [r for r in results if r is not None]

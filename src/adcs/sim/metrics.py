@@ -8,7 +8,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "group_accuracy",
     "group_share",
+    "percentile_accuracy",
     "selection_counts",
     "tv_distance",
     "tv_to_uniform",
@@ -130,3 +132,53 @@ def worst_and_average(client_acc: ArrayLike) -> tuple[FloatArray, FloatArray]:
     """
     acc: NDArray[Any] = np.asarray(client_acc, dtype=np.float64)
     return acc.min(axis=-1), acc.mean(axis=-1)
+
+
+def percentile_accuracy(client_acc: ArrayLike, q: float = 0.1) -> FloatArray:
+    """The q-quantile of the per-client accuracy (default the 10th percentile).
+
+    With thousands of clients the minimum is one client's noise; the worst decile is the view
+    of fairness-oriented FL work. Linear interpolation between order statistics (NumPy's
+    default), so q = 0 is the minimum and q = 0.5 the median.
+
+    Parameters
+    ----------
+    client_acc : ndarray of shape (..., n_clients)
+    q : float in [0, 1]
+
+    Returns
+    -------
+    ndarray of shape client_acc.shape[:-1]
+    """
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q!r}")
+    acc: NDArray[Any] = np.asarray(client_acc, dtype=np.float64)
+    return np.asarray(np.quantile(acc, q, axis=-1), dtype=np.float64)
+
+
+def group_accuracy(client_acc: ArrayLike, groups: ArrayLike, n_groups: int) -> FloatArray:
+    """Mean accuracy of each group's clients.
+
+    Parameters
+    ----------
+    client_acc : ndarray of shape (..., n_clients)
+    groups : ndarray of shape (n_clients,), int in [0, n_groups)
+        The group of each column's client.
+    n_groups : int
+
+    Returns
+    -------
+    ndarray of shape (..., n_groups)
+        NaN for a group with no client among the columns.
+    """
+    acc: NDArray[Any] = np.asarray(client_acc, dtype=np.float64)
+    grp = _int_array("groups", groups)
+    if grp.shape != acc.shape[-1:]:
+        raise ValueError(f"groups must have shape ({acc.shape[-1]},), got {grp.shape}")
+    if grp.size and (grp.min() < 0 or grp.max() >= n_groups):
+        raise ValueError(f"groups must lie in [0, n_groups={n_groups})")
+    members = np.zeros((grp.size, n_groups))
+    members[np.arange(grp.size), grp] = 1.0
+    counts = members.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray((acc @ members) / counts, dtype=np.float64)
