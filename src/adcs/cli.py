@@ -155,7 +155,7 @@ def _one_line_errors(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from adcs.data import ChecksumError
+        from adcs.data import ChecksumError, DataError
         from adcs.experiments.folder import OutputRefused, RunError, os_error
         from adcs.experiments.runner import RunInterrupted
 
@@ -174,7 +174,7 @@ def _one_line_errors(command: F) -> F:
                 raise _fail(str(exc)) from None
             except RunError as exc:
                 raise _fail(str(exc), code=1) from None
-            except (FileNotFoundError, ChecksumError) as exc:
+            except (FileNotFoundError, ChecksumError, DataError) as exc:
                 raise _fail(f"data: {exc}", code=1) from None
             except OSError as exc:
                 raise _fail(str(os_error("operating system", exc)), code=1) from None

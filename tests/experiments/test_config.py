@@ -104,7 +104,7 @@ def test_unknown_keys_are_refused_by_name(path: str, value: Any, needle: str) ->
         ("sim.batch_size", 2.5, "sim.batch_size"),
         ("sim.weighting", "mean", "sim.weighting"),
         ("data.dominance", 1.5, "data.dominance"),
-        ("data.partition", "shards", "data.partition"),
+        ("data.partition", "pathological", "data.partition"),
         ("m", 7, "exceeds the number of clients"),
         ("m", True, "m must be an integer"),
         ("seeds", [0, 0], "distinct"),

@@ -111,7 +111,7 @@ def test_metrics_csv_is_tidy(tiny_run: Path) -> None:
     rows = _read(tiny_run / "metrics.csv")
     assert list(rows[0]) == [
         "run_id", "method", "seed", "theta", "refresh_every", "round", "worst_acc", "avg_acc",
-        "test_loss",
+        "test_loss", "p10_acc", "acc_g0", "acc_g1", "acc_g2",
     ]  # fmt: skip
     runs = {r["run_id"] for r in rows}
     assert len(runs) == 5 * 2  # uniform, ocs, staticdpp, adcs θ=0.5, adcs θ=0.8; two seeds
@@ -120,6 +120,9 @@ def test_metrics_csv_is_tidy(tiny_run: Path) -> None:
     assert len(lengths) == 1 and lengths.pop() >= 3  # evaluations every 2 of 6 rounds
     for r in rows:
         assert 0.0 <= float(r["worst_acc"]) <= float(r["avg_acc"]) <= 1.0
+        assert float(r["worst_acc"]) <= float(r["p10_acc"]) <= float(r["avg_acc"]) + 1e-12
+        groups = [float(r[f"acc_g{k}"]) for k in range(3)]  # 3 groups of 2 clients
+        assert abs(np.mean(groups) - float(r["avg_acc"])) < 1e-9  # equal groups: mean of means
         assert (r["theta"] == "") == (r["method"] != "adcs")
 
 
@@ -283,7 +286,8 @@ def test_partition_per_seed(tmp_path: Path, synthetic: FashionMNIST) -> None:
     run_experiment(config_from_dict(doc), tmp_path / "per_seed", dataset=synthetic)
     manifest = json.loads((tmp_path / "per_seed" / "manifest.json").read_text())
     assert sorted(manifest["data"]["data_sizes"]) == ["0", "1"]
-    assert manifest["config"]["data"]["partition_per_seed"] is True
+    assert manifest["config"]["data"]["partition"]["resample_per_seed"] is True
+    assert manifest["data"]["resample_per_seed"] is True
 
 
 TIMED: dict[str, Any] = {

@@ -99,9 +99,16 @@ def data_config(config: Mapping[str, Any]) -> Any:
 
     n, scheme = int(config["num-partitions"]), str(config["partition"])
     sizes = {
-        "train_per_client": int(config["train-per-client"]) or None,
-        "test_per_client": int(config["test-per-client"]) or None,
+        key: value
+        for key, value in (
+            ("train_per_client", int(config["train-per-client"])),
+            ("test_per_client", int(config["test-per-client"])),
+        )
+        if value  # 0: as many as the data allow
     }
+    table: dict[str, Any] = {
+        "partition": scheme, "partition_seed": int(config["partition-seed"]), **sizes,
+    }  # fmt: skip
     if scheme == "paper_groups":
         per_group = int(config["clients-per-group"])
         if per_group < 1 or n % per_group:
@@ -109,21 +116,16 @@ def data_config(config: Mapping[str, Any]) -> Any:
                 f"num-partitions={n} must be a multiple of clients-per-group={per_group} "
                 "for partition = 'paper_groups'"
             )
-        return DataConfig(
-            partition=scheme,
+        table.update(
             n_groups=n // per_group,
             clients_per_group=per_group,
             dominance=float(config["dominance"]),
-            partition_seed=int(config["partition-seed"]),
-            **sizes,
         )
-    return DataConfig(
-        partition=scheme,
-        n_clients=n,
-        alpha=float(config["dirichlet-alpha"]),
-        partition_seed=int(config["partition-seed"]),
-        **sizes,
-    )
+    else:
+        table["n_clients"] = n
+        if scheme == "dirichlet":
+            table["alpha"] = float(config["dirichlet-alpha"])
+    return DataConfig.from_dict(table)
 
 
 @dataclass(frozen=True)

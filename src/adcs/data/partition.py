@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -566,11 +566,19 @@ class PartitionKind:
     split: Callable[..., Partition]
     keys: frozenset[str]
     required: frozenset[str] = frozenset()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """The values of parameters not given (the partition function's defaults)."""
+
+    def value(self, params: Mapping[str, Any], key: str) -> Any:
+        """The parameter ``key`` as the partition will use it (None: unset, the data decide)."""
+        return params.get(key, self.defaults.get(key))
 
     def n_clients(self, params: Mapping[str, Any]) -> int | None:
         """N for these parameters, when they fix it (None: the data decide, e.g. ``natural``)."""
         if "n_groups" in self.keys:
-            return int(params.get("n_groups", 10)) * int(params.get("clients_per_group", 3))
+            return int(self.value(params, "n_groups")) * int(
+                self.value(params, "clients_per_group")
+            )
         value = params.get("n_clients")
         return None if value is None else int(value)
 
@@ -592,6 +600,7 @@ PARTITIONS: dict[str, PartitionKind] = {
     "paper_groups": PartitionKind(
         lambda d, rng, **p: paper_groups(*_labels_of(d), rng, **p),
         frozenset({"n_groups", "clients_per_group", "dominance"}) | _SIZES,
+        defaults={"n_groups": 10, "clients_per_group": 3, "dominance": 1.0},
     ),
     "iid": PartitionKind(
         lambda d, rng, **p: iid(*_labels_of(d), rng, **p),

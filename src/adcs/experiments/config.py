@@ -14,7 +14,7 @@ Example (``experiments/fig2.toml``)::
     outputs = ["fig2"]
 
     [data]
-    partition = "paper_groups"   # or "dirichlet", "iid"
+    partition = "paper_groups"   # the flat form; or a [data.partition] table (below)
     dominance = 1.0
 
     [sim]
@@ -28,6 +28,25 @@ Example (``experiments/fig2.toml``)::
     name = "adcs"
     refresh_every = 20
     sweep = { theta = [0.2, 0.4, 0.6, 0.8, 1.0] }
+
+Data come from the name → loader table :data:`adcs.data.DATASETS` and are split by the name →
+partition table :data:`adcs.data.PARTITIONS`, each with its own keys::
+
+    [data]
+    dataset = "fashion-mnist"    # digits, arrays, cifar10, femnist, synthetic; options beside it
+    path = "data/fashion-mnist"  # for the file-based data sets
+
+    [data.partition]
+    kind = "dirichlet"           # paper_groups, iid, dirichlet, shards, classes_per_client, natural
+    n_clients = 100
+    alpha = 0.3
+    size_sigma = 1.0             # quantity skew (iid, dirichlet)
+    seed = 0                     # the partition's draw
+    resample_per_seed = false    # true: a new partition (or synthetic population) per seed
+
+The flat form of the paper's configurations (``partition = "paper_groups"`` with the partition's
+keys, ``partition_seed``, ``partition_per_seed`` in ``[data]``) keeps working for data sets whose
+options do not clash with partition keys.
 
 Schedulers are built only through the name → class table :data:`adcs.schedulers.SCHEDULERS`.
 """
@@ -52,6 +71,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from adcs.data.datasets import DATASETS
+from adcs.data.partition import PARTITIONS as PARTITION_TABLE
 from adcs.experiments.paper import PAPER_OUTPUTS
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
@@ -84,8 +105,8 @@ __all__ = [
     "with_overrides",
 ]
 
-PARTITIONS = ("paper_groups", "dirichlet", "iid")
-"""Partition kinds of :mod:`adcs.data`."""
+PARTITIONS = tuple(PARTITION_TABLE)
+"""Partition kinds of :data:`adcs.data.PARTITIONS`."""
 
 OUTPUTS = (*PAPER_OUTPUTS, "curves")
 """Figures and tables a configuration may ask for: ``curves`` (every variant on one plot), and the
@@ -96,21 +117,12 @@ PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 
 WEIGHTINGS = ("uniform", "data_size")
 
-_PARTITION_KEYS: dict[str, frozenset[str]] = {
-    "paper_groups": frozenset({"n_groups", "clients_per_group", "dominance"}),
-    "dirichlet": frozenset({"n_clients", "alpha"}),
-    "iid": frozenset({"n_clients"}),
-}
-_COMMON_DATA_KEYS = frozenset(
-    {
-        "path",
-        "partition",
-        "partition_seed",
-        "partition_per_seed",
-        "train_per_client",
-        "test_per_client",
-    }
+_FLAT_KEYS = frozenset(
+    {"dataset", "path", "partition", "partition_seed", "partition_per_seed", "resample_per_seed"}
 )
+"""Keys of the flat ``[data]`` form besides the dataset's options and the partition's keys."""
+_TABLE_KEYS = frozenset({"kind", "seed", "resample_per_seed"})
+"""Keys of a ``[data.partition]`` table besides the partition's own."""
 
 
 class ConfigError(ValueError):
@@ -167,77 +179,157 @@ def _table(key: str, value: Any) -> Mapping[str, Any]:
 # sections
 
 
+def _positive_int(key: str, value: Any) -> None:
+    _int(key, value, 1)
+
+
+def _unit(key: str, value: Any) -> None:
+    _float(key, value, 0.0, 1.0)
+
+
+def _positive(key: str, value: Any) -> None:
+    _float(key, value, 0.0, math.inf, low_open=True)
+
+
+def _non_negative(key: str, value: Any) -> None:
+    _float(key, value, 0.0, math.inf)
+
+
+def _open_unit(key: str, value: Any) -> None:
+    _float(key, value, 0.0, 1.0, low_open=True)
+    if value >= 1.0:
+        raise ConfigError(f"{key} must be below 1, got {value!r}")
+
+
+_VALUE_CHECKS: dict[str, Any] = {
+    "n_groups": _positive_int, "clients_per_group": _positive_int, "dominance": _unit,
+    "n_clients": _positive_int, "alpha": _positive, "size_sigma": _non_negative,
+    "train_per_client": _positive_int, "test_per_client": _positive_int,
+    "shards_per_client": _positive_int, "classes": _positive_int,
+}  # fmt: skip
+"""Types and ranges of partition parameters (the data decide the rest when loaded)."""
+_OPTION_CHECKS: dict[str, Any] = {
+    "n_clients": _positive_int, "alpha": _non_negative, "beta": _non_negative,
+    "test_fraction": _open_unit,
+}  # fmt: skip
+"""Types and ranges of data set options."""
+
+
 @dataclass(frozen=True)
 class DataConfig:
-    """Where the data comes from and how it is split over clients (DESIGN §3, §5).
+    """Where the data come from and how they are split over clients (DESIGN §3, §5, §7).
 
     Attributes
     ----------
+    dataset : str
+        A key of :data:`adcs.data.DATASETS` (default ``fashion-mnist``, the paper's).
     path : str or None
-        Fashion-MNIST folder; ``None`` uses the lookup of :func:`adcs.data.load_fashion_mnist`.
-    partition : {"paper_groups", "dirichlet", "iid"}
-        ``paper_groups``: ``n_groups`` groups of ``clients_per_group`` clients, group k holding
-        class k with share ``dominance`` (the paper's setting: 10 × 3, dominance 1).
-    n_groups, clients_per_group : int
-        For ``paper_groups``.
-    dominance : float in [0, 1]
-        For ``paper_groups``: share of the group's own class in each client's data.
-    n_clients : int or None
-        For ``dirichlet`` and ``iid``.
-    alpha : float > 0
-        For ``dirichlet``: concentration of the per-client label distribution.
+        The data set's file or folder; ``None`` for Fashion-MNIST uses its lookup
+        (:func:`adcs.data.load_fashion_mnist`).
+    options : tuple of (str, value)
+        The data set's other options (``synthetic``: ``n_clients``, ``alpha``, ``beta``).
+    partition : str
+        A key of :data:`adcs.data.PARTITIONS`; default ``paper_groups`` (``natural`` for a
+        generated data set, whose clients come with it).
+    params : tuple of (str, value)
+        The partition's parameters (e.g. ``n_groups``, ``clients_per_group``, ``dominance`` of
+        ``paper_groups``: the paper's setting is 10 × 3, dominance 1).
     partition_seed : int
-        Seed of the partition's random draw.
-    partition_per_seed : bool
+        Seed of the partition's random draw (and of a generated population).
+    resample_per_seed : bool
         ``False`` (default): one partition for every run, so the seeds vary the training only.
         ``True``: each training seed s gets its own partition, drawn from ``(s, partition_seed)``.
-    train_per_client, test_per_client : int or None
-        Samples per client; ``None`` gives each client the most the data allows (DESIGN §3).
     """
 
+    dataset: str = "fashion-mnist"
     path: str | None = None
-    partition: str = "paper_groups"
-    n_groups: int = 10
-    clients_per_group: int = 3
-    dominance: float = 1.0
-    n_clients: int | None = None
-    alpha: float = 0.5
+    options: tuple[tuple[str, Any], ...] = ()
+    partition: str | None = None
+    params: tuple[tuple[str, Any], ...] = ()
     partition_seed: int = 0
-    partition_per_seed: bool = False
-    train_per_client: int | None = None
-    test_per_client: int | None = None
+    resample_per_seed: bool = False
+    flat: bool = field(default=False, compare=False, repr=False)
+    """Read from the flat ``[data]`` form (messages then name the keys as written there)."""
 
     def __post_init__(self) -> None:
-        _choice("data.partition", self.partition, PARTITIONS)
-        _int("data.n_groups", self.n_groups, 1)
-        _int("data.clients_per_group", self.clients_per_group, 1)
-        _float("data.dominance", self.dominance, 0.0, 1.0)
-        _float("data.alpha", self.alpha, 0.0, math.inf, low_open=True)
-        if self.partition == "paper_groups":
-            if self.n_clients is not None:
-                raise ConfigError("data.n_clients is fixed by n_groups × clients_per_group")
-        elif self.n_clients is None:
-            raise ConfigError(f"data.n_clients is required for partition = {self.partition!r}")
-        else:
-            _int("data.n_clients", self.n_clients, 1)
-        _int("data.partition_seed", self.partition_seed, 0)
-        if not isinstance(self.partition_per_seed, bool):
-            raise ConfigError(
-                f"data.partition_per_seed must be true or false, got {self.partition_per_seed!r}"
-            )
-        for key in ("train_per_client", "test_per_client"):
-            if getattr(self, key) is not None:
-                _int(f"data.{key}", getattr(self, key), 1)
+        _choice("data.dataset", self.dataset, sorted(DATASETS))
+        entry = DATASETS[self.dataset]
+        if self.partition is None:
+            object.__setattr__(self, "partition", "natural" if entry.generated else "paper_groups")
+        options = dict(self.options)
+        _no_unknown("data", options, entry.keys - {"path"})
+        for key, value in options.items():
+            _OPTION_CHECKS.get(key, lambda k, v: None)(f"data.{key}", value)
+        missing = sorted(entry.required - set(options) - ({"path"} if self.path else set()))
+        if missing:
+            raise ConfigError(f"data.{missing[0]} is required for dataset = {self.dataset!r}")
         if self.path is not None and (not isinstance(self.path, str) or not self.path):
             raise ConfigError(f"data.path must be a non-empty string, got {self.path!r}")
+        if self.path is not None and "path" not in entry.keys:
+            raise ConfigError(f"data.path: dataset {self.dataset!r} reads no files")
+        _choice("data.partition", self.partition, PARTITIONS)
+        if entry.generated and self.partition != "natural":
+            raise ConfigError(
+                f"data.partition: dataset {self.dataset!r} brings its own clients; only the "
+                f"'natural' partition applies, got {self.partition!r}"
+            )
+        kind = PARTITION_TABLE[str(self.partition)]
+        params = dict(self.params)
+        where = "data" if self.flat else "data.partition"
+        _no_unknown(where, params, kind.keys)
+        for key, value in params.items():
+            _VALUE_CHECKS[key](f"{where}.{key}", value)
+        for key in sorted(kind.required - set(params)):
+            raise ConfigError(f"{where}.{key} is required for partition = {self.partition!r}")
+        if entry.generated and params:
+            raise ConfigError(
+                f"data.partition: the clients of {self.dataset!r} are set by its options "
+                f"(data.n_clients); the natural partition takes no {sorted(params)}"
+            )
+        _int("data.partition_seed" if self.flat else "data.partition.seed", self.partition_seed, 0)
+        if not isinstance(self.resample_per_seed, bool):
+            raise ConfigError(
+                f"{where}.resample_per_seed must be true or false, got {self.resample_per_seed!r}"
+            )
+
+    @classmethod
+    def from_dict(cls, table: Mapping[str, Any], base_dir: Path | None = None) -> DataConfig:
+        """The ``[data]`` table of a configuration (either form), validated.
+
+        Raises
+        ------
+        ConfigError
+            On an unknown key or an impossible value.
+        """
+        return _parse_data(table, base_dir)
+
+    def value(self, key: str) -> Any:
+        """A ``[data]`` setting by its key: a field, a data set option or a partition parameter
+        (its default when not given; None when the data decide)."""
+        if key in {f.name for f in dataclasses.fields(self)}:
+            return getattr(self, key)
+        if key in dict(self.options):
+            return dict(self.options)[key]
+        return PARTITION_TABLE[str(self.partition)].value(dict(self.params), key)
 
     @property
-    def total_clients(self) -> int:
-        """N, the number of clients the partition produces."""
-        if self.partition == "paper_groups":
-            return self.n_groups * self.clients_per_group
-        assert self.n_clients is not None
-        return self.n_clients
+    def dataset_options(self) -> dict[str, Any]:
+        """The loader's keyword arguments (``path`` included when given)."""
+        out = dict(self.options)
+        if self.path is not None:
+            out["path"] = self.path
+        return out
+
+    @property
+    def partition_params(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def total_clients(self) -> int | None:
+        """N, when the configuration fixes it (None: the data decide, e.g. FEMNIST's writers)."""
+        if DATASETS[self.dataset].generated:
+            return int(dict(self.options)["n_clients"])
+        return PARTITION_TABLE[str(self.partition)].n_clients(dict(self.params))
 
 
 AVAILABILITY_KINDS = ("always", "bernoulli", "cyclic", "trace")
@@ -428,6 +520,11 @@ class SimSettings:
         The ``[sim.availability]`` table.
     system : SystemSettings or None
         The ``[sim.system]`` table; ``None`` (no table): no simulated clock.
+    sketch_dim : int or None
+        Schedulers see k-dimensional Johnson–Lindenstrauss sketches of the updates (aggregation
+        uses the true ones); omitted: the updates themselves.
+    eval_clients : int or None
+        Evaluate a fixed subset of this many clients (large populations); omitted: all.
     """
 
     rounds: int = 20_000
@@ -441,6 +538,8 @@ class SimSettings:
     dropout: float = 0.0
     availability: AvailabilitySettings = AvailabilitySettings()
     system: SystemSettings | None = None
+    sketch_dim: int | None = None
+    eval_clients: int | None = None
 
     def __post_init__(self) -> None:
         _int("sim.rounds", self.rounds, 1)
@@ -457,6 +556,9 @@ class SimSettings:
         _float("sim.dropout", self.dropout, 0.0, 1.0)
         if self.dropout >= 1.0:
             raise ConfigError(f"sim.dropout must be below 1, got {self.dropout!r}")
+        for key in ("sketch_dim", "eval_clients"):
+            if getattr(self, key) is not None:
+                _int(f"sim.{key}", getattr(self, key), 1)
 
     def build(self, n_clients: int) -> SimConfig:
         """The simulator's configuration."""
@@ -473,7 +575,7 @@ class SimSettings:
             del doc["system"]
         else:
             doc["system"] = self.system.to_dict()
-        return doc
+        return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
 
 
 def _freeze(value: Any) -> Any:
@@ -563,10 +665,9 @@ class ExperimentConfig:
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
             raise ConfigError(f"name must be a non-empty string without '/', got {self.name!r}")
         _int("m", self.m, 1)
-        if self.m > self.data.total_clients:
-            raise ConfigError(
-                f"m={self.m} exceeds the number of clients N={self.data.total_clients}"
-            )
+        n_clients = self.data.total_clients
+        if n_clients is not None and self.m > n_clients:
+            raise ConfigError(f"m={self.m} exceeds the number of clients N={n_clients}")
         if not self.seeds:
             raise ConfigError("seeds must list at least one seed")
         for s in self.seeds:
@@ -655,21 +756,63 @@ _TOP_KEYS = frozenset({"name", "description", "m", "seeds", "outputs", "data", "
 _SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimSettings))
 
 
+def _resolve_path(key: str, path: Any, kind: str | None, base_dir: Path | None) -> str:
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{key} must be a non-empty string, got {path!r}")
+    resolved = Path(path).expanduser()
+    if not resolved.is_absolute() and base_dir is not None:
+        resolved = base_dir / resolved
+    ok = {"folder": resolved.is_dir(), "file": resolved.is_file()}.get(
+        kind or "", resolved.exists()
+    )
+    if not ok:
+        what = {"folder": "a folder", "file": "a file"}.get(kind or "", "a file or folder")
+        raise ConfigError(f"{key} {path!r} is not {what} (looked at {resolved})")
+    return str(resolved)
+
+
 def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
-    partition = raw.get("partition", "paper_groups")
-    _choice("data.partition", partition, PARTITIONS)
-    _no_unknown("data", raw, _COMMON_DATA_KEYS | _PARTITION_KEYS[partition])
-    kwargs = dict(raw)
-    path = kwargs.get("path")
-    if path is not None:
-        if not isinstance(path, str) or not path:
-            raise ConfigError(f"data.path must be a non-empty string, got {path!r}")
-        resolved = Path(path).expanduser()
-        if not resolved.is_absolute() and base_dir is not None:
-            resolved = base_dir / resolved
-        if not resolved.is_dir():
-            raise ConfigError(f"data.path {path!r} is not a folder (looked at {resolved})")
-        kwargs["path"] = str(resolved)
+    dataset = raw.get("dataset", "fashion-mnist")
+    _choice("data.dataset", dataset, sorted(DATASETS))
+    entry = DATASETS[dataset]
+    option_keys = entry.keys - {"path"}
+    table = raw.get("partition")
+    kwargs: dict[str, Any] = {"dataset": dataset}
+    if isinstance(table, Mapping):  # [data.partition]
+        _no_unknown("data", raw, frozenset({"dataset", "path", "partition"}) | option_keys)
+        kind = table.get("kind", "natural" if entry.generated else "paper_groups")
+        _choice("data.partition.kind", kind, PARTITIONS)
+        _no_unknown("data.partition", table, _TABLE_KEYS | PARTITION_TABLE[kind].keys)
+        params = {k: v for k, v in table.items() if k not in _TABLE_KEYS}
+        kwargs["partition_seed"] = table.get("seed", 0)
+        kwargs["resample_per_seed"] = table.get("resample_per_seed", False)
+    else:  # the flat form: the partition's keys beside the data set's
+        kind = table if table is not None else ("natural" if entry.generated else "paper_groups")
+        _choice("data.partition", kind, PARTITIONS)
+        # a generated data set's options make its clients: its natural partition takes no keys
+        part_keys = frozenset() if entry.generated else PARTITION_TABLE[kind].keys
+        clash = sorted(option_keys & part_keys)
+        if clash:
+            raise ConfigError(
+                f"data: {clash} name both an option of dataset {dataset!r} and a key of "
+                f"partition {kind!r}; put the partition in a [data.partition] table"
+            )
+        _no_unknown("data", raw, _FLAT_KEYS | option_keys | part_keys)
+        params = {k: v for k, v in raw.items() if k in part_keys}
+        kwargs["partition_seed"] = raw.get("partition_seed", 0)
+        if "partition_per_seed" in raw and "resample_per_seed" in raw:
+            raise ConfigError("data: give resample_per_seed or partition_per_seed, not both")
+        kwargs["resample_per_seed"] = raw.get(
+            "resample_per_seed", raw.get("partition_per_seed", False)
+        )
+        kwargs["flat"] = True
+    kwargs["partition"] = kind
+    kwargs["params"] = tuple(sorted((k, _freeze(v)) for k, v in params.items()))
+    kwargs["options"] = tuple(sorted((k, raw[k]) for k in option_keys if k in raw))
+    if "path" in raw:
+        if "path" not in entry.keys:
+            raise ConfigError(f"data.path: dataset {dataset!r} reads no files")
+        kwargs["path"] = _resolve_path("data.path", raw["path"], entry.path, base_dir)
     return DataConfig(**kwargs)
 
 
@@ -808,9 +951,16 @@ def _value_to_toml(value: Any) -> Any:
 
 def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
     """The configuration as a plain TOML/JSON-able document; ``config_from_dict`` inverts it."""
-    data = {k: v for k, v in dataclasses.asdict(config.data).items() if v is not None}
-    for k in set(data) - _COMMON_DATA_KEYS - _PARTITION_KEYS[config.data.partition]:
-        del data[k]
+    d = config.data
+    data: dict[str, Any] = {"dataset": d.dataset, **{k: _value_to_toml(v) for k, v in d.options}}
+    if d.path is not None:
+        data["path"] = d.path
+    data["partition"] = {
+        "kind": d.partition,
+        **{k: _value_to_toml(v) for k, v in d.params},
+        "seed": d.partition_seed,
+        "resample_per_seed": d.resample_per_seed,
+    }
     methods = []
     for method in config.methods:
         entry: dict[str, Any] = {"name": method.name}
@@ -884,9 +1034,11 @@ def with_overrides(
         sim = dataclasses.replace(sim, eval_every=sim.rounds)
     data = config.data
     if data_path is not None:
-        if not Path(data_path).is_dir():
-            raise ConfigError(f"data path {data_path!r} is not a folder")
-        data = dataclasses.replace(data, path=str(Path(data_path).resolve()))
+        entry = DATASETS[data.dataset]
+        if "path" not in entry.keys:
+            raise ConfigError(f"data path: dataset {data.dataset!r} reads no files")
+        resolved = _resolve_path("data path", data_path, entry.path, None)
+        data = dataclasses.replace(data, path=str(Path(resolved).resolve()))
     return dataclasses.replace(
         config,
         sim=sim,

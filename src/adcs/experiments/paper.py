@@ -85,6 +85,7 @@ PAPER_METHODS = ("uniform", "powerofchoice", "ocs", "divfl", "staticdpp", "adcs"
 
 PAPER_SETTING: dict[str, Any] = {
     "m": 18,
+    "data.dataset": "fashion-mnist",
     "data.partition": "paper_groups",
     "data.n_groups": 10,
     "data.clients_per_group": 3,
@@ -104,6 +105,8 @@ PAPER_SETTING: dict[str, Any] = {
 
 
 def _setting_value(config: ExperimentConfig, key: str) -> Any:
+    if key.startswith("data."):  # fields, options and partition parameters alike
+        return config.data.value(key.removeprefix("data."))
     value: Any = config
     for part in key.split("."):
         value = getattr(value, part)

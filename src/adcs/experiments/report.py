@@ -115,6 +115,10 @@ class RunRecord:
         Simulated seconds at each evaluation (runs with a system profile; else None).
     total_time, client_time : float or None
         Simulated seconds of the whole run, and client-seconds spent (with a system profile).
+    p10_acc : ndarray of shape (n_evals,)
+        10th-percentile client accuracy (empty when not recorded).
+    group_acc : ndarray of shape (n_evals, n_groups)
+        Mean accuracy of each group's evaluated clients (NaN: none evaluated).
     """
 
     run_id: str
@@ -138,6 +142,8 @@ class RunRecord:
     eval_clock: FloatArray | None = None
     total_time: float | None = None
     client_time: float | None = None
+    p10_acc: FloatArray = field(default_factory=lambda: np.empty(0))
+    group_acc: FloatArray = field(default_factory=lambda: np.empty((0, 0)))
 
     @property
     def tail(self) -> slice:
@@ -438,6 +444,8 @@ class ReportContext:
     data_source : str
     is_subset : bool
         The shipped Fashion-MNIST subset was used instead of the full data set.
+    dataset : str
+        The data set and model, in words.
     quick : bool
         Quick settings were used.
     figures : tuple of str
@@ -461,11 +469,12 @@ class ReportContext:
     wall_s: float = float("nan")
     notes: tuple[str, ...] = field(default_factory=tuple)
     description: str = ""
+    dataset: str = "Fashion-MNIST"
 
     def settings(self) -> str:
         """One sentence: data, model, sizes, rounds, seeds, wall time."""
         return (
-            f"Fashion-MNIST ({self.data_source}), multinomial logistic regression, "
+            f"{self.dataset} ({self.data_source}), multinomial logistic regression, "
             f"N = {self.n_clients} clients, m = {self.m}, T = {self.rounds} rounds, "
             f"evaluated every {self.eval_every} rounds, seeds {list(self.seeds)}"
             + ("" if math.isnan(self.wall_s) else f"; wall time {self.wall_s:.1f} s")

@@ -7,12 +7,14 @@ the runs in batches with :func:`adcs.sim.engine.simulate`, and writes the result
 
     metrics.csv      one row per run × evaluation: run_id, method, seed, theta, refresh_every,
                      any other hyperparameter that varies between runs, round, worst_acc,
-                     avg_acc, test_loss
+                     avg_acc, test_loss, p10_acc (the 10th-percentile client accuracy), acc_g<k>
+                     (the mean accuracy of group k's evaluated clients)
     runs.csv         one row per run: the same identity columns, variant, params (JSON),
                      final_* (mean over the last 10 % of evaluations, from final_from_round to
                      final_round) and last_* (the last evaluation), TV, costs, group shares
     group_share.csv  one row per run × group: share of selection slots, clients in the group
-    client_acc.npz   per-client test accuracy of every run, shape (n_evals, n_clients)
+    client_acc.npz   per-client test accuracy of every run, shape (n_evals, n_eval_clients), and
+                     ``eval_clients`` when ``sim.eval_clients`` samples the clients evaluated
     selections.npz   who was chosen and who could have been: per run ``selected/<run_id>``
                      (rounds × m, −1 where fewer were selected) and ``returned/<run_id>`` (same
                      shape, bool: not dropped); per seed ``n_available/seed<s>`` (rounds,) and,
@@ -51,7 +53,6 @@ import csv
 import dataclasses
 import enum
 import hashlib
-import itertools
 import json
 import logging
 import math
@@ -66,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from adcs.data import FashionMNIST, Partition, dirichlet, iid, load_fashion_mnist, paper_groups
+from adcs.data import Dataset, FashionMNIST, Partition, partition_data
 from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
 from adcs.experiments import paper
 from adcs.experiments.config import (
@@ -92,10 +93,11 @@ from adcs.experiments.report import (
     summaries,
     write_report,
 )
+from adcs.experiments.workload import DataSource, federate, load_data
 from adcs.schedulers.base import Scheduler
+from adcs.sim.data import ClientData
 from adcs.sim.engine import (
     Checkpointing,
-    FederatedData,
     RunResult,
     RunSpec,
     SimCheckpoint,
@@ -243,80 +245,64 @@ def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
 # data
 
 
-def make_partition(dataset: FashionMNIST, data: DataConfig, rng: np.random.Generator) -> Partition:
-    """The clients' shares of ``dataset`` that ``data`` describes, drawn with ``rng``."""
-    sizes: dict[str, Any] = {
-        "train_per_client": data.train_per_client,
-        "test_per_client": data.test_per_client,
-    }
-    if data.partition == "paper_groups":
-        return paper_groups(
-            dataset.train_labels, dataset.test_labels, rng,
-            n_groups=data.n_groups, clients_per_group=data.clients_per_group,
-            dominance=data.dominance, **sizes,
-        )  # fmt: skip
-    assert data.n_clients is not None
-    if data.partition == "dirichlet":
-        return dirichlet(
-            dataset.train_labels, dataset.test_labels, rng,
-            n_clients=data.n_clients, alpha=data.alpha, **sizes,
-        )  # fmt: skip
-    return iid(dataset.train_labels, dataset.test_labels, rng, n_clients=data.n_clients, **sizes)
+def make_partition(
+    dataset: Dataset | FashionMNIST, data: DataConfig, rng: np.random.Generator
+) -> Partition:
+    """The clients' shares of ``dataset`` that ``data`` describes, drawn with ``rng``.
+
+    The partition of :data:`adcs.data.PARTITIONS` named by ``data.partition``, with its
+    parameters.
+    """
+    return partition_data(str(data.partition), dataset, rng, **data.partition_params)
 
 
 def _partition_error(exc: ValueError, data: DataConfig) -> str:
     """A partition's refusal, naming the configuration key the user can change."""
     text = str(exc)
+    where = "data" if data.flat else "data.partition"
     for key in ("train_per_client", "test_per_client"):
-        if text.startswith(key) and getattr(data, key) is not None:
-            return f"data.{text}"
+        if text.startswith(key) and key in data.partition_params:
+            return f"{where}.{text}"
     if text.startswith("n_clients="):
         count = (
-            "data.n_groups × data.clients_per_group"
+            f"{where}.n_groups × {where}.clients_per_group"
             if data.partition == "paper_groups"
-            else "data.n_clients"
+            else f"{where}.n_clients"
         )
         return f"{count} = {data.total_clients}: {text.split(': ', 1)[1]}"
-    return f"data: {text}"
+    return f"data: partition {data.partition!r}: {text}"
 
 
-def _federated_data(
-    dataset: FashionMNIST, config: ExperimentConfig
-) -> dict[int | None, FederatedData]:
+def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int | None, ClientData]:
     """Client data: one entry (key None) shared by every run, or one per training seed."""
-    data = config.data
     try:
-        if not data.partition_per_seed:
-            rng = np.random.default_rng(data.partition_seed)
-            return {None: FederatedData.from_partition(dataset, make_partition(dataset, data, rng))}
-        out: dict[int | None, FederatedData] = {}
-        for seed in config.seeds:
-            rng = np.random.default_rng([seed, data.partition_seed])
-            out[seed] = FederatedData.from_partition(dataset, make_partition(dataset, data, rng))
-        return out
+        return federate(dataset, config.data, config.seeds)
     except ValueError as exc:
-        raise ConfigError(f"{config.source}: {_partition_error(exc, data)}") from exc
+        raise ConfigError(f"{config.source}: {_partition_error(exc, config.data)}") from exc
 
 
-def _runs_per_batch(data: FederatedData, config: SimConfig, m: int) -> int:
+def _runs_per_batch(data: ClientData, config: SimConfig, m: int) -> int:
     """How many runs fit one batch under :data:`MEMORY_BUDGET_BYTES` (a rough, generous estimate).
 
-    Per run: its weights, the updates of a probe of every client and their gradients
-    (N × dim each, float32, the worst case), its selection records, and its logits on every
-    client's test data during evaluation.
+    Per run: its weights, the updates of a probe of every client available in a round and their
+    gradients (n_available × dim each, float32, the worst case; cost follows the active clients),
+    its selection records, and its logits on the evaluated clients' test data.
     """
     dim = (int(np.prod(data.input_shape)) + 1) * data.n_classes
-    n_test = int(data.test_sizes.sum())
-    records = 5 * config.rounds * m + 8 * config.eval_rounds.size * data.n_clients
-    per_run = 4 * dim * (3 * data.n_clients + 8) + 8 * n_test * data.n_classes * 3 + records
+    n_eval = min(data.n_clients if config.eval_clients is None else config.eval_clients,
+                 data.n_clients)  # fmt: skip
+    n_test = int(data.test_sizes.mean() * n_eval)  # the evaluated clients' test samples
+    active = int(config.availability.mask(0, 0, data.groups).sum())
+    records = 5 * config.rounds * m + 8 * config.eval_rounds.size * n_eval
+    per_run = 4 * dim * (3 * active + 8) + 8 * n_test * data.n_classes * 3 + records
     return max(1, min(512, MEMORY_BUDGET_BYTES // per_run))
 
 
 def _batches(
-    plan: Sequence[RunSpec], fed: Mapping[int | None, FederatedData], sim_config: SimConfig
-) -> list[tuple[FederatedData, list[RunSpec]]]:
+    plan: Sequence[RunSpec], fed: Mapping[int | None, ClientData], sim_config: SimConfig
+) -> list[tuple[ClientData, list[RunSpec]]]:
     """The plan in batches: runs of one seed together (they share minibatches), memory bounded."""
-    out: list[tuple[FederatedData, list[RunSpec]]] = []
+    out: list[tuple[ClientData, list[RunSpec]]] = []
     m = max(int(r.scheduler.m) for r in plan)
     for key, data in fed.items():
         runs = sorted((r for r in plan if key is None or r.seed == key), key=lambda r: r.seed)
@@ -330,7 +316,7 @@ def _batches(
 # records and the results files
 
 
-def _record(spec: RunSpec, result: RunResult, data: FederatedData) -> RunRecord:
+def _record(spec: RunSpec, result: RunResult, data: ClientData) -> RunRecord:
     mean_available = float(np.mean(result.n_available)) if result.n_available.size else math.nan
     meta = spec.meta
     return RunRecord(
@@ -355,6 +341,8 @@ def _record(spec: RunSpec, result: RunResult, data: FederatedData) -> RunRecord:
         eval_clock=result.eval_clock,
         total_time=result.total_time,
         client_time=result.client_time,
+        p10_acc=np.asarray(result.p10_acc, dtype=np.float64),
+        group_acc=np.asarray(result.group_acc, dtype=np.float64),
     )
 
 
@@ -422,20 +410,23 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
     def ids(r: RunRecord) -> list[Any]:
         return [r.run_id, r.method, r.seed, *(r.params.get(c) for c in columns)]
 
-    def clock(r: RunRecord) -> Iterable[Any]:
-        return r.eval_clock if r.eval_clock is not None else itertools.repeat(None)
+    def clock(r: RunRecord) -> list[Any]:
+        return list(r.eval_clock) if r.eval_clock is not None else [None] * r.eval_rounds.size
 
     def totals(r: RunRecord) -> list[Any]:
         return [r.total_time, r.client_time] if timed else []
 
+    # the scale metrics follow the paper's; the clock's column stays last
+    n_acc_groups = max(r.group_acc.shape[1] if r.group_acc.ndim == 2 else 0 for r in records)
     _write_csv(
         folder / "metrics.csv",
-        [*id_columns, "round", "worst_acc", "avg_acc", "test_loss", *(["clock_s"] * timed)],
+        [*id_columns, "round", "worst_acc", "avg_acc", "test_loss", "p10_acc",
+         *(f"acc_g{k}" for k in range(n_acc_groups)), *(["clock_s"] * timed)],
         (
-            [*ids(r), int(t), w, a, loss, *([c] * timed)]
+            [*ids(r), int(t), r.worst_acc[i], r.avg_acc[i], r.test_loss[i],
+             *_scale_metrics(r, i, n_acc_groups), *([clock(r)[i]] * timed)]
             for r in records
-            for t, w, a, loss, c in zip(r.eval_rounds, r.worst_acc, r.avg_acc, r.test_loss,
-                                        clock(r), strict=False)
+            for i, t in enumerate(r.eval_rounds)
         ),
     )  # fmt: skip
     n_groups = max(r.group_share.size for r in records)
@@ -471,6 +462,16 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
             for k, s in enumerate(r.group_share)
         ),
     )
+
+
+def _scale_metrics(r: RunRecord, i: int, n_groups: int) -> list[Any]:
+    """p10_acc and the per-group accuracies of evaluation i (blank where not recorded)."""
+    p10 = r.p10_acc[i] if r.p10_acc.size > i else None
+    groups: list[Any] = (
+        r.group_acc[i].tolist() if r.group_acc.ndim == 2 and r.group_acc.shape[0] > i else []
+    )
+    groups += [math.nan] * (n_groups - len(groups))
+    return [p10, *(None if math.isnan(g) else g for g in groups)]
 
 
 def _summary(records: Sequence[RunRecord], config: ExperimentConfig) -> dict[str, Any]:
@@ -518,7 +519,7 @@ def _write_json(path: Path, doc: Any) -> None:
 
 
 def _system_rows(
-    fed: Mapping[int | None, FederatedData], sim_config: SimConfig, seeds: Sequence[int]
+    fed: Mapping[int | None, ClientData], sim_config: SimConfig, seeds: Sequence[int]
 ) -> list[list[Any]]:
     """Rows of ``system.csv``: seed, client, its devices and its full-round seconds."""
     system = sim_config.system
@@ -557,7 +558,7 @@ def _system_note(rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _identity(
-    config: ExperimentConfig, dataset: FashionMNIST, plan: Sequence[RunSpec], n_batches: int
+    config: ExperimentConfig, dataset: DataSource, plan: Sequence[RunSpec], n_batches: int
 ) -> dict[str, Any]:
     """What must be the same for a checkpoint to be resumed (the data by content, not path)."""
     doc = config_to_dict(config)
@@ -660,7 +661,7 @@ class _Simulated:
 
 
 def _simulate_all(
-    batches: Sequence[tuple[FederatedData, list[RunSpec]]],
+    batches: Sequence[tuple[ClientData, list[RunSpec]]],
     plan: Sequence[RunSpec],
     sim_config: SimConfig,
     progress: ProgressFn | None,
@@ -779,7 +780,13 @@ class ExperimentOutcome:
 
 def data_folders(config: ExperimentConfig) -> list[Path]:
     """The data folders a run of ``config`` may read (results must keep clear of them)."""
-    return fashion_mnist_folders(config.data.path)
+    data = config.data
+    if data.dataset == "fashion-mnist":
+        return fashion_mnist_folders(data.path)
+    if data.path is None:
+        return []
+    path = Path(data.path)
+    return [path if path.is_dir() else path.parent]
 
 
 def check_output(
@@ -788,7 +795,7 @@ def check_output(
     *,
     force: bool = False,
     resume: bool = False,
-    dataset: FashionMNIST | None = None,
+    dataset: DataSource | None = None,
 ) -> ResultsFolder:
     """Check ``out`` for a run of ``config`` before any work (see :meth:`ResultsFolder.check`).
 
@@ -810,7 +817,7 @@ def run_experiment(
     overwrite: bool = False,
     resume: bool = False,
     quick: bool = False,
-    dataset: FashionMNIST | None = None,
+    dataset: DataSource | None = None,
     progress: ProgressFn | None = None,
     extra_manifest: Mapping[str, Any] | None = None,
     finalize: Callable[[Path], Mapping[str, Any] | None] | None = None,
@@ -835,8 +842,8 @@ def run_experiment(
         to those of an uninterrupted run.
     quick : bool
         Recorded in the manifest and the report (verdicts then indicative only).
-    dataset : FashionMNIST, optional
-        Use these data instead of loading Fashion-MNIST (tests, callers holding it already).
+    dataset : Dataset, FashionMNIST or Synthetic, optional
+        Use these data instead of loading the configured data set (tests, callers holding it).
     progress : callable, optional
         ``progress(done, total)`` in simulated rounds summed over batches.
     extra_manifest : mapping, optional
@@ -879,8 +886,9 @@ def run_experiment(
     ):
         raise ValueError(f"checkpoint_every must be an integer >= 0, got {checkpoint_every!r}")
     plan = expand_runs(config)
+    n_clients = config.data.total_clients  # None: the data decide (FEMNIST's writers)
     try:
-        sim_config = config.sim.build(config.data.total_clients)
+        sim_config = config.sim.build(n_clients if n_clients is not None else 1)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{config.source}: sim: {exc}") from exc
     folder = check_output(config, out, force=overwrite, resume=resume, dataset=dataset)
@@ -902,7 +910,7 @@ def _run_in(
     plan: list[RunSpec],
     sim_config: SimConfig,
     resumable: bool,
-    dataset: FashionMNIST | None,
+    dataset: DataSource | None,
     quick: bool,
     progress: ProgressFn | None,
     extra_manifest: Mapping[str, Any] | None,
@@ -917,8 +925,18 @@ def _run_in(
     rounds = sim_config.rounds
     try:
         if dataset is None:
-            dataset = load_fashion_mnist(config.data.path)
+            dataset = load_data(config.data)
         fed = _federated_data(dataset, config)
+        first = next(iter(fed.values()))
+        if config.m > first.n_clients:
+            raise ConfigError(
+                f"{config.source}: m={config.m} exceeds the number of clients N={first.n_clients}"
+            )
+        if config.data.total_clients is None:  # a trace is checked against the real N
+            try:
+                sim_config = config.sim.build(first.n_clients)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{config.source}: sim: {exc}") from exc
         for data in fed.values():
             try:
                 check_simulation(data, sim_config)
@@ -965,13 +983,36 @@ def _run_in(
         raise
 
 
+_DATASET_NAMES = {
+    "fashion-mnist": "Fashion-MNIST", "digits": "Digits (8×8)", "arrays": "User arrays",
+    "cifar10": "CIFAR-10", "femnist": "FEMNIST", "synthetic": "Synthetic(α, β)",
+}  # fmt: skip
+_LISTED_SIZES = 10_000
+"""Clients whose sizes the manifest lists one by one; larger populations get a summary."""
+
+
+def _sizes(sizes: np.ndarray) -> Any:
+    if sizes.size <= _LISTED_SIZES:
+        return np.asarray(sizes).tolist()
+    q = np.quantile(sizes, [0.0, 0.1, 0.5, 0.9, 1.0])
+    return {"n_clients": int(sizes.size), "total": int(sizes.sum()), "mean": float(sizes.mean()),
+            "min": int(q[0]), "p10": float(q[1]), "median": float(q[2]), "p90": float(q[3]),
+            "max": int(q[4])}  # fmt: skip
+
+
+def _eval_subset(fed: Mapping[int | None, ClientData], config: SimConfig) -> np.ndarray:
+    from adcs.sim.engine import _eval_subset as engine_subset  # the engine's one fixed draw
+
+    return engine_subset(next(iter(fed.values())).n_clients, config.eval_clients)
+
+
 def _write_results(
     folder: ResultsFolder,
     config: ExperimentConfig,
     plan: list[RunSpec],
     sim_config: SimConfig,
-    dataset: FashionMNIST,
-    fed: Mapping[int | None, FederatedData],
+    dataset: DataSource,
+    fed: Mapping[int | None, ClientData],
     sim: _Simulated,
     quick: bool,
     extra_manifest: Mapping[str, Any] | None,
@@ -984,7 +1025,10 @@ def _write_results(
     selections = dict(sim.selections)
     clocks = {k: selections.pop(k) for k in list(selections) if k.startswith(_CLOCK_ARRAYS)}
     _write_tables(tmp, records)
-    write_npz(tmp / "client_acc.npz", sim.client_acc)
+    client_acc = dict(sim.client_acc)
+    if sim_config.eval_clients is not None:
+        client_acc["eval_clients"] = _eval_subset(fed, sim_config)
+    write_npz(tmp / "client_acc.npz", client_acc)
     write_npz(tmp / "selections.npz", selections)
     _write_json(tmp / "summary.json", _summary(records, config))
     notes: list[str] = []
@@ -1007,6 +1051,7 @@ def _write_results(
         data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
         figures=tuple(figures), wall_s=time.perf_counter() - started,
         description=config.description,
+        dataset=_DATASET_NAMES.get(config.data.dataset, config.data.dataset),
         notes=(*notes, *(
             f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."
             for p in sorted(tmp.glob("*/report.md"))
@@ -1036,9 +1081,12 @@ def _write_results(
             "source": dataset.source,
             "is_subset": dataset.is_subset,
             "checksums": dict(dataset.checksums),
+            "dataset": config.data.dataset,
+            "partition": config.data.partition,
+            "resample_per_seed": config.data.resample_per_seed,
             "n_clients": first.n_clients,
             "n_groups": first.n_groups,
-            "data_sizes": {str(k): np.asarray(v.data_sizes).tolist() for k, v in fed.items()},
+            "data_sizes": {str(k): _sizes(v.data_sizes) for k, v in fed.items()},
         },
         "availability": sim_config.availability.describe(),
         **({} if sim_config.system is None else {"system": sim_config.system.describe()}),
@@ -1125,6 +1173,13 @@ def load_records(folder: str | Path) -> list[RunRecord]:
                 ),
                 total_time=float(row["sim_time_s"]) if row.get("sim_time_s") else None,
                 client_time=float(row["client_time_s"]) if row.get("client_time_s") else None,
+                p10_acc=np.array([float(m.get("p10_acc") or "nan") for m in rows]),
+                group_acc=np.array(
+                    [
+                        [float(v or "nan") for k, v in m.items() if k.startswith("acc_g")]
+                        for m in rows
+                    ]
+                ),
             )
         )
     return records

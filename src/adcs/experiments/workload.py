@@ -1,0 +1,57 @@
+"""From a configuration's ``[data]`` to the clients' data the simulator runs on (DESIGN §7).
+
+:func:`load_data` loads the named data set (:data:`adcs.data.DATASETS`); :func:`federate` splits
+it with the named partition (:data:`adcs.data.PARTITIONS`) — once, or once per training seed
+with ``resample_per_seed`` — into :class:`~adcs.sim.data.ClientData`: a
+:class:`~adcs.sim.FederatedData` over the samples in memory, or a generated population
+(:class:`~adcs.data.synthetic.SyntheticClients`) for ``synthetic``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from adcs.data import Dataset, FashionMNIST, load_dataset, partition_data
+from adcs.data.synthetic import Synthetic
+from adcs.experiments.config import DataConfig
+from adcs.sim.data import ClientData, FederatedData
+
+__all__ = ["DataSource", "federate", "load_data"]
+
+DataSource = Dataset | FashionMNIST | Synthetic
+"""What a loader gives: samples in memory, or a generated population."""
+
+
+def load_data(data: DataConfig) -> DataSource:
+    """The configured data set, loaded (files checked as each loader does)."""
+    return load_dataset(data.dataset, **data.dataset_options)
+
+
+def _split(source: DataSource, data: DataConfig, rng: np.random.Generator) -> ClientData:
+    if isinstance(source, Synthetic):
+        return source.clients(rng)
+    partition = partition_data(str(data.partition), source, rng, **data.partition_params)
+    return FederatedData.from_partition(source, partition)
+
+
+def federate(
+    source: DataSource, data: DataConfig, seeds: Sequence[int]
+) -> dict[int | None, ClientData]:
+    """The clients' data: one entry (key None) shared by every run, or one per training seed.
+
+    The partition's generator is seeded by ``partition_seed``, or by (seed, partition_seed) for
+    each training seed with ``resample_per_seed``.
+
+    Raises
+    ------
+    ValueError
+        The data cannot be split as configured (the partition's own message).
+    """
+    if not data.resample_per_seed:
+        return {None: _split(source, data, np.random.default_rng(data.partition_seed))}
+    return {
+        seed: _split(source, data, np.random.default_rng([seed, data.partition_seed]))
+        for seed in seeds
+    }
