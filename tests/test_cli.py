@@ -425,3 +425,14 @@ def test_bench_map_runs_its_measurements_through_the_cli():
     assert result.exit_code == 0, result.output
     assert "failed" not in result.output
     assert result.output.count("200 │") >= 3  # features, dense and naive rows were measured
+
+
+def test_bench_scale_runs_through_the_cli(tmp_path):
+    # loaded by path like every bench script: its forked measurements must work from there
+    figure = tmp_path / "scale.png"
+    argv = ["bench", "scale", "--quick", "--sizes", "1000", "--methods", "uniform",
+            "--map-n", "2000", "--sketch-rounds", "0", "--figure", str(figure)]  # fmt: skip
+    result = runner.invoke(cli.app, argv)
+    assert result.exit_code == 0, result.output
+    assert "uniform        1,000" in result.output and figure.is_file()
+    assert "target: MAP on 2,000 candidates" in result.output

@@ -190,3 +190,15 @@ def test_a_generated_population_with_pools_sketches_and_sampled_evaluation(
     rows = _read(out / "metrics.csv")
     assert {f"acc_g{k}" for k in range(10)} <= set(rows[0])
     assert "Synthetic" in (out / "report.md").read_text()
+
+
+def test_the_cross_device_experiment_is_the_issues_setting() -> None:
+    config = load_config(Path(__file__).resolve().parents[2] / "experiments" / "cross_device.toml")
+    assert config.data.dataset == "synthetic" and config.data.total_clients == 100_000
+    assert dict(config.data.options) == {"n_clients": 100_000, "alpha": 1.0, "beta": 1.0}
+    sim = config.sim
+    assert (sim.rounds, sim.dropout, sim.sketch_dim) == (1000, 0.1, 128)
+    assert sim.availability.kind == "bernoulli" and sim.availability.p == 0.05
+    assert config.m == 100 and config.seeds == (0, 1, 2)
+    pools = {m.name: dict(m.params).get("candidates") for m in config.methods}
+    assert pools == {"uniform": None, "powerofchoice": 500, "ocs": 500, "divfl": 500, "adcs": 500}
