@@ -44,9 +44,6 @@ _SAMPLE_BITS = 32
 _ROWS_PER_BLOCK = 4096
 """Samples generated together (each gathers its client's 60 × 10 model for the label product)."""
 _CLIENTS_PER_BLOCK = 8192
-PARAMETER_CACHE_BYTES = 1 << 28
-"""A population whose parameters fit this (256 MB: about 99 000 clients) keeps each client's
-parameters once generated; a larger one regenerates them whenever its clients are used."""
 _INPUT_STD = np.power(np.arange(1, INPUT_DIM + 1, dtype=np.float64), -0.6).astype(np.float32)
 """√Σ_jj = j^{−0.6}."""
 
@@ -128,12 +125,6 @@ class SyntheticClients:
         self._train_offsets = _readonly(_offsets(train))
         self._test_offsets = _readonly(_offsets(total - train))
         self._groups: IntArray | None = None
-        cache = n_clients * _N_PARAMS * 4 <= PARAMETER_CACHE_BYTES
-        # filled lazily, a client the first time it is used (zero pages cost no memory until then)
-        self._cache: F32Array | None = (
-            np.zeros((n_clients, _N_PARAMS), np.float32) if cache else None
-        )
-        self._cached = np.zeros(n_clients, dtype=bool) if cache else None
 
     # -- ClientData ---------------------------------------------------------------------------
 
@@ -204,21 +195,9 @@ class SyntheticClients:
 
     # -- generation ---------------------------------------------------------------------------
 
-    def _normals(self, clients: IntArray) -> F32Array:
-        """The parameter normals (n, 672) of distinct clients (from the cache where it has them)."""
-        if self._cache is None or self._cached is None:
-            return counter_normal(self.key, Domain.DATA, 0, clients, _N_PARAMS, salt=_PARAMS)
-        new = clients[~self._cached[clients]]
-        if new.size:
-            self._cache[new] = counter_normal(
-                self.key, Domain.DATA, 0, new, _N_PARAMS, salt=_PARAMS
-            )
-            self._cached[new] = True
-        return self._cache[clients]
-
     def _parameters(self, clients: IntArray) -> tuple[F32Array, F32Array, F32Array]:
         """v_k (n, 60), W_k (n, 60, 10) and b_k (n, 10) of distinct clients."""
-        z = self._normals(clients)
+        z = counter_normal(self.key, Domain.DATA, 0, clients, _N_PARAMS, salt=_PARAMS)
         u = np.float32(self._spec.alpha) * z[:, :1]
         shift = np.float32(self._spec.beta) * z[:, 1:2]
         d, c = INPUT_DIM, N_CLASSES
