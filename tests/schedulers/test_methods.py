@@ -243,6 +243,22 @@ def test_ocs_unbiased_variant_is_unbiased():
     np.testing.assert_allclose(estimate / draws, target, atol=0.05 * np.abs(updates).max())
 
 
+def test_ocs_unbiased_takes_every_usable_client_when_too_few_have_an_update():
+    # zero-norm usable updates give no importance to rank by: they must still go before the
+    # clients whose update overflowed, whatever the draw
+    updates = np.zeros((9, 3))
+    updates[::3] = np.inf
+    scheduler = OCS(m=7, unbiased=True)
+    state = scheduler.init(9)
+    stats = full_stats(updates, np.zeros(9))
+    usable = {1, 2, 4, 5, 7, 8}
+    for seed in range(50):
+        selection, _ = scheduler.select(state, 0, stats, np.random.default_rng(seed))
+        assert usable <= set(selection.clients.tolist())
+        assert len(set(selection.clients.tolist())) == 7
+        assert selection.weights is not None and np.isfinite(selection.weights).all()
+
+
 def test_systematic_sample_is_exact_size_and_distinct():
     rng = np.random.default_rng(3)
     pi = ocs_inclusion_probabilities(rng.uniform(size=50), 17)

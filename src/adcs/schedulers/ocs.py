@@ -134,16 +134,28 @@ class OCS(SchedulerBase[BasicState]):
             return Selection(fill_from(ranked, available, k, stats.non_finite())), state
         if norms.size and np.isfinite(norms.max()) and norms.max() > 0:
             norms = norms / norms.max()  # π is scale free; this keeps c·a_n finite
-        # clients without a usable update are drawn only when too few have one
-        pool = (
-            known[available[known]]
-            if known[available[known]].size >= k
-            else np.flatnonzero(available)
-        )
+        usable_available = known[available[known]]
         p = np.ones(state.n_clients) if state.data_sizes is None else state.data_sizes.copy()
+        if usable_available.size < k:
+            # too few usable updates: every usable client goes (π = 1), the rest of the cohort is
+            # drawn evenly from the clients without one
+            rest = np.setdiff1d(np.flatnonzero(available), usable_available)
+            short = k - usable_available.size
+            pool = np.concatenate([usable_available, rest])
+            pi = np.concatenate(
+                [np.ones(usable_available.size), np.full(rest.size, short / rest.size)]
+            )
+            picked = np.concatenate(
+                [
+                    np.arange(usable_available.size),
+                    usable_available.size + systematic_sample(pi[usable_available.size :], rng),
+                ]
+            )
+        else:
+            pool = usable_available
+            importance = np.zeros(state.n_clients)
+            importance[known] = p[known] * norms
+            pi = ocs_inclusion_probabilities(importance[pool], k)
+            picked = systematic_sample(pi, rng)
         p = p / p[pool].sum()
-        importance = np.zeros(state.n_clients)
-        importance[known] = p[known] * norms
-        pi = ocs_inclusion_probabilities(importance[pool], k)
-        picked = systematic_sample(pi, rng)
         return Selection(pool[picked], weights=p[pool[picked]] / pi[picked]), state
