@@ -4,7 +4,7 @@
 
     adcs reproduce [fig1|fig2|fig3|table1|theory|all] [--quick] [--seeds N] [--rounds T] [--out DIR]
     adcs run CONFIG.toml [--out DIR] [--resume] [--force]
-    adcs bench map|sim|flower [ARGS...]
+    adcs bench map|sim|flower|torch [ARGS...]
 
 The command line owns the terminal (progress, tables, the one-line ``error:`` messages and exit
 codes); the library only logs. Every flag is documented in the README's command-line reference,
@@ -88,6 +88,7 @@ class Bench(str, enum.Enum):
     map = "map"
     sim = "sim"
     flower = "flower"
+    torch = "torch"
 
 
 EXPERIMENT_TARGETS = ("fig1", "fig2", "fig3", "table1")
@@ -745,7 +746,9 @@ def bench(
     ctx: typer.Context,
     which: Annotated[
         str | None,
-        typer.Argument(metavar="{map|sim|flower}", help="Which benchmark: map, sim or flower."),
+        typer.Argument(
+            metavar="{map|sim|flower|torch}", help="Which benchmark: map, sim, flower or torch."
+        ),
     ] = None,
 ) -> None:
     """Run a speed/memory benchmark (benchmarks/bench_*.py); extra arguments are passed on.
