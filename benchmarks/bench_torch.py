@@ -12,14 +12,17 @@ minibatches:
 * **loop** — the way FL research code usually is: per round and selected client,
   ``copy.deepcopy`` of the global module, ``torch.optim.SGD``, one step on the client's minibatch,
   its ``state_dict`` kept; the state dicts are averaged into the global module. It replays the
-  clients adcs selected, on the same rows, with PyTorch's intra-op threads on all CPUs.
+  clients adcs selected, on the same rows, with PyTorch's intra-op threads on all CPUs
+  (``--loop-threads``).
 
-Printed per engine and device (CPU, and CUDA when available): wall time, client updates and client
-updates per second, the adcs/loop ratio, and the largest difference between the two engines'
-final parameters (they compute the same thing). Evaluation is kept out of the timing (each client
+Printed per engine and device (CPU, and CUDA when available): wall time, client updates, client
+updates per second, CPU time (this process and its workers; it includes the time PyTorch's
+threads spend waiting for each other, and it is the steadier figure when other work shares the
+machine) and updates per CPU-second, the adcs/loop ratio, and the largest difference between the
+two engines' final parameters (they compute the same thing). Evaluation is kept out of the timing (each client
 has 10 test samples, evaluated at rounds 0 and T only).
 
-Run: ``adcs bench torch [--rounds 40] [--seeds N] [--workers N] [--data-dir DIR]``.
+Run: ``adcs bench torch [--rounds 40] [--seeds N] [--workers N] [--loop-threads N] [--data-dir DIR]``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import resource
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,12 +64,26 @@ class Row:
     engine: str
     device: str
     wall_s: float
+    cpu_s: float
     client_updates: int
     max_param_diff: float = float("nan")
 
     @property
     def updates_per_s(self) -> float:
         return self.client_updates / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def updates_per_cpu_s(self) -> float:
+        return self.client_updates / self.cpu_s if self.cpu_s > 0 else float("nan")
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the forked workers)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def load_data(data_dir: str | None) -> tuple[FederatedData, str]:
@@ -82,11 +100,11 @@ def run_adcs(
     model = TorchModel(lenet5, device=device, input_shape=data.input_shape, n_classes=10)
     config = SimConfig(rounds=rounds, batch_size=BATCH, local_lr=LR, eval_every=rounds)
     specs = [RunSpec(Uniform(m=M), seed, f"uniform-seed={seed}") for seed in range(seeds)]
-    start = time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     results = simulate(specs, data, config, model=model, workers=workers)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     name = f"adcs, {workers} process{'es' if workers > 1 else ''}"
-    return Row(name, device, wall, sum(r.client_updates for r in results)), results
+    return Row(name, device, wall, cpu, sum(r.client_updates for r in results)), results
 
 
 def loop_round(
@@ -110,7 +128,7 @@ def run_loop(data: FederatedData, reference: list[RunResult], device: str) -> Ro
     dev = torch.device(device)
     init = TorchModel(lenet5, input_shape=data.input_shape, n_classes=10).init_params(1)[0]
     updates, diffs = 0, []
-    start = time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     for result in reference:
         model = lenet5().to(dev)
         vector_to_parameters(torch.from_numpy(init.copy()).to(dev), model.parameters())
@@ -132,18 +150,21 @@ def run_loop(data: FederatedData, reference: list[RunResult], device: str) -> Ro
         diffs.append(float(np.abs(final - result.final_params).max()))
     if dev.type == "cuda":
         torch.cuda.synchronize()
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     threads = torch.get_num_threads()
     name = f"loop, {threads} thread{'s' if threads > 1 else ''}" if dev.type == "cpu" else "loop"
-    return Row(name, device, wall, updates, max(diffs))
+    return Row(name, device, wall, cpu, updates, max(diffs))
 
 
 def _table(rows: Sequence[Row]) -> str:
-    lines = [f"{'engine':<20} {'device':<7} {'wall s':>8} {'updates':>8} {'updates/s':>10}"]
+    lines = [
+        f"{'engine':<20} {'device':<7} {'wall s':>8} {'updates':>8} {'updates/s':>10} "
+        f"{'CPU s':>8} {'updates/CPU-s':>14}"
+    ]
     for r in rows:
         lines.append(
             f"{r.engine:<20} {r.device:<7} {r.wall_s:>8.2f} {r.client_updates:>8d} "
-            f"{r.updates_per_s:>10.1f}"
+            f"{r.updates_per_s:>10.1f} {r.cpu_s:>8.2f} {r.updates_per_cpu_s:>14.1f}"
         )
     return "\n".join(lines)
 
@@ -156,12 +177,18 @@ def compare(data: FederatedData, args: argparse.Namespace, device: str) -> list[
     rows.append(fast)
     if workers > 1:
         rows.append(run_adcs(data, args.seeds, args.rounds, 1, device)[0])
-    loop = run_loop(data, results, device)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.loop_threads)
+    try:
+        loop = run_loop(data, results, device)
+    finally:
+        torch.set_num_threads(threads)
     rows.append(loop)
     print(_table(rows))
     print(
         f"{device}: adcs / loop = {fast.updates_per_s / loop.updates_per_s:.1f}x client "
-        f"updates/s; largest |w_adcs - w_loop| after {args.rounds} rounds: "
+        f"updates/s ({fast.updates_per_cpu_s / loop.updates_per_cpu_s:.1f}x per CPU-second); "
+        f"largest |w_adcs - w_loop| after {args.rounds} rounds: "
         f"{loop.max_param_diff:.1e}"
     )
     return rows
@@ -177,12 +204,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--workers", type=int, default=cpus, help=f"adcs worker processes (default {cpus})"
     )
+    parser.add_argument(
+        "--loop-threads",
+        type=int,
+        default=cpus,
+        help=f"PyTorch intra-op threads of the loop (default: CPUs = {cpus})",
+    )
     parser.add_argument("--data-dir", default=None, help="Fashion-MNIST folder (default: lookup)")
     parser.add_argument("--cpu-only", action="store_true", help="skip CUDA even when available")
     args = parser.parse_args(argv)
-    for name in ("rounds", "seeds", "workers"):
+    for name in ("rounds", "seeds", "workers", "loop_threads"):
         if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
 
 
