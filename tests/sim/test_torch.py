@@ -132,6 +132,12 @@ def test_chunks_shared_and_distinct_parameters_give_the_same_numbers() -> None:
     np.testing.assert_allclose(grad3, grad[shuffled], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(loss3, loss[shuffled], rtol=1e-6)
     assert np.isfinite(loss2).all() and np.all(loss2 == loss)
+    one_run = np.repeat(params[:1], 9, axis=0)  # one mapped call, and in chunks of two jobs
+    loss4, grad4 = wide.loss_and_grad(one_run, x[:, 0], y[:, 0])
+    loss5, grad5 = narrow.loss_and_grad(one_run, x[:, 0], y[:, 0])
+    np.testing.assert_allclose(grad4[:2], grad[:2], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(grad5, grad4, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(loss5, loss4, rtol=1e-6)
 
 
 def test_evaluate_gives_per_sample_loss_and_argmax_correctness() -> None:

@@ -432,17 +432,24 @@ class TorchModel:
             )
         if y.shape[1] == 0:
             raise ValueError("each job needs at least one sample (B >= 1)")
-        loss = np.empty(n_jobs, dtype=np.float32)
-        grad = np.empty((n_jobs, self.dim), dtype=np.float32)
         if n_jobs == 0:
-            return loss, grad
+            return np.empty(0, np.float32), np.empty((0, self.dim), np.float32)
         xt = _tensor(x, np.float32, self.device)
         yt = _tensor(y, np.int64, self.device)
         per_call = max(1, self.samples_per_call // y.shape[1])
         module = self._module()
         shared = functools.partial(self._job_loss, module)
+        runs = list(_shared_runs(params))
+        if (
+            len(runs) == 1 and n_jobs > 1 and n_jobs <= per_call
+        ):  # the usual call: one run's clients
+            w = _tensor(params[0], np.float32, self.device)
+            g, value = vmap(grad_and_value(shared), in_dims=(None, 0, 0))(w, xt, yt)
+            return value.cpu().numpy(), g.cpu().numpy()  # on the CPU: no copy
+        loss = np.empty(n_jobs, dtype=np.float32)
+        grad = np.empty((n_jobs, self.dim), dtype=np.float32)
         singles: list[int] = []
-        for start, stop in _shared_runs(params):
+        for start, stop in runs:
             if stop - start == 1:
                 singles.append(start)
                 continue
