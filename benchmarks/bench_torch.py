@@ -22,7 +22,7 @@ machine) and updates per CPU-second, the adcs/loop ratio, and the largest differ
 two engines' final parameters (they compute the same thing). Evaluation is kept out of the timing (each client
 has 10 test samples, evaluated at rounds 0 and T only).
 
-Run: ``adcs bench torch [--rounds 40] [--seeds N] [--workers N] [--loop-threads N] [--data-dir DIR]``.
+Run: ``adcs bench torch [--rounds 40] [--seeds N] [--workers N] [--loop-threads N] [--data DIR]``.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def load_data(data_dir: str | None) -> tuple[FederatedData, str]:
-    dataset = load_fashion_mnist(data_dir)
+def load_data(path: str | None) -> tuple[FederatedData, str]:
+    dataset = load_fashion_mnist(path)
     partition = paper_groups(
         dataset.train_labels, dataset.test_labels, np.random.default_rng(0), test_per_client=10
     )
@@ -210,7 +210,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=cpus,
         help=f"PyTorch intra-op threads of the loop (default: CPUs = {cpus})",
     )
-    parser.add_argument("--data-dir", default=None, help="Fashion-MNIST folder (default: lookup)")
+    parser.add_argument(
+        "--data", default=None, help="Fashion-MNIST folder (default: adcs's usual lookup)"
+    )
     parser.add_argument("--cpu-only", action="store_true", help="skip CUDA even when available")
     args = parser.parse_args(argv)
     for name in ("rounds", "seeds", "workers", "loop_threads"):
@@ -222,7 +224,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     """Run both engines on the CPU (and CUDA when present) and print the comparison."""
     args = parse_args(argv)
-    data, source = load_data(args.data_dir)
+    data, source = load_data(args.data)
     print(
         f"workload: LeNet-5 ({TorchModel(lenet5).dim:,} parameters), Fashion-MNIST ({source}), "
         f"N = {data.n_clients}, m = {M} uniform, E = 1, B = {BATCH}, T = {args.rounds}, "
