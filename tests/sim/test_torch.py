@@ -3,6 +3,8 @@ the engine probes the model at w⁽ᵗ⁾, and impure modules are refused with a
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -383,16 +385,43 @@ def test_engine_probes_are_the_models_at_the_current_parameters(
                 np.testing.assert_allclose(stats.updates[c], -lr * grad, rtol=1e-4, atol=1e-7)
 
 
-def test_forked_workers_give_the_same_results(data: FederatedData) -> None:
-    model = TorchModel(mlp, input_shape=data.input_shape, n_classes=data.n_classes)
-    torch.ones(64, 64) @ torch.ones(64, 64)  # the parent has used its thread pool before forking
-    config = SimConfig(rounds=4, batch_size=4, local_lr=0.3, eval_every=2)
-    specs = [RunSpec(RecordingProbe(3, ProbeKind.UPDATES), s, f"r{s}") for s in range(3)]
-    one = simulate(specs, data, config, model=model, workers=1)
-    two = simulate(specs, data, config, model=model, workers=2)
-    for a, b in zip(one, two, strict=True):
-        np.testing.assert_array_equal(a.final_params, b.final_params)
-        np.testing.assert_array_equal(a.client_acc, b.client_acc)
+FORKED_WORKERS = """
+import numpy as np, torch
+from torch import nn
+from tests.sim.conftest import make_data
+from adcs.schedulers import OCS
+from adcs.sim import RunSpec, SimConfig, simulate
+from adcs.sim.torch import TorchModel
+
+data = make_data()
+factory = lambda: nn.Sequential(nn.Linear(12, 16), nn.Tanh(), nn.Linear(16, 4))
+model = TorchModel(factory, input_shape=(12,), n_classes=4)
+torch.set_num_threads(2)
+a = torch.rand(1024, 1024)
+(a @ a).sum()  # the parent's MKL and OpenMP start their thread teams before the fork
+config = SimConfig(rounds=3, batch_size=4, local_lr=0.3, eval_every=3)
+specs = [RunSpec(OCS(m=3), s, f"r{s}") for s in range(2)]
+one = simulate(specs, data, config, model=model, workers=1)
+two = simulate(specs, data, config, model=model, workers=2)
+same = all(
+    np.array_equal(x.final_params, y.final_params) and np.array_equal(x.client_acc, y.client_acc)
+    for x, y in zip(one, two)
+)
+print("same" if same else "different")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forked workers need os.fork")
+def test_forked_workers_after_threaded_work_give_the_same_results() -> None:
+    # in a child process, so that a deadlock fails the test instead of hanging the suite
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_WORKERS],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "same"
 
 
 def test_a_cnn_learns_in_the_simulator() -> None:

@@ -23,7 +23,9 @@ are refused. Buffers that do not change, and frozen parameters (``requires_grad 
 constants.
 
 Built-in factories: :func:`logistic` (the paper's model, Sec. 6, as a module) and :func:`lenet5`
-(LeNet-5 for 28 × 28 × 1 inputs). Importing this module needs the extra ``adcs[torch]``.
+(LeNet-5 for 28 × 28 × 1 inputs). Importing this module needs the extra ``adcs[torch]``; once it is
+imported, every forked child process (the simulator's workers) starts with one PyTorch thread,
+since the thread teams of its parent's MKL and OpenMP do not survive a fork.
 """
 
 from __future__ import annotations
@@ -72,6 +74,18 @@ F32Array = NDArray[np.float32]
 IntArray = NDArray[np.integer[Any]]
 BoolArray = NDArray[np.bool_]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _one_thread_after_fork() -> None:
+    # A forked child cannot use the thread teams its parent's MKL and OpenMP started: its first
+    # parallel product waits forever for threads that were not copied. (The simulator's workers
+    # are forked and are its parallelism, so one PyTorch thread each is also the fast choice;
+    # PyTorch's DataLoader workers do the same.)
+    torch.set_num_threads(1)
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_one_thread_after_fork)
 
 
 def _cross_entropy(output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
