@@ -16,7 +16,7 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev,flower]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,flower,torch]"
 	touch $@ $(VENV)/.installed-base
 
 demo: $(VENV)/.installed-base

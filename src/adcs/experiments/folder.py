@@ -517,7 +517,7 @@ class ResultsFolder:
 
 def _versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for pkg in ("adcs", "numpy", "scipy", "matplotlib", "typer", "rich"):
+    for pkg in ("adcs", "numpy", "scipy", "matplotlib", "typer", "rich", "torch"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

@@ -100,6 +100,7 @@ PAPER_SETTING: dict[str, Any] = {
     "sim.dropout": 0.0,
     "sim.availability.kind": "always",
     "sim.system": None,
+    "model.kind": "logistic",
 }
 """The paper's workload (Sec. 6); rounds, evaluation period and seeds may be fewer (indicative)."""
 

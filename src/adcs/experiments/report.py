@@ -454,6 +454,8 @@ class ReportContext:
     notes : tuple of str
         Lines added after the settings (e.g. links to sub-reports).
     description : str
+    model : str
+        The model trained, in words.
     """
 
     name: str
@@ -470,11 +472,12 @@ class ReportContext:
     notes: tuple[str, ...] = field(default_factory=tuple)
     description: str = ""
     dataset: str = "Fashion-MNIST"
+    model: str = "multinomial logistic regression"
 
     def settings(self) -> str:
         """One sentence: data, model, sizes, rounds, seeds, wall time."""
         return (
-            f"{self.dataset} ({self.data_source}), multinomial logistic regression, "
+            f"{self.dataset} ({self.data_source}), {self.model}, "
             f"N = {self.n_clients} clients, m = {self.m}, T = {self.rounds} rounds, "
             f"evaluated every {self.eval_every} rounds, seeds {list(self.seeds)}"
             + ("" if math.isnan(self.wall_s) else f"; wall time {self.wall_s:.1f} s")

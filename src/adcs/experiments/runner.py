@@ -105,7 +105,7 @@ from adcs.sim.engine import (
     check_simulation,
     simulate,
 )
-from adcs.sim.model import LogisticRegression
+from adcs.sim.model import Model
 from adcs.sim.system import client_times
 
 __all__ = [
@@ -281,14 +281,14 @@ def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int |
         raise ConfigError(f"{config.source}: {_partition_error(exc, config.data)}") from exc
 
 
-def _runs_per_batch(data: ClientData, config: SimConfig, m: int) -> int:
+def _runs_per_batch(data: ClientData, config: SimConfig, m: int, dim: int) -> int:
     """How many runs fit one batch under :data:`MEMORY_BUDGET_BYTES` (a rough, generous estimate).
 
     Per run: its weights, the updates of a probe of every client available in a round and their
-    gradients (n_available × dim each, float32, the worst case; cost follows the active clients),
+    gradients (n_available × dim each, float32, the worst case; ``dim`` is the model's; cost
+    follows the active clients),
     its selection records, and its logits on the evaluated clients' test data.
     """
-    dim = (int(np.prod(data.input_shape)) + 1) * data.n_classes
     n_eval = min(data.n_clients if config.eval_clients is None else config.eval_clients,
                  data.n_clients)  # fmt: skip
     n_test = int(data.test_sizes.mean() * n_eval)  # the evaluated clients' test samples
@@ -299,14 +299,17 @@ def _runs_per_batch(data: ClientData, config: SimConfig, m: int) -> int:
 
 
 def _batches(
-    plan: Sequence[RunSpec], fed: Mapping[int | None, ClientData], sim_config: SimConfig
+    plan: Sequence[RunSpec],
+    fed: Mapping[int | None, ClientData],
+    sim_config: SimConfig,
+    dim: int,
 ) -> list[tuple[ClientData, list[RunSpec]]]:
     """The plan in batches: runs of one seed together (they share minibatches), memory bounded."""
     out: list[tuple[ClientData, list[RunSpec]]] = []
     m = max(int(r.scheduler.m) for r in plan)
     for key, data in fed.items():
         runs = sorted((r for r in plan if key is None or r.seed == key), key=lambda r: r.seed)
-        size = _runs_per_batch(data, sim_config, m)
+        size = _runs_per_batch(data, sim_config, m, dim)
         for i in range(0, len(runs), size):
             out.append((data, runs[i : i + size]))
     return out
@@ -519,7 +522,10 @@ def _write_json(path: Path, doc: Any) -> None:
 
 
 def _system_rows(
-    fed: Mapping[int | None, ClientData], sim_config: SimConfig, seeds: Sequence[int]
+    fed: Mapping[int | None, ClientData],
+    sim_config: SimConfig,
+    seeds: Sequence[int],
+    model: Model,
 ) -> list[list[Any]]:
     """Rows of ``system.csv``: seed, client, its devices and its full-round seconds."""
     system = sim_config.system
@@ -528,7 +534,6 @@ def _system_rows(
     for seed in seeds:
         data = fed[seed] if seed in fed else fed[None]
         profile = system.draw(seed, data.groups)
-        model = LogisticRegression(int(np.prod(data.input_shape)), data.n_classes)  # simulate's
         times = client_times(
             profile, dim=model.dim, local_samples=sim_config.local_steps * sim_config.batch_size,
             batch_size=sim_config.batch_size, data_sizes=data.data_sizes,
@@ -670,6 +675,7 @@ def _simulate_all(
     state: _Progress,
     checkpoint_every: int | None,
     checkpoint_seconds: float,
+    model: Model,
 ) -> _Simulated:
     """Advance every batch (finished ones are read back from the checkpoint), in plan order."""
     rounds = sim_config.rounds
@@ -702,8 +708,8 @@ def _simulate_all(
             )
             resume_from, state.current = state.current, None
             results = simulate(
-                runs, data, sim_config, progress=report, workers=workers, checkpoint=policy,
-                resume_from=resume_from,
+                runs, data, sim_config, progress=report, model=model, workers=workers,
+                checkpoint=policy, resume_from=resume_from,
             )  # fmt: skip
             state.finished, state.current = b + 1, None
             if keep:
@@ -942,7 +948,12 @@ def _run_in(
                 check_simulation(data, sim_config)
             except ValueError as exc:
                 raise ConfigError(f"{config.source}: sim.{exc}") from exc
-        batches = _batches(plan, fed, sim_config)
+        first = next(iter(fed.values()))
+        try:  # the model is built and checked on one batch before any round
+            model = config.model.build(first.input_shape, first.n_classes)
+        except ConfigError as exc:
+            raise ConfigError(f"{config.source}: {exc}") from None
+        batches = _batches(plan, fed, sim_config, model.dim)
         identity = _identity(config, dataset, plan, len(batches))
         if resumable:
             state = _load_progress(folder, identity, config.source)
@@ -951,17 +962,21 @@ def _run_in(
         else:
             state = _Progress(identity)
         state.workers = workers = workers or 1
+        if config.model.device != "cpu" and workers > 1:
+            logger.info("model on %s: one worker (a device context does not survive a fork)",
+                        config.model.device)  # fmt: skip
+            workers = 1
         state.started = started
         state.session = {"started_at": started_at, "pid": os.getpid(), "workers": workers,
                          "from": state.describe(rounds)}  # fmt: skip
         logger.info("%s: %d distinct runs, %d rounds each", config.name, len(plan), rounds)
         sim = _simulate_all(
             batches, plan, sim_config, progress, workers, folder, state, checkpoint_every,
-            checkpoint_seconds,
+            checkpoint_seconds, model,
         )  # fmt: skip
         return _write_results(
             folder, config, plan, sim_config, dataset, fed, sim, quick, extra_manifest,
-            finalize, state, started,
+            finalize, state, started, model,
         )  # fmt: skip
     except BaseException as exc:
         kept = folder.discard(keep_checkpoint=True)
@@ -1019,6 +1034,7 @@ def _write_results(
     finalize: Callable[[Path], Mapping[str, Any] | None] | None,
     state: _Progress,
     started: float,
+    model: Model,
 ) -> ExperimentOutcome:
     tmp, records = folder.partial, sim.records
     # the clock's arrays travel with the selections but have a file of their own
@@ -1034,7 +1050,7 @@ def _write_results(
     notes: list[str] = []
     if sim_config.system is not None:
         write_npz(tmp / "clock.npz", clocks)
-        devices = _system_rows(fed, sim_config, config.seeds)
+        devices = _system_rows(fed, sim_config, config.seeds, model)
         header = ["seed", "client", "compute", "upload", "download", "round_s"]
         _write_csv(tmp / "system.csv", header, devices)
         notes.append(_system_note(devices))
@@ -1050,7 +1066,7 @@ def _write_results(
         m=config.m, n_clients=first.n_clients, seeds=config.seeds,
         data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
         figures=tuple(figures), wall_s=time.perf_counter() - started,
-        description=config.description,
+        description=config.description, model=config.model.describe(),
         dataset=_DATASET_NAMES.get(config.data.dataset, config.data.dataset),
         notes=(*notes, *(
             f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."

@@ -216,7 +216,10 @@ def make_client_app(
         process for every message, so a cache in memory never hits there: cache on disk when
         loading is costly (the example app keeps each node's partition in a file).
     model : Model, optional
-        The model of :mod:`adcs.sim.model` (default: the paper's 784 → 10 logistic regression).
+        Any simulator model (default: the paper's 784 → 10 logistic regression), e.g. a PyTorch
+        module as :class:`adcs.sim.torch.TorchModel` (``adcs.sim.torch.model_for("cnn", (784,),
+        10)`` is the ``[model] kind = "cnn"`` of an experiment configuration). The server's
+        initial parameters must be that model's ``init_params(1)[0]``.
     defaults : TrainDefaults, optional
         E, B, η_ℓ when the server's config omits ``local-steps``, ``batch-size``, ``local-lr``.
     """

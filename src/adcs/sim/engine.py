@@ -1540,11 +1540,13 @@ def _stop_processes(processes: Sequence[multiprocessing.process.BaseProcess]) ->
 
 @contextlib.contextmanager
 def _single_threaded_blas() -> Iterator[None]:
-    """One BLAS thread for the duration of a call (restored afterwards).
+    """One BLAS and OpenMP thread for the duration of a call (restored afterwards).
 
     The simulator's matrix products are small (480 × 784 × 60 per stream and round): a
     multi-threaded BLAS spends more on synchronising than it gains, and on a busy machine its
     spinning threads make a run several times slower. Parallelism comes from ``workers`` instead.
+    OpenMP is PyTorch's CPU thread pool (a torch model's kernels are as small), and a forked worker
+    cannot use a pool its parent started: it would wait forever for threads that were not copied.
     """
     try:
         from threadpoolctl import threadpool_limits
@@ -1552,7 +1554,7 @@ def _single_threaded_blas() -> Iterator[None]:
         logger.debug("threadpoolctl is not installed; BLAS keeps its own thread count")
         yield
         return
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits={"blas": 1, "openmp": 1}):
         yield
 
 
