@@ -8,7 +8,8 @@ killing itself with SIGKILL at a chosen point — for the tests that kill and re
 
 ``--kill-after-checkpoint K``: SIGKILL right after the K-th checkpoint is written (a checkpoint
 boundary). ``--kill-at-round R``: SIGKILL when progress first reaches round R (between two
-checkpoints, workers running); ``--pids FILE`` then first records the worker processes' PIDs.
+checkpoints, workers running); ``--pids FILE`` then first records the PIDs of every worker
+process seen alive while the run went on.
 """
 
 from __future__ import annotations
@@ -54,15 +55,18 @@ def main() -> None:
     if opts.kill_at_round is not None:
         tracker = cli._Lines.tracker
 
+        seen: dict[int, None] = {}  # every worker seen alive, in order: on a loaded machine one
+        # may finish its shard before the progress reaches the round, and it must be counted too
+
         def dying_tracker(self: Any, description: str, unit: str) -> Any:
             update = tracker(self, description, unit)
 
             def progress(done: int, total: int) -> None:
                 update(done, total)
+                seen.update(dict.fromkeys(p.pid for p in multiprocessing.active_children()))
                 if unit == "rounds" and done >= opts.kill_at_round:
                     if opts.pids is not None:
-                        pids = [p.pid for p in multiprocessing.active_children()]
-                        opts.pids.write_text(" ".join(map(str, pids)))
+                        opts.pids.write_text(" ".join(map(str, seen)))
                     os.kill(os.getpid(), signal.SIGKILL)
 
             return progress

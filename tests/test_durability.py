@@ -118,8 +118,8 @@ def test_sigkill_between_checkpoints_kills_the_workers_and_resumes_to_identical_
     # workers report every 50 rounds: the parent dies at round 50, its checkpoint at round 40
     killed = adcs(*args, kill=["--kill-at-round", "50", "--pids", str(pids)])
     assert killed.returncode == -signal.SIGKILL
-    workers = [int(p) for p in pids.read_text().split()]
-    assert len(workers) == 2
+    workers = [int(p) for p in pids.read_text().split()]  # every worker seen, per segment
+    assert len(workers) >= 2  # two workers per segment between checkpoints
     assert wait_gone(workers) == []  # the parent-death signal took them
     resumed = adcs(*args, "--resume", "--workers", "1")  # any number of workers
     assert resumed.returncode == 0, resumed.stderr
