@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 
 from adcs.data import Dataset, FashionMNIST, Partition, partition_data
+from adcs.experiments.adversary import adversarial_run
 from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
 from adcs.experiments import paper
 from adcs.experiments.config import (
@@ -233,12 +234,34 @@ def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
                 key = (method.name, identity, seed)
                 if key not in planned:
                     meta = {"method": method.name, "variant": variant, "params": params}
-                    planned[key] = RunSpec(scheduler, seed, f"{variant}-seed={seed}", meta)
+                    spec = RunSpec(scheduler, seed, f"{variant}-seed={seed}", meta)
+                    planned[key] = _adversarial(spec, config)
     runs = list(planned.values())
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):  # two identities formatted alike: should not happen
         raise ConfigError(f"run identifiers collide: {sorted(i for i in ids if ids.count(i) > 1)}")
     return runs
+
+
+def _adversarial(spec: RunSpec, config: ExperimentConfig) -> RunSpec:
+    """The run under the configuration's ``[sim.attack]`` and ``[sim.defence]`` (if any).
+
+    The scheduler is wrapped (lies told to a defended server) and the aggregation hook set (a
+    poison, a robust rule); ``meta["malicious"]`` lists the run's malicious clients.
+    """
+    attack, defence = config.sim.attack, config.sim.defence
+    if attack is None and defence is None:
+        return spec
+    n = config.data.total_clients
+    if n is None:  # the malicious set is drawn before the data are loaded
+        raise ConfigError(
+            "[sim.attack] and [sim.defence] need a configuration that fixes N "
+            f"(dataset {config.data.dataset!r} with partition {config.data.partition!r} does not)"
+        )
+    scheduler, aggregator = adversarial_run(spec.scheduler, spec.seed, n, attack, defence)
+    malicious = [] if attack is None else list(attack.malicious(spec.seed, n))
+    meta = {**spec.meta, "malicious": malicious}
+    return dataclasses.replace(spec, scheduler=scheduler, meta=meta, aggregator=aggregator)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1105,6 +1128,7 @@ def _write_results(
             "data_sizes": {str(k): _sizes(v.data_sizes) for k, v in fed.items()},
         },
         "availability": sim_config.availability.describe(),
+        "malicious": {r.run_id: r.meta["malicious"] for r in plan if r.meta.get("malicious")},
         **({} if sim_config.system is None else {"system": sim_config.system.describe()}),
         **provenance(),
         "argv": list(sys.argv),
