@@ -554,17 +554,22 @@ class Poisoned:
 
 
 def adversarial(
-    scheduler: Scheduler, *, attack: Attack | None = None, defence: Defence | None = None
+    scheduler: Scheduler,
+    *,
+    attack: Attack | None = None,
+    defence: Defence | None = None,
+    seed: int = 0,
 ) -> tuple[Scheduler, Aggregator | None]:
     """A run's scheduler and aggregation hook under an attack and/or a defence.
 
     The scheduler is wrapped as ``Lying(Defended(scheduler))`` — the clients lie to a defended
     server — keeping only the layers that do something; the hook is the poison followed by the
-    defence's rule, the rule alone, or None (the runtime's mean).
+    defence's rule, the rule alone, or None (the runtime's mean). ``seed`` is the run's, for the
+    defence's own draws.
     """
     run: Scheduler = scheduler
     if defence is not None and defence.screens:
-        run = Defended(run, defence)
+        run = Defended(run, defence, seed)
     rule = defence.aggregator() if defence is not None else None
     hook: Aggregator | None = rule
     if attack is not None:

@@ -29,7 +29,7 @@ The screens (each optional, :class:`Defence`):
   paper's setting. An adaptive liar can sit just above the threshold, but only while the server
   has received nothing from it (afterwards ``received`` decides).
 * **uniform mixture** (``uniform_mix`` λ): with probability λ a round's selection is drawn
-  uniformly from the available clients instead (from the run's scheduler stream), so every
+  uniformly from the available clients instead (counter-based on the run's seed), so every
   client's selection rate lies in [λ·m/N, λ·m/N + 1 − λ].
 * **robust aggregation** (``aggregation``): a rule of :mod:`adcs.aggregation` in place of the mean
   (the runtime's aggregation hook; :func:`adcs.adversary.adversarial` installs it).
@@ -58,9 +58,9 @@ from adcs.schedulers.base import (
     Probe,
     Scheduler,
     Selection,
-    check_available,
     finite_rows,
 )
+from adcs.streams import Domain, counter_uniform, stream_key
 
 __all__ = [
     "Defence",
@@ -454,6 +454,17 @@ class DefendedState:
     received: Received | None = None
 
 
+_TIES, _MIX, _DRAW = 1, 2, 3
+"""Salts of the defence's counter-based draws (:data:`adcs.streams.Domain` ATTACK)."""
+
+
+def _uniform_choice(key: int, round_idx: int, available: BoolArray, m: int) -> IntArray:
+    """min(m, available) available clients uniformly at random, a pure function of (key, round)."""
+    pool = np.flatnonzero(available)
+    draws = counter_uniform(key, Domain.ATTACK, round_idx, pool, salt=_DRAW)
+    return pool[np.argsort(draws, kind="stable")[:m]].astype(np.intp)
+
+
 @dataclass(frozen=True)
 class Defended:
     """Any scheduler behind the defences of :class:`Defence` (the Scheduler protocol).
@@ -463,10 +474,15 @@ class Defended:
     scheduler : Scheduler
         The wrapped scheduler; it sees the screened statistics (:func:`screen`).
     defence : Defence
+    seed : int
+        The run's seed: the defence's own draws (tie-breaks, the uniform mixture) are
+        counter-based on it, so every run of a seed — attacked or not — gets the same ones and
+        the wrapped scheduler's stream is left untouched.
     """
 
     scheduler: Scheduler
     defence: Defence
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheduler, Scheduler):
@@ -475,6 +491,7 @@ class Defended:
             )
         if not isinstance(self.defence, Defence):
             raise ValueError(f"defence must be a Defence, got {self.defence!r}")
+        check_int("seed", self.seed, minimum=0)
 
     @property
     def m(self) -> int:
@@ -497,15 +514,17 @@ class Defended:
         self, state: DefendedState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, DefendedState]:
         seen = screen(self.defence, state.received, stats).stats
+        key = stream_key(self.seed)
         if self.defence.corroborate and seen.losses is not None and seen.n_probed > 1:
             # a neighbourhood shares one median: break its exact ties at random, not by index
-            jitter = 1.0 + _TIE_JITTER * rng.random(seen.n_probed)
+            u = counter_uniform(key, Domain.ATTACK, round_idx, seen.clients, salt=_TIES)
+            jitter = 1.0 + _TIE_JITTER * u
             seen = ClientStats(seen.available, seen.clients, seen.losses * jitter, seen.updates)
         selection, inner = self.scheduler.select(state.inner, round_idx, seen, rng)
-        if self.defence.uniform_mix > 0 and rng.random() < self.defence.uniform_mix:
-            available, k = check_available(stats.available, state.n_clients, self.m)
-            picked = rng.choice(np.flatnonzero(available), size=k, replace=False)
-            selection = Selection(picked.astype(np.intp))
+        if self.defence.uniform_mix > 0:
+            coin = counter_uniform(key, Domain.ATTACK, round_idx, np.zeros(1), salt=_MIX)[0]
+            if coin < self.defence.uniform_mix:
+                selection = Selection(_uniform_choice(key, round_idx, stats.available, self.m))
         return selection, replace(state, inner=inner)
 
     def observe(

@@ -248,4 +248,5 @@ def adversarial_run(
         scheduler,
         attack=None if attack is None else attack.build(seed, n_clients),
         defence=None if defence is None else defence.build(),
+        seed=seed,
     )

@@ -1,0 +1,88 @@
+"""Smoke test of the attack suite: its plan, its run on a few rounds, and its results folder."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adcs.adversary import selection_rates
+from adcs.data import load_subset
+from adcs.experiments.adversary import DefenceSettings
+from adcs.experiments.config import ConfigError
+from benchmarks import bench_attacks
+
+
+def test_the_shipped_suite_plans_every_attack_once():
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    plan = bench_attacks.plan_suite(config, suite)
+    methods, seeds = len(config.methods), len(config.seeds)
+    lies, ks, poisons = len(suite.lies), len(suite.k), len(suite.poisons)
+    believers = methods - len(suite.blind)
+    expected = seeds * (
+        3 * methods  # no attack: off, on, on+robust
+        + believers * lies * ks * 3  # capture: off, on naive, on adaptive
+        + methods * poisons * ks * 3  # poison: off, on+robust naive and adaptive
+        + len(suite.cost_methods) * len(suite.costs)
+    )
+    assert len(plan) == expected
+    ids = [p.run_id for p in plan]
+    assert len(set(ids)) == len(ids)
+    assert not any(p.block == "capture" and p.method == "uniform" for p in plan)
+    by_id = {p.run_id: p for p in plan}
+    for p in plan:
+        assert p.baseline in by_id and by_id[p.baseline].attack == "none"
+        if p.k:
+            assert len(p.malicious) == p.k
+    k1 = {p.seed: p.malicious for p in plan if p.k == 1}
+    k3 = {p.seed: p.malicious for p in plan if p.k == 3}
+    assert all(set(k1[s]) <= set(k3[s]) for s in config.seeds)  # nested
+
+
+def test_bad_suites_are_refused(tmp_path: Path):
+    path = tmp_path / "s.toml"
+    text = bench_attacks.DEFAULT_CONFIG.read_text()
+    path.write_text(text.replace('robust = "norm_clip"', 'robust = "mode"'))
+    with pytest.raises(ConfigError, match="suite"):
+        bench_attacks.load_suite(path)
+    path.write_text(text.replace("\n[suite]\n", "\n[suite]\nspeed = 3\n"))
+    with pytest.raises(ConfigError, match=r"suite\.speed"):
+        bench_attacks.load_suite(path)
+    assert bench_attacks.main(["--config", str(path)]) == 2
+
+
+def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    config = bench_attacks._with_rounds(config, 4, [0])
+    suite = dataclasses.replace(
+        suite,
+        k=(1,),
+        lies=(("loss",), ("loss", "direction")),
+        poisons=("sign_flip",),
+        costs=(("corroborate", DefenceSettings(corroborate=True)),),
+    )
+    out = tmp_path / "attacks"
+    measured = bench_attacks.run_suite(config, suite, out, dataset=load_subset(), workers=1)
+    names = {p.name for p in out.iterdir()}
+    assert {"runs.csv", "selections.npz", "client_acc.npz", "report.md", "manifest.json"} <= names
+    report = (out / "report.md").read_text()
+    assert "Capture ratio, k = 1" in report and "No-attack cost" in report and "The goal" in report
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert (
+        len(rows) == len(measured) == len(json.loads((out / "manifest.json").read_text())["runs"])
+    )
+    with np.load(out / "selections.npz") as selections:
+        for row in rows:
+            rates = selection_rates(selections[f"selected/{row['run_id']}"], 30)
+            liars = json.loads(row["malicious"])
+            np.testing.assert_allclose(json.loads(row["liar_rates"]), rates[liars], atol=1e-6)
+    assert "runs (clean" in capsys.readouterr().out
+    # a second run may replace its own results, never another folder
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    with pytest.raises(ConfigError, match="not a results folder"):
+        bench_attacks.run_suite(config, suite, tmp_path / "other", dataset=load_subset())
