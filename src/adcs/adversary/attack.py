@@ -39,6 +39,7 @@ Without a defence, the adaptive liar is the naive one.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,7 +56,7 @@ from adcs.adversary.defence import (
     cosines,
 )
 from adcs.aggregation import Aggregator, RobustAggregation
-from adcs.dpp import row_norms, unit_rows
+from adcs.dpp import gram_matrix, row_norms, unit_rows
 from adcs.schedulers.base import (
     BoolArray,
     ClientStats,
@@ -190,7 +191,11 @@ class Attack:
 
     def rows(self, clients: IntArray) -> BoolArray:
         """Which of ``clients`` (shape (n,)) are malicious."""
-        return np.isin(clients, np.asarray(self.clients, dtype=np.intp))
+        clients = np.asarray(clients)
+        out = np.zeros(clients.shape, dtype=bool)
+        for c in self.clients:  # a few malicious clients: cheaper than np.isin's sort
+            out |= clients == c
+        return out
 
 
 def malicious_clients(seed: int, n_clients: int, k: int) -> tuple[int, ...]:
@@ -210,27 +215,42 @@ def malicious_clients(seed: int, n_clients: int, k: int) -> tuple[int, ...]:
 # the lie
 
 
-def _orthogonal_part(vectors: F64Array, reference: F64Array | None) -> F64Array:
+def _orthogonal_part(vectors: F64Array, reference: FloatArray | None) -> F64Array:
     """Rows of ``vectors`` (k, dim) less their projection on span(reference rows), unit length.
 
     The projection solves the normal equations on the Gram matrix of the reference (n × n,
-    pseudo-inverse: the reference may be rank deficient), cheaper than a QR of (dim, n).
+    pseudo-inverse: the reference may be rank deficient), cheaper than a QR of (dim, n); the
+    products run in the reference's precision (float32 updates stay float32).
     """
     out = vectors
     if reference is not None and reference.shape[0]:
-        gram = reference @ reference.T
-        coef = np.linalg.pinv(gram, hermitian=True) @ (reference @ vectors.T)
-        out = vectors - coef.T @ reference
+        ref = np.asarray(reference)
+        v = vectors.astype(ref.dtype)
+        coef = np.linalg.pinv(gram_matrix(ref), hermitian=True) @ (ref @ v.T).astype(np.float64)
+        out = vectors - (coef.T.astype(ref.dtype) @ ref).astype(np.float64)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.where(norms > 0, norms, 1.0)
 
 
+@functools.lru_cache(maxsize=8)
+def _gaussian_draws(seed: int, round_idx: int, n: int, dim: int) -> F64Array:
+    """n standard normal vectors of ``dim`` for (seed, round): shared by every run of a seed."""
+    draws = round_generator(stream_key(seed), Domain.ATTACK, round_idx + 1).standard_normal(
+        (n, dim)
+    )
+    draws.setflags(write=False)
+    return draws
+
+
 def _gaussian(attack: Attack, round_idx: int, clients: IntArray, dim: int) -> F64Array:
     """One standard normal vector per malicious client, a pure function of (seed, round, client)."""
-    draws = round_generator(stream_key(attack.seed), Domain.ATTACK, round_idx + 1).standard_normal(
-        (len(attack.clients), dim)
-    )
+    draws = _gaussian_draws(attack.seed, round_idx, len(attack.clients), dim)
     return np.asarray(draws[np.searchsorted(np.asarray(attack.clients), clients)])
+
+
+def _unit_float(rows: FloatArray) -> F64Array:
+    norms = row_norms(rows)
+    return np.asarray(rows, dtype=np.float64) / np.where(norms > 0, norms, 1.0)[:, None]
 
 
 def lie_directions(
@@ -251,12 +271,10 @@ def lie_directions(
     raw = _gaussian(attack, round_idx, clients, dim)
     if attack.direction is Direction.RANDOM:
         return _orthogonal_part(raw, None)
-    unit = np.asarray(unit_rows(reference, np.float64), np.float64) if reference.shape[0] else None
-    free = _orthogonal_part(raw, unit)
+    free = _orthogonal_part(raw, reference if reference.shape[0] else None)
     if attack.direction is Direction.ORTHOGONAL or reference.shape[0] == 0:
         return free
-    assert unit is not None
-    mean = unit.mean(axis=0)
+    mean = _unit_float(reference).mean(axis=0)
     mean /= max(float(np.linalg.norm(mean)), 1e-300)
     c = attack.cosine
     return c * mean[None, :] + np.sqrt(1.0 - c * c) * free
@@ -307,7 +325,7 @@ def tell_lies(
     updates = stats.updates
     if updates is not None and (Lie.DIRECTION in attack.lie or Lie.NORM in attack.lie):
         honest = usable & ~attack.rows(stats.clients)
-        reference = np.asarray(updates[honest], dtype=np.float64)
+        reference = np.asarray(updates[honest])
         mine = np.asarray(updates[rows], dtype=np.float64)
         norms = np.linalg.norm(mine, axis=1)
         directions = mine / np.where(norms > 0, norms, 1.0)[:, None]
@@ -352,7 +370,7 @@ def _adapted_directions(
     unknown = ~known
     if unknown.any() and defence.plausibility > 0 and honest.any():
         honest_rows = np.flatnonzero(honest)
-        ref = unit_rows(stats.updates[honest_rows], np.float64)
+        ref = _unit_float(stats.updates[honest_rows])
         best = best_cosines(cosines(ref, np.ones(honest_rows.size, dtype=bool)))
         finite = np.isfinite(best)
         if finite.any():
@@ -509,7 +527,7 @@ def poison_updates(
     if attack.poison is Poison.SCALED:
         out[mal] = updates[mal] * np.float32(attack.factor)
         return out
-    honest = np.asarray(updates[~mal], dtype=np.float64)
+    honest = updates[~mal]
     own = row_norms(updates[mal])
     norm = float(np.median(row_norms(honest))) if honest.shape[0] else None
     malicious = clients[mal]

@@ -314,22 +314,6 @@ class Screening:
     threshold: float | None
 
 
-def _identity(
-    stats: ClientStats, memory: Received | None, reported: F32Array | None, finite: BoolArray
-) -> tuple[F32Array | None, BoolArray]:
-    """The direction by which the server knows each probed client, and whether it has one."""
-    n = stats.n_probed
-    known = memory.known[stats.clients] if memory is not None else np.zeros(n, dtype=bool)
-    if reported is None:
-        if memory is None or not known.any():
-            return None, np.zeros(n, dtype=bool)
-        return memory.directions(stats.clients, _dim(memory)), known
-    ident = reported.copy()
-    if memory is not None and known.any():
-        ident[known] = memory.directions(stats.clients[known], reported.shape[1])
-    return ident, known | finite
-
-
 def _dim(memory: Received) -> int:
     return int(next(iter(memory.rows.values())).shape[0])
 
@@ -370,22 +354,31 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
     if n == 0 or (stats.losses is None and stats.updates is None):
         return Screening(stats, none, none, none, None)
     reported, reported_norms, finite = _reported(stats)
-    ident, has_ident = _identity(stats, memory, reported, finite)
+    known = memory.known[stats.clients] if memory is not None else none
+    mem = None
+    if memory is not None and known.any():
+        dim = reported.shape[1] if reported is not None else _dim(memory)
+        mem = memory.directions(stats.clients, dim)
+    # the direction by which the server knows each client: what it received, else the report
+    ident: F32Array | None = reported
+    has_ident = finite
+    if mem is not None:
+        ident = mem if reported is None else np.where(known[:, None], mem, reported)
+        has_ident = known | finite
     # 1. received directions
     directions, norms, from_received = reported, reported_norms, none
-    if defence.received and memory is not None and reported is not None:
-        assert reported_norms is not None
-        known = memory.known[stats.clients]
-        mem = memory.directions(stats.clients, reported.shape[1])
+    if defence.received and mem is not None and reported is not None:
+        assert memory is not None and reported_norms is not None
         trusted = none
         if defence.consistency < 1:
             agree = np.einsum("ij,ij->i", reported, mem, dtype=np.float64)
             trusted = finite & (agree >= defence.consistency)
         from_received = known & ~trusted
         if from_received.any():
-            directions, norms = reported.copy(), reported_norms.copy()
-            directions[from_received] = mem[from_received]
-            norms[from_received] = memory.norms[stats.clients[from_received]]
+            same = bool((from_received == known).all())
+            directions = ident if same else np.where(from_received[:, None], mem, reported)
+            received_norms = memory.norms[stats.clients]
+            norms = np.where(from_received, received_norms, reported_norms)
     has_direction = finite | from_received
     # 2. corroborated quality and norm
     losses = None if stats.losses is None else np.asarray(stats.losses, dtype=np.float64)
@@ -409,9 +402,7 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
     # 3. plausible directions
     dropped, threshold = none, None
     if defence.plausibility > 0 and directions is not None:
-        same = ident is not None and ident_cos is not None
-        same = same and bool((has_ident == has_direction).all())
-        same = same and (directions is ident or np.array_equal(directions, ident))  # type: ignore[arg-type]
+        same = directions is ident and bool((has_ident == has_direction).all())
         cos = ident_cos if same and ident_cos is not None else cosines(directions, has_direction)
         best = best_cosines(cos)
         if np.isfinite(best).any():
