@@ -293,3 +293,22 @@ def test_uniform_is_never_captured_with_or_without_defences():
     clean = liar_rate(Uniform(4), defence=everything, run_id="u")
     attacked = liar_rate(Uniform(4), Attack((LIAR,), lie=lie), everything, run_id="u")
     assert attacked == clean
+
+
+def test_plausibility_judges_what_a_loss_probe_cannot_see_by_the_update_received():
+    """PowerOfChoice never sees updates; a sign-flipping poisoner that claims a high loss is
+    left out once the server has received its flipped update (no honest peer points that way)."""
+    attack = Attack((LIAR,), lie=(Lie.LOSS,), poison=Poison.SIGN_FLIP)
+    everything = Defence(received=True, corroborate=True, plausibility=0.9)
+    assert liar_rate(PowerOfChoice(4), attack) == 1.0
+    defended = liar_rate(PowerOfChoice(4), attack, everything)
+    honest = liar_rate(PowerOfChoice(4), defence=everything)
+    assert defended < 0.6 * honest  # 0.15 vs 0.30: left out whenever its flip is judged
+    stats = grouped_stats()
+    flipped = np.asarray(stats.updates).copy()
+    flipped[LIAR] *= -1
+    received = Received.empty(N).updated(0, stats.clients, flipped)
+    losses_only = ClientStats(stats.available, stats.clients, stats.losses)
+    seen = screen(everything, received, losses_only)
+    assert seen.dropped[LIAR] and seen.dropped.sum() == 1
+    assert np.isnan(seen.stats.losses[LIAR])

@@ -24,7 +24,9 @@ The screens (each optional, :class:`Defence`):
   peers (the group's minibatch noise in the paper's setting).
 * **plausible directions** (``plausibility`` ρ). After the substitutions above, a client whose
   best cosine to any other client is below ρ × the median best cosine is left out of the round's
-  statistics (non-finite row: the scheduler uses it only to fill a selection). An orthogonal or
+  statistics (non-finite row: the scheduler uses it only to fill a selection). In a loss-only
+  probe the directions judged are those of the updates received, so a poisoner whose sent update
+  has no peer (a sign flip, an orthogonal direction) is left out once it has sent one. An orthogonal or
   random direction has best cosine ≈ 0; honest clients with data-alike peers have ≥ 0.89 in the
   paper's setting. An adaptive liar can sit just above the threshold, but only while the server
   has received nothing from it (afterwards ``received`` decides).
@@ -399,15 +401,21 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
                 ceiling = float(np.median(np.asarray(stats.losses)[finite_losses]))
                 alone = ~corroborated & finite_losses
                 losses = np.where(alone, np.minimum(losses, ceiling), losses)
-    # 3. plausible directions
+    # 3. plausible directions: of the updates the scheduler sees, or, when it sees none (a loss
+    # probe), of what the server received — a poisoner is judged by the update it sent
     dropped, threshold = none, None
-    if defence.plausibility > 0 and directions is not None:
-        same = directions is ident and bool((has_ident == has_direction).all())
-        cos = ident_cos if same and ident_cos is not None else cosines(directions, has_direction)
+    judged, judged_rows = (
+        (directions, has_direction) if directions is not None else (ident, has_ident)
+    )
+    if defence.plausibility > 0 and judged is not None:
+        same = judged is ident and bool((has_ident == judged_rows).all())
+        cos = ident_cos if same and ident_cos is not None else cosines(judged, judged_rows)
         best = best_cosines(cos)
         if np.isfinite(best).any():
             threshold = defence.plausibility * float(np.median(best[np.isfinite(best)]))
-            dropped = has_direction & (best < threshold)
+            dropped = judged_rows & (best < threshold)
+        if directions is None and losses is not None and dropped.any():
+            losses = np.where(dropped, np.nan, losses)
     # the updates the scheduler sees: honest, consistent rows are passed on untouched
     updates = stats.updates
     if directions is not None:

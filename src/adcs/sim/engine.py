@@ -10,7 +10,9 @@ Every run r advances through the same rounds t = 0, …, T − 1, in five steps:
    available clients, checked by :func:`adcs.rounds.check_selection`;
 4. **train and aggregate** — each selected client returns its update unless it drops out; the
    updates of those that returned (probed ones reused) are aggregated with
-   :func:`adcs.rounds.aggregation_weights`: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i;
+   :func:`adcs.rounds.aggregation_weights`: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i — or, for a run
+   with an aggregation hook (``RunSpec.aggregator``: a robust rule, a poison), by the hook from
+   the returned clients' individual updates;
 5. **observe** — ``observe`` gets the returned clients' updates; the round's selection, returns and
    client computations are recorded.
 
