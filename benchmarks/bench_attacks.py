@@ -192,7 +192,7 @@ def plan_suite(
 ) -> list[Planned]:
     """Every run of the suite, in blocks (module docstring)."""
     n = config.data.total_clients
-    base = [r for r in expand_runs(config) if methods is None or r.method in methods]
+    base = [r for r in expand_runs(config) if methods is None or r.meta["method"] in methods]
     out: list[Planned] = []
 
     def add(
@@ -205,18 +205,19 @@ def plan_suite(
     ) -> None:
         k = 0 if attack is None else int(attack.n_malicious or 0)
         adaptive = attack is not None and attack.adaptive
-        parts = [run.variant, defence_label, attack_label]
+        variant, method = run.meta["variant"], run.meta["method"]
+        parts = [variant, defence_label, attack_label]
         if attack is not None:
             parts += [f"k{k}", "adaptive" if adaptive else "naive"]
         run_id = "/".join([*parts, f"seed{run.seed}"])
-        baseline = "/".join([run.variant, defence_label, "none", f"seed{run.seed}"])
+        baseline = "/".join([variant, defence_label, "none", f"seed{run.seed}"])
         if block == "costs":
-            baseline = "/".join([run.variant, "off", "none", f"seed{run.seed}"])
+            baseline = "/".join([variant, "off", "none", f"seed{run.seed}"])
         scheduler, hook = adversarial_run(run.scheduler, run.seed, n, attack, defence)
         malicious = () if attack is None else attack.malicious(run.seed, n)
-        spec = RunSpec(scheduler, run.seed, run_id, {"method": run.method}, hook)
+        spec = RunSpec(scheduler, run.seed, run_id, {"method": method}, hook)
         out.append(
-            Planned(run_id, block, run.variant, run.seed, defence_label, attack_label, k,
+            Planned(run_id, block, variant, run.seed, defence_label, attack_label, k,
                     adaptive, malicious, baseline, spec)
         )  # fmt: skip
 
@@ -226,7 +227,8 @@ def plan_suite(
             add(run, "clean", "off", None)
             add(run, "clean", "on", defended)
             add(run, "clean", "on+robust", robust)
-        if "capture" in blocks and run.method not in suite.blind:
+        method = run.meta["method"]
+        if "capture" in blocks and method not in suite.blind:
             for lie in suite.lies:
                 for k in suite.k:
                     add(
@@ -249,7 +251,7 @@ def plan_suite(
                     for adaptive in (False, True):
                         attack = suite.attack(k, suite.poison_lie, poison, adaptive)
                         add(run, "poison", "on+robust", robust, label, attack)
-        if "costs" in blocks and run.method in suite.cost_methods:
+        if "costs" in blocks and method in suite.cost_methods:
             if "clean" not in blocks and "capture" not in blocks and "poison" not in blocks:
                 add(run, "clean", "off", None)
             for name, defence in suite.costs:

@@ -100,8 +100,8 @@ def test_runs_are_wrapped_per_seed_with_the_seeds_malicious_clients():
     assert len(runs) == 4
     for run in runs:
         assert isinstance(run.scheduler, Lying) and isinstance(run.scheduler.scheduler, Defended)
-        assert run.malicious == malicious_clients(run.seed, 9, 1)
-        assert run.scheduler.attack.clients == run.malicious
+        assert run.meta["malicious"] == list(malicious_clients(run.seed, 9, 1))
+        assert list(run.scheduler.attack.clients) == run.meta["malicious"]
         assert isinstance(run.aggregator, Poisoned)
         assert run.aggregator.rule == RobustAggregation(Robust.NORM_CLIP)
     assert {r.run_id for r in runs} == {r.run_id for r in expand_runs(config_from_dict(BASE))}

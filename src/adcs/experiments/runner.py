@@ -68,9 +68,9 @@ from typing import Any
 import numpy as np
 
 from adcs.data import Dataset, FashionMNIST, Partition, partition_data
-from adcs.experiments.adversary import adversarial_run
 from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
 from adcs.experiments import paper
+from adcs.experiments.adversary import adversarial_run
 from adcs.experiments.config import (
     ConfigError,
     DataConfig,
