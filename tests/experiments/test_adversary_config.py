@@ -139,3 +139,28 @@ def test_a_liars_selection_rate_is_read_from_selections_npz(tmp_path: Path, synt
             assert believer.sum() == pytest.approx(3.0)  # m selections a round
         with pytest.raises(KeyError, match="no 'selected/nope'"):
             rates_of(selections, "nope", 9)
+
+
+def test_a_direction_poisoner_under_sketches_sends_a_model_space_update(tmp_path: Path, synthetic):
+    """With ``sketch_dim`` the liar reports in sketch space; its poison must still be dim-long."""
+    doc = doc_with({"clients": [4], "lie": ["direction"], "poison": "direction"})
+    doc["sim"]["sketch_dim"] = 4
+    doc["methods"] = [{"name": "adcs", "refresh_every": 1}]
+    config = config_from_dict(doc)
+    outcome = run_experiment(config, tmp_path / "out", dataset=synthetic)
+    with np.load(outcome.folder / "selections.npz") as selections:
+        rates = rates_of(selections, next(r.run_id for r in expand_runs(config)), 9)
+    assert rates[4] > 0  # the poisoner was selected, so its poison was aggregated
+    rows = (outcome.folder / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 3 and "nan" not in "".join(rows[1:]).lower()
+
+
+def test_attacks_need_a_configuration_that_fixes_n(tmp_path: Path):
+    """FEMNIST's writers decide N when loaded; the malicious set is drawn before."""
+    (tmp_path / "femnist").mkdir()
+    doc = doc_with({"n_malicious": 1})
+    doc["data"] = {"dataset": "femnist", "path": str(tmp_path / "femnist"), "partition": "natural"}
+    config = config_from_dict(doc)
+    assert config.data.total_clients is None
+    with pytest.raises(ConfigError, match="need a configuration that fixes N"):
+        expand_runs(config)

@@ -13,7 +13,8 @@ every method of a seed faces the same clients), acts on two channels:
 * **the poison** — what is aggregated. :class:`Poisoned` is the run's aggregation hook
   (:mod:`adcs.aggregation`): the malicious clients' returned updates are replaced by the direction
   they last reported scaled to the median honest norm (``Poison.DIRECTION``; a client that never
-  reported one sends the lie's direction against this round's honest updates), by their negation
+  reported one, or whose reports were sketches, sends the lie's direction against this round's
+  honest updates), by their negation
   (``Poison.SIGN_FLIP``), or by ``factor`` × their update (``Poison.SCALED``), before the rule
   combines them.
 
@@ -535,10 +536,13 @@ def poison_updates(
         directions = lie_directions(attack, honest, malicious, round_idx)
     else:  # the reported direction is the true one
         directions = np.asarray(unit_rows(updates[mal], np.float64), np.float64)
-    if isinstance(state, LyingState) and state.reported is not None:
+    # Reports made to a scheduler that sees sketches ([sim] sketch_dim) live in sketch space and
+    # cannot be sent as a model update: there the lie's direction is drawn against this round's.
+    reported = state.reported if isinstance(state, LyingState) else None
+    if reported is not None and reported.shape[1] == out.shape[1]:
         where = np.searchsorted(np.asarray(attack.clients), malicious)
         has = state.has_reported[where]
-        directions[has] = state.reported[where[has]]
+        directions[has] = reported[where[has]]
     scale = own if norm is None else np.full(malicious.size, norm)
     out[mal] = (directions * scale[:, None]).astype(np.float32)
     return out
