@@ -63,10 +63,10 @@ else:  # pragma: no cover
 import numpy as np
 
 from adcs.adversary import capture_ratio, honest_accuracy, selection_rates
-from adcs.data import FashionMNIST, load_fashion_mnist
 from adcs.experiments.adversary import AttackSettings, DefenceSettings, adversarial_run
 from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
 from adcs.experiments.runner import _federated_data, expand_runs
+from adcs.experiments.workload import DataSource, load_data
 from adcs.sim import RunResult, RunSpec, simulate
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "attacks.toml"
@@ -307,7 +307,10 @@ def measure(plan: Sequence[Planned], results: Mapping[str, RunResult], n: int) -
     out = []
     for p in plan:
         result = results[p.run_id]
-        honest = honest_accuracy(result.client_acc, p.malicious)
+        # client_acc's columns are the evaluated clients (all, or [sim] eval_clients of them)
+        evaluated = result.eval_clients if result.eval_clients.size else np.arange(n)
+        liars = np.flatnonzero(np.isin(evaluated, p.malicious))
+        honest = honest_accuracy(result.client_acc, liars.tolist())
         base = rates.get(p.baseline, np.full(n, np.nan))
         out.append(
             Measured(p, rates[p.run_id], base, honest.worst, honest.p10, honest.average,
@@ -331,6 +334,72 @@ def _fmt(x: float, digits: int = 2) -> str:
 def _mean(values: Sequence[float]) -> float:
     finite = [v for v in values if not math.isnan(v)]
     return float(np.mean(finite)) if finite else math.nan
+
+
+def capturability_lines(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
+    """Markdown: which scheduler one liar captures, and how far — rates beside no-attack rates.
+
+    For k = 1 (the single liar of the goal): per method and lie, the liar's selection rate
+    without defence, with defences against the naive and the adaptive liar, each beside the
+    same client's rate in the no-attack run with the same defences (means over seeds), then one
+    plain sentence per method naming the lies that capture it (ratio > ``GOAL_RATIO``).
+    """
+    cells: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
+    lies: list[str] = []
+    for m in measured:
+        p = m.planned
+        if p.block != "capture" or p.k != 1:
+            continue
+        mode = "off" if p.defence == "off" else ("adaptive" if p.adaptive else "naive")
+        for c in p.malicious:
+            cells[(p.method, p.attack, mode)].append((m.rates[c], m.baseline_rates[c]))
+        if p.attack not in lies:
+            lies.append(p.attack)
+    if not cells:
+        return []
+
+    def rate(method: str, lie: str, mode: str) -> tuple[float, float]:
+        pairs = cells.get((method, lie, mode), [])
+        if not pairs:
+            return math.nan, math.nan
+        return _mean([a for a, _ in pairs]), _mean([b for _, b in pairs])
+
+    lines = [
+        "### How capturable each scheduler is (one liar; selection rate, % of rounds, beside "
+        "its no-attack rate in brackets)",
+        "",
+        "| scheduler | lie | no defence | defences on, naive liar | defences on, adaptive liar |",
+        "|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for method in methods:
+        if not any(key[0] == method for key in cells):
+            continue
+        captured: dict[str, list[str]] = {"off": [], "on": []}
+        for lie in lies:
+            row = []
+            for mode in ("off", "naive", "adaptive"):
+                a, b = rate(method, lie, mode)
+                row.append("–" if math.isnan(a) else f"{100 * a:.0f} ({100 * b:.0f})")
+                if a > GOAL_RATIO * b:  # NaN (not run) compares false
+                    captured["off" if mode == "off" else "on"].append(
+                        f"{lie}{'' if mode == 'off' else f' ({mode})'} "
+                        f"{100 * a:.0f}% vs {100 * b:.0f}%"
+                    )
+            lines.append(f"| {method} | {lie} | " + " | ".join(row) + " |")
+        off = "; ".join(captured["off"]) or "none"
+        on = "; ".join(captured["on"]) or "none"
+        verdicts.append(
+            f"- **{method}**: without defence, captured (rate > {GOAL_RATIO:g}× its no-attack "
+            f"rate) by: {off}. With defences on, by: {on}."
+        )
+    blind = [m for m in methods if not any(key[0] == m for key in cells)]
+    if blind:
+        verdicts.append(
+            f"- **{', '.join(blind)}**: reads no client statistics, so no lie changes its "
+            "selections (its lie runs are its no-attack runs): not capturable."
+        )
+    return [*lines, "", *verdicts, ""]
 
 
 def capture_tables(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
@@ -504,6 +573,7 @@ def write_results(
             + ". Every rate is computed from `selections.npz`.",
             "",
             *goal_lines(measured, methods),
+            *capturability_lines(measured, methods),
             *capture_tables(measured, methods),
             *accuracy_tables(measured, methods),
             *cost_table(measured),
@@ -584,12 +654,23 @@ def _with_rounds(
     return dataclasses.replace(config, sim=sim, seeds=tuple(seeds) if seeds else config.seeds)
 
 
+def _one_partition(dataset: DataSource, config: ExperimentConfig) -> Any:
+    """The clients' data, one partition for every seed (a liar's rates compare within a seed)."""
+    fed = _federated_data(dataset, config)
+    if len(fed) != 1:
+        raise ConfigError(
+            f"{config.source}: the attack suite runs every seed on one partition; "
+            "set data.resample_per_seed = false"
+        )
+    return next(iter(fed.values()))
+
+
 def run_suite(
     config: ExperimentConfig,
     suite: Suite,
     out: Path | None,
     *,
-    dataset: FashionMNIST | None = None,
+    dataset: DataSource | None = None,
     blocks: Sequence[str] = BLOCKS,
     methods: Sequence[str] | None = None,
     workers: int = 2,
@@ -599,8 +680,8 @@ def run_suite(
         _check_out(out)
     plan = plan_suite(config, suite, blocks, methods)
     if dataset is None:
-        dataset = load_fashion_mnist(config.data.path)
-    (data,) = _federated_data(dataset, config).values()
+        dataset = load_data(config.data)
+    data = _one_partition(dataset, config)
     n = config.data.total_clients
     counts = defaultdict(int)
     for p in plan:
@@ -646,13 +727,13 @@ def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) 
     run evaluates twice, so the two give the cost of a round and of an evaluation. Rounds scale
     linearly, seeds add, workers divide (one minibatch stream per seed).
     """
-    dataset = load_fashion_mnist(config.data.path)
+    dataset = load_data(config.data)
 
     def cpu_seconds(t: int) -> float:
         short = _with_rounds(config, t, config.seeds[:1])
         short = dataclasses.replace(short, sim=dataclasses.replace(short.sim, eval_every=t))
         plan = plan_suite(short, suite)
-        (data,) = _federated_data(dataset, short).values()
+        data = _one_partition(dataset, short)
         start = time.process_time()
         simulate([p.spec for p in plan], data, short.sim.build(n), workers=1)
         return time.process_time() - start

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -71,6 +72,10 @@ def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
     assert {"runs.csv", "selections.npz", "client_acc.npz", "report.md", "manifest.json"} <= names
     report = (out / "report.md").read_text()
     assert "Capture ratio, k = 1" in report and "No-attack cost" in report and "The goal" in report
+    assert "How capturable each scheduler is" in report
+    for method in ("powerofchoice", "ocs", "divfl", "adcs"):
+        assert f"- **{method}" in report  # a plain verdict for every scheduler that reads reports
+    assert "- **uniform**: reads no client statistics" in report
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert (
         len(rows) == len(measured) == len(json.loads((out / "manifest.json").read_text())["runs"])
@@ -86,3 +91,34 @@ def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
     (tmp_path / "other" / "keep.txt").write_text("x")
     with pytest.raises(ConfigError, match="not a results folder"):
         bench_attacks.run_suite(config, suite, tmp_path / "other", dataset=load_subset())
+
+
+def test_the_verdict_names_the_lies_that_capture_a_scheduler():
+    """A liar at 3x its no-attack rate is captured, one at 1.2x is not; rates sit side by side."""
+    n, liar = 30, 4
+
+    def measured(attack: str, rate: float, clean: float, defence: str = "off") -> Any:
+        planned = bench_attacks.Planned(
+            run_id=f"adcs/{defence}/{attack}", block="capture", method="adcs", seed=0,
+            defence=defence, attack=attack, k=1, adaptive=False, malicious=(liar,),
+            baseline="adcs/off/none", spec=None,  # type: ignore[arg-type]
+        )  # fmt: skip
+        rates, base = np.full(n, 0.5), np.full(n, 0.5)
+        rates[liar], base[liar] = rate, clean
+        return bench_attacks.Measured(planned, rates, base, 0.5, 0.6, 0.7, 0, 0)
+
+    lines = bench_attacks.capturability_lines(
+        [
+            measured("loss", 0.9, 0.3),
+            measured("norm", 0.36, 0.3),
+            measured("loss", 0.33, 0.3, defence="on"),
+        ],
+        ["uniform", "adcs"],
+    )
+    text = "\n".join(lines)
+    assert "| adcs | loss | 90 (30) | 33 (30) | – |" in text
+    assert "| adcs | norm | 36 (30) | – | – |" in text
+    verdict = next(line for line in lines if line.startswith("- **adcs**"))
+    assert "by: loss 90% vs 30%. With defences on, by: none." in verdict
+    assert "norm" not in verdict
+    assert any(line.startswith("- **uniform**") for line in lines)
