@@ -72,6 +72,7 @@ from adcs.sim import RunResult, RunSpec, simulate
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "attacks.toml"
 BLOCKS = ("clean", "capture", "poison", "costs")
 GOAL_RATIO = 1.5
+CAPTURE_RATE = 0.95  # selected in (nearly) every round
 GOAL_WORST_POINTS = 1.0
 
 
@@ -336,13 +337,23 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(finite)) if finite else math.nan
 
 
+def _captures(rate: float, clean: float) -> bool:
+    """Whether a liar's selection rate means capture, against its no-attack rate.
+
+    Above ``GOAL_RATIO`` × the no-attack rate, or at ``CAPTURE_RATE`` or more from below it: a
+    client already picked in 67% of rounds cannot reach 1.5× that, yet one picked in every round
+    by its lie has captured the scheduler. NaN (not run) is never capture.
+    """
+    return rate > GOAL_RATIO * clean or rate >= CAPTURE_RATE > clean
+
+
 def capturability_lines(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
     """Markdown: which scheduler one liar captures, and how far — rates beside no-attack rates.
 
     For k = 1 (the single liar of the goal): per method and lie, the liar's selection rate
     without defence, with defences against the naive and the adaptive liar, each beside the
     same client's rate in the no-attack run with the same defences (means over seeds), then one
-    plain sentence per method naming the lies that capture it (ratio > ``GOAL_RATIO``).
+    plain sentence per method naming the lies that capture it (:func:`_captures`).
     """
     cells: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
     lies: list[str] = []
@@ -381,7 +392,7 @@ def capturability_lines(measured: Sequence[Measured], methods: Sequence[str]) ->
             for mode in ("off", "naive", "adaptive"):
                 a, b = rate(method, lie, mode)
                 row.append("–" if math.isnan(a) else f"{100 * a:.0f} ({100 * b:.0f})")
-                if a > GOAL_RATIO * b:  # NaN (not run) compares false
+                if _captures(a, b):
                     captured["off" if mode == "off" else "on"].append(
                         f"{lie}{'' if mode == 'off' else f' ({mode})'} "
                         f"{100 * a:.0f}% vs {100 * b:.0f}%"
@@ -391,7 +402,8 @@ def capturability_lines(measured: Sequence[Measured], methods: Sequence[str]) ->
         on = "; ".join(captured["on"]) or "none"
         verdicts.append(
             f"- **{method}**: without defence, captured (rate > {GOAL_RATIO:g}× its no-attack "
-            f"rate) by: {off}. With defences on, by: {on}."
+            f"rate, or ≥ {100 * CAPTURE_RATE:.0f}% of rounds from below) by: {off}. "
+            f"With defences on, by: {on}."
         )
     blind = [m for m in methods if not any(key[0] == m for key in cells)]
     if blind:

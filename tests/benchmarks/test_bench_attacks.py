@@ -94,7 +94,8 @@ def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
 
 
 def test_the_verdict_names_the_lies_that_capture_a_scheduler():
-    """A liar at 3x its no-attack rate is captured, one at 1.2x is not; rates sit side by side."""
+    """A liar at 3x its no-attack rate is captured, one at 1.2x is not, one lifted to every round
+    is; rates sit side by side."""
     n, liar = 30, 4
 
     def measured(attack: str, rate: float, clean: float, defence: str = "off") -> Any:
@@ -112,6 +113,7 @@ def test_the_verdict_names_the_lies_that_capture_a_scheduler():
             measured("loss", 0.9, 0.3),
             measured("norm", 0.36, 0.3),
             measured("loss", 0.33, 0.3, defence="on"),
+            measured("direction", 1.0, 0.67),  # at the ratio's ceiling, yet every round
         ],
         ["uniform", "adcs"],
     )
@@ -119,6 +121,6 @@ def test_the_verdict_names_the_lies_that_capture_a_scheduler():
     assert "| adcs | loss | 90 (30) | 33 (30) | – |" in text
     assert "| adcs | norm | 36 (30) | – | – |" in text
     verdict = next(line for line in lines if line.startswith("- **adcs**"))
-    assert "by: loss 90% vs 30%. With defences on, by: none." in verdict
+    assert "by: loss 90% vs 30%; direction 100% vs 67%. With defences on, by: none." in verdict
     assert "norm" not in verdict
     assert any(line.startswith("- **uniform**") for line in lines)
