@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from adcs.adversary import (
 from adcs.aggregation import Robust, RobustAggregation
 from adcs.data import FashionMNIST
 from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict
-from adcs.experiments.runner import expand_runs, run_experiment
+from adcs.experiments.runner import expand_runs, load_records, run_experiment
 
 BASE: dict[str, Any] = {
     "name": "t",
@@ -139,6 +140,21 @@ def test_a_liars_selection_rate_is_read_from_selections_npz(tmp_path: Path, synt
             assert believer.sum() == pytest.approx(3.0)  # m selections a round
         with pytest.raises(KeyError, match="no 'selected/nope'"):
             rates_of(selections, "nope", 9)
+    # metrics.csv: the honest clients' worst / p10 / average, client 4 left out
+    with (outcome.folder / "metrics.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    with np.load(outcome.folder / "client_acc.npz") as acc:
+        for row in rows:
+            evals = acc[row["run_id"]]
+            i = [int(r["round"]) for r in rows if r["run_id"] == row["run_id"]].index(
+                int(row["round"])
+            )
+            honest = np.delete(evals[i], 4)
+            assert float(row["honest_worst_acc"]) == pytest.approx(honest.min())
+            assert float(row["honest_p10_acc"]) == pytest.approx(np.percentile(honest, 10))
+            assert float(row["honest_avg_acc"]) == pytest.approx(honest.mean())
+            assert float(row["worst_acc"]) == pytest.approx(evals[i].min())
+    assert all(r.honest_acc.shape == (3, 3) for r in load_records(outcome.folder))
 
 
 def test_a_direction_poisoner_under_sketches_sends_a_model_space_update(tmp_path: Path, synthetic):
