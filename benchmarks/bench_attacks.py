@@ -298,7 +298,10 @@ def run_plan(
                 flush=True,
             )
 
-    results = simulate([p.spec for p in plan], data, sim_config, progress, workers=workers)
+    model = config.model.build(data.input_shape, data.n_classes)  # the [model] table
+    results = simulate(
+        [p.spec for p in plan], data, sim_config, progress, model=model, workers=workers
+    )
     return {p.run_id: r for p, r in zip(plan, results, strict=True)}
 
 
@@ -746,8 +749,9 @@ def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) 
         short = dataclasses.replace(short, sim=dataclasses.replace(short.sim, eval_every=t))
         plan = plan_suite(short, suite)
         data = _one_partition(dataset, short)
+        model = short.model.build(data.input_shape, data.n_classes)
         start = time.process_time()
-        simulate([p.spec for p in plan], data, short.sim.build(n), workers=1)
+        simulate([p.spec for p in plan], data, short.sim.build(n), model=model, workers=1)
         return time.process_time() - start
 
     n = config.data.total_clients
