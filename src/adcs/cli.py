@@ -4,7 +4,7 @@
 
     adcs reproduce [fig1|fig2|fig3|table1|theory|all] [--quick] [--seeds N] [--rounds T] [--out DIR]
     adcs run CONFIG.toml [--out DIR] [--resume] [--force]
-    adcs bench map|sim|flower|scale|torch [ARGS...]
+    adcs bench map|sim|flower|scale|torch|attacks [ARGS...]
 
 The command line owns the terminal (progress, tables, the one-line ``error:`` messages and exit
 codes); the library only logs. Every flag is documented in the README's command-line reference,
@@ -90,6 +90,7 @@ class Bench(str, enum.Enum):
     flower = "flower"
     scale = "scale"
     torch = "torch"
+    attacks = "attacks"
 
 
 EXPERIMENT_TARGETS = ("fig1", "fig2", "fig3", "table1")
@@ -750,8 +751,8 @@ def bench(
     which: Annotated[
         str | None,
         typer.Argument(
-            metavar="{map|sim|flower|scale|torch}",
-            help="Which benchmark: map, sim, flower, scale or torch.",
+            metavar="{map|sim|flower|scale|torch|attacks}",
+            help="Which benchmark: map, sim, flower, scale, torch or attacks.",
         ),
     ] = None,
 ) -> None:

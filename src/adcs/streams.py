@@ -51,6 +51,7 @@ class Domain:
     SKETCH = 6
     EVALUATION = 7
     DATA = 8
+    ATTACK = 9  # adversaries: a seed's malicious set, the directions liars report
 
 
 def _mix_int(z: int) -> int:

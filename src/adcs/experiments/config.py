@@ -75,6 +75,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from adcs.data.datasets import DATASETS
 from adcs.data.partition import PARTITIONS as PARTITION_TABLE
+from adcs.experiments import adversary
+from adcs.experiments.adversary import AttackSettings, DefenceSettings
 from adcs.experiments.paper import PAPER_OUTPUTS
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
@@ -530,6 +532,10 @@ class SimSettings:
         uses the true ones); omitted: the updates themselves.
     eval_clients : int or None
         Evaluate a fixed subset of this many clients (large populations); omitted: all.
+    attack : AttackSettings or None
+        The ``[sim.attack]`` table: malicious clients, for every method (None: all honest).
+    defence : DefenceSettings or None
+        The ``[sim.defence]`` table: defences for every method (None: none).
     """
 
     rounds: int = 20_000
@@ -545,6 +551,8 @@ class SimSettings:
     system: SystemSettings | None = None
     sketch_dim: int | None = None
     eval_clients: int | None = None
+    attack: AttackSettings | None = None
+    defence: DefenceSettings | None = None
 
     def __post_init__(self) -> None:
         _int("sim.rounds", self.rounds, 1)
@@ -570,6 +578,7 @@ class SimSettings:
         kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         kwargs["availability"] = self.availability.build(n_clients)
         kwargs["system"] = None if self.system is None else self.system.build(n_clients)
+        del kwargs["attack"], kwargs["defence"]  # per run, not the simulator's (runner.py)
         return SimConfig(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -580,6 +589,10 @@ class SimSettings:
             del doc["system"]
         else:
             doc["system"] = self.system.to_dict()
+        for table in ("attack", "defence"):
+            settings = doc.pop(table)
+            if settings is not None:
+                doc[table] = settings.to_dict()
         return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
 
 
@@ -773,6 +786,12 @@ class ExperimentConfig:
             _choice("outputs[]", o, OUTPUTS)
         for i, method in enumerate(self.methods):
             _check_method(f"methods[{i}]", method, self.m, timed=self.sim.system is not None)
+        if self.sim.attack is not None and n_clients is not None:  # else checked when loaded
+            for seed in self.seeds:
+                try:
+                    self.sim.attack.malicious(seed, n_clients)
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from None
 
 
 def _check_method(key: str, method: MethodConfig, m: int, *, timed: bool = False) -> None:
@@ -981,6 +1000,14 @@ def config_from_dict(
                 "sim.system", sim_raw["system"], "lognormal", _SYSTEM_KEYS, base_dir
             )
             sim_raw["system"] = SystemSettings(**system)
+        for table in ("attack", "defence"):
+            if table in sim_raw:
+                try:
+                    sim_raw[table] = adversary.parse(
+                        table, dict(_table(f"sim.{table}", sim_raw[table]))
+                    )
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from None
         seeds = raw["seeds"]
         if not isinstance(seeds, list):
             raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")

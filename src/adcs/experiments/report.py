@@ -119,6 +119,9 @@ class RunRecord:
         10th-percentile client accuracy (empty when not recorded).
     group_acc : ndarray of shape (n_evals, n_groups)
         Mean accuracy of each group's evaluated clients (NaN: none evaluated).
+    honest_acc : ndarray of shape (n_evals, 3)
+        Worst, 10th-percentile and mean accuracy of the evaluated honest clients (runs with
+        malicious clients, ``[sim.attack]``; empty otherwise).
     """
 
     run_id: str
@@ -144,6 +147,7 @@ class RunRecord:
     client_time: float | None = None
     p10_acc: FloatArray = field(default_factory=lambda: np.empty(0))
     group_acc: FloatArray = field(default_factory=lambda: np.empty((0, 0)))
+    honest_acc: FloatArray = field(default_factory=lambda: np.empty((0, 3)))
 
     @property
     def tail(self) -> slice:

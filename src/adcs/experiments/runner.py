@@ -8,7 +8,8 @@ the runs in batches with :func:`adcs.sim.engine.simulate`, and writes the result
     metrics.csv      one row per run × evaluation: run_id, method, seed, theta, refresh_every,
                      any other hyperparameter that varies between runs, round, worst_acc,
                      avg_acc, test_loss, p10_acc (the 10th-percentile client accuracy), acc_g<k>
-                     (the mean accuracy of group k's evaluated clients)
+                     (the mean accuracy of group k's evaluated clients); with [sim.attack],
+                     honest_worst_acc, honest_p10_acc, honest_avg_acc (the malicious left out)
     runs.csv         one row per run: the same identity columns, variant, params (JSON),
                      final_* (mean over the last 10 % of evaluations, from final_from_round to
                      final_round) and last_* (the last evaluation), TV, costs, group shares
@@ -67,9 +68,11 @@ from typing import Any
 
 import numpy as np
 
+from adcs.adversary import honest_accuracy
 from adcs.data import Dataset, FashionMNIST, Partition, partition_data
 from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
 from adcs.experiments import paper
+from adcs.experiments.adversary import adversarial_run
 from adcs.experiments.config import (
     ConfigError,
     DataConfig,
@@ -233,12 +236,34 @@ def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
                 key = (method.name, identity, seed)
                 if key not in planned:
                     meta = {"method": method.name, "variant": variant, "params": params}
-                    planned[key] = RunSpec(scheduler, seed, f"{variant}-seed={seed}", meta)
+                    spec = RunSpec(scheduler, seed, f"{variant}-seed={seed}", meta)
+                    planned[key] = _adversarial(spec, config)
     runs = list(planned.values())
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):  # two identities formatted alike: should not happen
         raise ConfigError(f"run identifiers collide: {sorted(i for i in ids if ids.count(i) > 1)}")
     return runs
+
+
+def _adversarial(spec: RunSpec, config: ExperimentConfig) -> RunSpec:
+    """The run under the configuration's ``[sim.attack]`` and ``[sim.defence]`` (if any).
+
+    The scheduler is wrapped (lies told to a defended server) and the aggregation hook set (a
+    poison, a robust rule); ``meta["malicious"]`` lists the run's malicious clients.
+    """
+    attack, defence = config.sim.attack, config.sim.defence
+    if attack is None and defence is None:
+        return spec
+    n = config.data.total_clients
+    if n is None:  # the malicious set is drawn before the data are loaded
+        raise ConfigError(
+            "[sim.attack] and [sim.defence] need a configuration that fixes N "
+            f"(dataset {config.data.dataset!r} with partition {config.data.partition!r} does not)"
+        )
+    scheduler, aggregator = adversarial_run(spec.scheduler, spec.seed, n, attack, defence)
+    malicious = [] if attack is None else list(attack.malicious(spec.seed, n))
+    meta = {**spec.meta, "malicious": malicious}
+    return dataclasses.replace(spec, scheduler=scheduler, meta=meta, aggregator=aggregator)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,7 +371,17 @@ def _record(spec: RunSpec, result: RunResult, data: ClientData) -> RunRecord:
         client_time=result.client_time,
         p10_acc=np.asarray(result.p10_acc, dtype=np.float64),
         group_acc=np.asarray(result.group_acc, dtype=np.float64),
+        honest_acc=_honest_acc(result, meta.get("malicious", ())),
     )
+
+
+def _honest_acc(result: RunResult, malicious: Sequence[int]) -> np.ndarray:
+    """Worst / p10 / mean accuracy of the evaluated honest clients at each evaluation (n, 3)."""
+    if not malicious:
+        return np.empty((0, 3))
+    liars = np.flatnonzero(np.isin(result.eval_clients, malicious)).tolist()
+    rows = [honest_accuracy(acc, liars) for acc in np.asarray(result.client_acc)]
+    return np.array([[h.worst, h.p10, h.average] for h in rows], dtype=np.float64).reshape(-1, 3)
 
 
 def _cell(value: Any) -> Any:
@@ -421,13 +456,21 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
 
     # the scale metrics follow the paper's; the clock's column stays last
     n_acc_groups = max(r.group_acc.shape[1] if r.group_acc.ndim == 2 else 0 for r in records)
+    attacked = any(r.honest_acc.size for r in records)  # [sim.attack]: the honest clients' too
+
+    def honest(r: RunRecord, i: int) -> list[Any]:
+        if not attacked:
+            return []
+        return r.honest_acc[i].tolist() if r.honest_acc.shape[0] > i else [None] * 3
+
     _write_csv(
         folder / "metrics.csv",
         [*id_columns, "round", "worst_acc", "avg_acc", "test_loss", "p10_acc",
-         *(f"acc_g{k}" for k in range(n_acc_groups)), *(["clock_s"] * timed)],
+         *(f"acc_g{k}" for k in range(n_acc_groups)), *(_HONEST_COLUMNS * attacked),
+         *(["clock_s"] * timed)],
         (
             [*ids(r), int(t), r.worst_acc[i], r.avg_acc[i], r.test_loss[i],
-             *_scale_metrics(r, i, n_acc_groups), *([clock(r)[i]] * timed)]
+             *_scale_metrics(r, i, n_acc_groups), *honest(r, i), *([clock(r)[i]] * timed)]
             for r in records
             for i, t in enumerate(r.eval_rounds)
         ),
@@ -465,6 +508,9 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
             for k, s in enumerate(r.group_share)
         ),
     )
+
+
+_HONEST_COLUMNS = ["honest_worst_acc", "honest_p10_acc", "honest_avg_acc"]
 
 
 def _scale_metrics(r: RunRecord, i: int, n_groups: int) -> list[Any]:
@@ -1105,6 +1151,7 @@ def _write_results(
             "data_sizes": {str(k): _sizes(v.data_sizes) for k, v in fed.items()},
         },
         "availability": sim_config.availability.describe(),
+        "malicious": {r.run_id: r.meta["malicious"] for r in plan if r.meta.get("malicious")},
         **({} if sim_config.system is None else {"system": sim_config.system.describe()}),
         **provenance(),
         "argv": list(sys.argv),
@@ -1196,6 +1243,11 @@ def load_records(folder: str | Path) -> list[RunRecord]:
                         for m in rows
                     ]
                 ),
+                honest_acc=np.array(
+                    [[float(m[c] or "nan") for c in _HONEST_COLUMNS] for m in rows]
+                    if fields >= set(_HONEST_COLUMNS)
+                    else np.empty((0, 3))
+                ).reshape(-1, 3),
             )
         )
     return records

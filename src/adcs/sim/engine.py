@@ -10,7 +10,9 @@ Every run r advances through the same rounds t = 0, …, T − 1, in five steps:
    available clients, checked by :func:`adcs.rounds.check_selection`;
 4. **train and aggregate** — each selected client returns its update unless it drops out; the
    updates of those that returned (probed ones reused) are aggregated with
-   :func:`adcs.rounds.aggregation_weights`: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i;
+   :func:`adcs.rounds.aggregation_weights`: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i — or, for a run
+   with an aggregation hook (``RunSpec.aggregator``: a robust rule, a poison), by the hook from
+   the returned clients' individual updates;
 5. **observe** — ``observe`` gets the returned clients' updates; the round's selection, returns and
    client computations are recorded.
 
@@ -55,6 +57,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number, is_int
+from adcs.aggregation import Aggregator
 from adcs.rounds import aggregation_weights, check_selection
 from adcs.schedulers.base import (
     ClientStats,
@@ -226,12 +229,17 @@ class RunSpec:
         Non-empty, unique within a :func:`simulate` call, e.g. ``"adcs-theta0.8-R20/seed3"``.
     meta : mapping
         Free-form labels (method, hyperparameters, …), carried into the result.
+    aggregator : Aggregator, optional
+        The run's aggregation hook (:mod:`adcs.aggregation`): a robust rule or a poison. With one,
+        every returned client's update is computed individually and the aggregator gives the step
+        (and what the server received, which ``observe`` then gets); without, Σ c_i Δ_i.
     """
 
     scheduler: Scheduler
     seed: int
     run_id: str
     meta: Mapping[str, Any] = field(default_factory=dict)
+    aggregator: Aggregator | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheduler, Scheduler):
@@ -242,6 +250,10 @@ class RunSpec:
         if not isinstance(self.run_id, str) or not self.run_id:
             raise ValueError(f"run_id must be a non-empty string, got {self.run_id!r}")
         object.__setattr__(self, "meta", dict(self.meta))  # a copy: later edits do not leak in
+        if self.aggregator is not None and not isinstance(self.aggregator, Aggregator):
+            raise ValueError(
+                f"aggregator must follow the Aggregator protocol, got {type(self.aggregator).__name__}"
+            )
 
 
 @dataclass(frozen=True, eq=False)
@@ -796,6 +808,9 @@ class _Batch:
                 clients, coef = chosen[j], coefs[j]
             else:
                 clients, coef = chosen[j][ok], coefs[j][ok]
+            if run.spec.aggregator is not None:  # the aggregation hook: updates one by one
+                observed[j], fresh[j] = self._aggregate_apart(j, run, clients, coef, stats[j], step)
+                continue
             upd = stats[j].updates
             if upd is not None:
                 have, pos = _locate(stats[j].clients, clients)
@@ -833,6 +848,34 @@ class _Batch:
         step *= np.float32(cfg.server_lr)
         params += step
         return observed, fresh
+
+    def _aggregate_apart(
+        self,
+        j: int,
+        run: _Run,
+        clients: IntArray,
+        coef: F64Array,
+        got: ClientStats,
+        step: F32Array,
+    ) -> tuple[tuple[F32Array, F64Array], int]:
+        """Step run j through its aggregator (:mod:`adcs.aggregation`) and add it to ``step[j]``.
+
+        Every returned client's update is formed on its own (probed ones reused), never folded
+        into the shared weighted product, so that the aggregator can replace some (a poison) or
+        combine them robustly. Returns what the server received with the first-minibatch losses,
+        for ``observe``, and how many updates were computed beyond the probe's.
+        """
+        assert run.spec.aggregator is not None
+        if got.updates is not None:
+            have, pos = _locate(got.clients, clients)
+        else:
+            have, pos = np.zeros(clients.size, dtype=bool), self.ctx.no_clients
+        updates, losses = self._observed(j, clients, have, pos, got)
+        received, aggregate = run.spec.aggregator.aggregate(
+            run.state, self.t, clients, updates, coef, got
+        )
+        step[j] += aggregate
+        return (received, losses), int(np.count_nonzero(~have))
 
     def _rows_for(self, clients: IntArray) -> IntArray:
         """Training rows of any clients at this round (from the union's draw where it has them)."""

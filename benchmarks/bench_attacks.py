@@ -1,0 +1,821 @@
+"""The attack suite: how capturable each scheduler is, and what the defences change.
+
+Clients that game the scheduler (:mod:`adcs.adversary`) against Uniform, PowerOfChoice, OCS,
+DivFL and ADCS — the methods of ``experiments/attacks.toml`` — each with and without defences:
+
+* **capture** (poison none: the liars train honestly): every lie of ``[suite].lies`` × k
+  malicious clients (``[suite].k``, drawn from each seed, nested) × {no defence; defences on,
+  naive liar; defences on, adaptive liar}. The measure is each liar's selection rate over the
+  same client's rate in the same scheduler's no-attack run of the seed (with the same defences);
+* **poison**: each poison × k, the poisoners also telling ``[suite].poison_lie``, without defence
+  (mean aggregation) and with the defences and ``[suite].robust`` aggregation (naive and
+  adaptive). The measure is the honest clients' worst / 10th-percentile / average accuracy;
+* **no-attack cost**: each scheduler's no-attack run without defences, with the defences, with
+  the defences and the robust rule; and each defence of ``[suite.costs]`` alone on
+  ``[suite].cost_methods``.
+
+Runs are shared where they must be equal: a method in ``[suite].blind`` sees no statistics, so
+its lie runs are its no-attack run (not run again; tests/adversary prove the selections equal);
+without a defence the adaptive liar is the naive one. Every run of a seed shares its minibatch
+stream (common random numbers), so a capture ratio compares like with like.
+
+Writes to ``--out`` (default ``results/attacks``): ``runs.csv`` (one row per run: its attack,
+defence, malicious clients, their rates and no-attack rates, honest accuracy), ``selections.npz``
+(``selected/<run_id>``, from which every rate is computed), ``client_acc.npz``, ``report.md``
+(the capture tables, the poison table, the no-attack costs, the goal check) and
+``manifest.json``.
+
+    adcs bench attacks                          # the full suite (see --estimate for its time)
+    adcs bench attacks --estimate               # time a short run of every run, extrapolate
+    adcs bench attacks --quick                  # 1 000 rounds, 1 seed, k = 1: indicative only
+    adcs bench attacks --methods adcs,ocs --blocks capture --rounds 1000 --seeds 0
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before numpy loads (direct runs): one BLAS thread; `adcs bench attacks` relies on threadpoolctl.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import numpy as np
+
+from adcs.adversary import capture_ratio, honest_accuracy, selection_rates
+from adcs.experiments.adversary import AttackSettings, DefenceSettings, adversarial_run
+from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
+from adcs.experiments.runner import _federated_data, expand_runs
+from adcs.experiments.workload import DataSource, load_data
+from adcs.sim import RunResult, RunSpec, simulate
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "attacks.toml"
+BLOCKS = ("clean", "capture", "poison", "costs")
+GOAL_RATIO = 1.5
+CAPTURE_RATE = 0.95  # selected in (nearly) every round
+GOAL_WORST_POINTS = 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the suite
+
+
+@dataclass(frozen=True)
+class Suite:
+    """The ``[suite]`` table of the configuration (see ``experiments/attacks.toml``)."""
+
+    k: tuple[int, ...] = (1, 3)
+    lies: tuple[tuple[str, ...], ...] = (
+        ("loss",),
+        ("direction",),
+        ("norm",),
+        ("loss", "direction"),
+    )
+    factor: float = 10.0
+    direction: str | float = "orthogonal"
+    poisons: tuple[str, ...] = ("direction", "sign_flip", "scaled")
+    poison_lie: tuple[str, ...] = ("loss", "direction")
+    robust: str = "norm_clip"
+    blind: tuple[str, ...] = ("uniform",)
+    cost_methods: tuple[str, ...] = ("adcs",)
+    defence: DefenceSettings = field(default_factory=DefenceSettings)
+    costs: tuple[tuple[str, DefenceSettings], ...] = ()
+
+    @property
+    def defended(self) -> DefenceSettings:
+        """The defences on the poison side: the lie defences and the robust rule."""
+        return dataclasses.replace(self.defence, aggregation=self.robust)
+
+    def attack(self, k: int, lie: Sequence[str], poison: str, adaptive: bool) -> AttackSettings:
+        return AttackSettings(
+            n_malicious=k,
+            lie=tuple(lie),
+            factor=self.factor,
+            direction=self.direction,
+            poison=poison,
+            adaptive=adaptive,
+        )
+
+
+def parse_suite(raw: Mapping[str, Any]) -> Suite:
+    """The validated ``[suite]`` table (ConfigError naming the key)."""
+    allowed = {f.name for f in dataclasses.fields(Suite)}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join('suite.' + k for k in unknown)}")
+    values = dict(raw)
+    try:
+        values["defence"] = DefenceSettings(**values.get("defence", {}))
+        values["costs"] = tuple(
+            (name, DefenceSettings(**table)) for name, table in values.get("costs", {}).items()
+        )
+        for key in ("k", "poisons", "poison_lie", "blind", "cost_methods"):
+            if key in values:
+                values[key] = tuple(values[key])
+        if "lies" in values:
+            values["lies"] = tuple(tuple(lie) for lie in values["lies"])
+        suite = Suite(**values)
+        DefenceSettings(aggregation=suite.robust)
+        for lie in (*suite.lies, suite.poison_lie):  # every attack of the suite is valid
+            for poison in ("none", *suite.poisons):
+                if lie or poison != "none":
+                    suite.attack(max(suite.k), lie, poison, True)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"suite: {exc}") from None
+    return suite
+
+
+def load_suite(path: str | Path) -> tuple[ExperimentConfig, Suite]:
+    """The experiment (everything but ``[suite]``) and the suite of a suite configuration."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    suite = parse_suite(raw.pop("suite", {}))
+    config = config_from_dict(raw, source=str(path), base_dir=path.parent)
+    k_max = max(suite.k)
+    if k_max >= config.data.total_clients:
+        raise ConfigError(f"{path}: suite.k={k_max} leaves no honest client")
+    return config, suite
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of the suite."""
+
+    run_id: str
+    block: str
+    method: str
+    seed: int
+    defence: str
+    attack: str
+    k: int
+    adaptive: bool
+    malicious: tuple[int, ...]
+    baseline: str
+    spec: RunSpec = field(compare=False)
+
+
+def _label(lie: Sequence[str]) -> str:
+    return "+".join(lie) if lie else "-"
+
+
+def plan_suite(
+    config: ExperimentConfig,
+    suite: Suite,
+    blocks: Sequence[str] = BLOCKS,
+    methods: Sequence[str] | None = None,
+) -> list[Planned]:
+    """Every run of the suite, in blocks (module docstring)."""
+    n = config.data.total_clients
+    base = [r for r in expand_runs(config) if methods is None or r.meta["method"] in methods]
+    out: list[Planned] = []
+
+    def add(
+        run: Any,
+        block: str,
+        defence_label: str,
+        defence: DefenceSettings | None,
+        attack_label: str = "none",
+        attack: AttackSettings | None = None,
+    ) -> None:
+        k = 0 if attack is None else int(attack.n_malicious or 0)
+        adaptive = attack is not None and attack.adaptive
+        variant, method = run.meta["variant"], run.meta["method"]
+        parts = [variant, defence_label, attack_label]
+        if attack is not None:
+            parts += [f"k{k}", "adaptive" if adaptive else "naive"]
+        run_id = "/".join([*parts, f"seed{run.seed}"])
+        baseline = "/".join([variant, defence_label, "none", f"seed{run.seed}"])
+        if block == "costs":
+            baseline = "/".join([variant, "off", "none", f"seed{run.seed}"])
+        scheduler, hook = adversarial_run(run.scheduler, run.seed, n, attack, defence)
+        malicious = () if attack is None else attack.malicious(run.seed, n)
+        spec = RunSpec(scheduler, run.seed, run_id, {"method": method}, hook)
+        out.append(
+            Planned(run_id, block, variant, run.seed, defence_label, attack_label, k,
+                    adaptive, malicious, baseline, spec)
+        )  # fmt: skip
+
+    defended, robust = suite.defence, suite.defended
+    for run in base:
+        if "clean" in blocks or "capture" in blocks or "poison" in blocks:
+            add(run, "clean", "off", None)
+            add(run, "clean", "on", defended)
+            add(run, "clean", "on+robust", robust)
+        method = run.meta["method"]
+        if "capture" in blocks and method not in suite.blind:
+            for lie in suite.lies:
+                for k in suite.k:
+                    add(
+                        run,
+                        "capture",
+                        "off",
+                        None,
+                        _label(lie),
+                        suite.attack(k, lie, "none", False),
+                    )
+                    for adaptive in (False, True):
+                        attack = suite.attack(k, lie, "none", adaptive)
+                        add(run, "capture", "on", defended, _label(lie), attack)
+        if "poison" in blocks:
+            for poison in suite.poisons:
+                label = f"{poison}<{_label(suite.poison_lie)}>"
+                for k in suite.k:
+                    attack = suite.attack(k, suite.poison_lie, poison, False)
+                    add(run, "poison", "off", None, label, attack)
+                    for adaptive in (False, True):
+                        attack = suite.attack(k, suite.poison_lie, poison, adaptive)
+                        add(run, "poison", "on+robust", robust, label, attack)
+        if "costs" in blocks and method in suite.cost_methods:
+            if "clean" not in blocks and "capture" not in blocks and "poison" not in blocks:
+                add(run, "clean", "off", None)
+            for name, defence in suite.costs:
+                add(run, "costs", name, defence)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# running and measuring
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one run gave: the rates it is judged by and the honest clients' accuracy."""
+
+    planned: Planned
+    rates: np.ndarray
+    baseline_rates: np.ndarray
+    worst: float
+    p10: float
+    average: float
+    client_updates: int
+    loss_evals: int
+
+    @property
+    def ratios(self) -> np.ndarray:
+        return capture_ratio(self.rates, self.baseline_rates, self.planned.malicious)
+
+
+def run_plan(
+    plan: Sequence[Planned], data: Any, config: ExperimentConfig, workers: int
+) -> dict[str, RunResult]:
+    """Simulate every planned run (all of a seed in one minibatch stream); results by run id."""
+    sim_config = config.sim.build(config.data.total_clients)
+    done = [0]
+    started = time.perf_counter()
+
+    def progress(rounds: int) -> None:
+        if rounds - done[0] >= max(1, sim_config.rounds // 20) or rounds == sim_config.rounds:
+            done[0] = rounds
+            print(
+                f"  round {rounds}/{sim_config.rounds} ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
+
+    model = config.model.build(data.input_shape, data.n_classes)  # the [model] table
+    results = simulate(
+        [p.spec for p in plan], data, sim_config, progress, model=model, workers=workers
+    )
+    return {p.run_id: r for p, r in zip(plan, results, strict=True)}
+
+
+def measure(plan: Sequence[Planned], results: Mapping[str, RunResult], n: int) -> list[Measured]:
+    """Rates (from the selection records), no-attack rates and honest accuracy of every run."""
+    rates = {run_id: selection_rates(r.selected, n) for run_id, r in results.items()}
+    out = []
+    for p in plan:
+        result = results[p.run_id]
+        # client_acc's columns are the evaluated clients (all, or [sim] eval_clients of them)
+        evaluated = result.eval_clients if result.eval_clients.size else np.arange(n)
+        liars = np.flatnonzero(np.isin(evaluated, p.malicious))
+        honest = honest_accuracy(result.client_acc, liars.tolist())
+        base = rates.get(p.baseline, np.full(n, np.nan))
+        out.append(
+            Measured(p, rates[p.run_id], base, honest.worst, honest.p10, honest.average,
+                     int(result.client_updates), int(result.loss_evals))
+        )  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the report
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if math.isinf(x):
+        return "∞"
+    return f"{x:.{digits}f}"
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def _captures(rate: float, clean: float) -> bool:
+    """Whether a liar's selection rate means capture, against its no-attack rate.
+
+    Above ``GOAL_RATIO`` × the no-attack rate, or at ``CAPTURE_RATE`` or more from below it: a
+    client already picked in 67% of rounds cannot reach 1.5× that, yet one picked in every round
+    by its lie has captured the scheduler. NaN (not run) is never capture.
+    """
+    return rate > GOAL_RATIO * clean or rate >= CAPTURE_RATE > clean
+
+
+def capturability_lines(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
+    """Markdown: which scheduler one liar captures, and how far — rates beside no-attack rates.
+
+    For k = 1 (the single liar of the goal): per method and lie, the liar's selection rate
+    without defence, with defences against the naive and the adaptive liar, each beside the
+    same client's rate in the no-attack run with the same defences (means over seeds), then one
+    plain sentence per method naming the lies that capture it (:func:`_captures`).
+    """
+    cells: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
+    lies: list[str] = []
+    for m in measured:
+        p = m.planned
+        if p.block != "capture" or p.k != 1:
+            continue
+        mode = "off" if p.defence == "off" else ("adaptive" if p.adaptive else "naive")
+        for c in p.malicious:
+            cells[(p.method, p.attack, mode)].append((m.rates[c], m.baseline_rates[c]))
+        if p.attack not in lies:
+            lies.append(p.attack)
+    if not cells:
+        return []
+
+    def rate(method: str, lie: str, mode: str) -> tuple[float, float]:
+        pairs = cells.get((method, lie, mode), [])
+        if not pairs:
+            return math.nan, math.nan
+        return _mean([a for a, _ in pairs]), _mean([b for _, b in pairs])
+
+    lines = [
+        "### How capturable each scheduler is (one liar; selection rate, % of rounds, beside "
+        "its no-attack rate in brackets)",
+        "",
+        "| scheduler | lie | no defence | defences on, naive liar | defences on, adaptive liar |",
+        "|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for method in methods:
+        if not any(key[0] == method for key in cells):
+            continue
+        captured: dict[str, list[str]] = {"off": [], "on": []}
+        for lie in lies:
+            row = []
+            for mode in ("off", "naive", "adaptive"):
+                a, b = rate(method, lie, mode)
+                row.append("–" if math.isnan(a) else f"{100 * a:.0f} ({100 * b:.0f})")
+                if _captures(a, b):
+                    captured["off" if mode == "off" else "on"].append(
+                        f"{lie}{'' if mode == 'off' else f' ({mode})'} "
+                        f"{100 * a:.0f}% vs {100 * b:.0f}%"
+                    )
+            lines.append(f"| {method} | {lie} | " + " | ".join(row) + " |")
+        off = "; ".join(captured["off"]) or "none"
+        on = "; ".join(captured["on"]) or "none"
+        verdicts.append(
+            f"- **{method}**: without defence, captured (rate > {GOAL_RATIO:g}× its no-attack "
+            f"rate, or ≥ {100 * CAPTURE_RATE:.0f}% of rounds from below) by: {off}. "
+            f"With defences on, by: {on}."
+        )
+    blind = [m for m in methods if not any(key[0] == m for key in cells)]
+    if blind:
+        verdicts.append(
+            f"- **{', '.join(blind)}**: reads no client statistics, so no lie changes its "
+            "selections (its lie runs are its no-attack runs): not capturable."
+        )
+    return [*lines, "", *verdicts, ""]
+
+
+def capture_tables(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
+    """Markdown: per k, the liars' capture ratio for every lie and liar mode × method."""
+    lines: list[str] = []
+    cells: dict[tuple[int, str, str, str], list[float]] = defaultdict(list)
+    rows: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for m in measured:
+        p = m.planned
+        if p.block != "capture":
+            continue
+        mode = "no defence" if p.defence == "off" else (
+            "defended, adaptive" if p.adaptive else "defended, naive"
+        )  # fmt: skip
+        cells[(p.k, p.attack, mode, p.method)].extend(m.ratios.tolist())
+        if (p.attack, mode) not in rows[p.k]:
+            rows[p.k].append((p.attack, mode))
+    for k in sorted(rows):
+        lines += [
+            f"### Capture ratio, k = {k} (liar's selection rate ÷ its no-attack rate; mean over "
+            f"{'liars and ' if k > 1 else ''}seeds, max in brackets)",
+            "",
+            "| lie | liar | " + " | ".join(methods) + " |",
+            "|---|---|" + "---|" * len(methods),
+        ]
+        for attack, mode in rows[k]:
+            vals = []
+            for method in methods:
+                v = cells.get((k, attack, mode, method))
+                finite = [x for x in (v or []) if not math.isnan(x)]
+                if not v:
+                    vals.append("(not run)")
+                else:
+                    peak = max(finite) if finite else math.nan
+                    vals.append(f"{_fmt(_mean(v))} ({_fmt(peak)})")
+            lines.append(f"| {attack} | {mode} | " + " | ".join(vals) + " |")
+        lines.append("")
+    return lines
+
+
+def accuracy_tables(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
+    """Markdown: honest worst / p10 / average accuracy of the clean runs and the poison runs."""
+    by: dict[tuple[str, str, int, bool, str], list[Measured]] = defaultdict(list)
+    for m in measured:
+        p = m.planned
+        if p.block in ("clean", "poison"):
+            by[(p.attack, p.defence, p.k, p.adaptive, p.method)].append(m)
+    keys = sorted({k[:4] for k in by}, key=lambda k: (k[0] != "none", k[0], k[2], k[1], k[3]))
+    lines = [
+        "### Honest clients' accuracy: worst / 10th percentile / average (%, mean over seeds)",
+        "",
+        "| attack | k | defence | " + " | ".join(methods) + " |",
+        "|---|---|---|" + "---|" * len(methods),
+    ]
+    for attack, defence, k, adaptive in keys:
+        vals = []
+        for method in methods:
+            group = by.get((attack, defence, k, adaptive, method), [])
+            if not group:
+                vals.append("–")
+                continue
+            w, p10, a = (
+                100 * _mean([getattr(g, f) for g in group]) for f in ("worst", "p10", "average")
+            )
+            vals.append(f"{w:.1f} / {p10:.1f} / {a:.1f}")
+        label = defence + (", adaptive" if adaptive else "")
+        lines.append(f"| {attack} | {k or '–'} | {label} | " + " | ".join(vals) + " |")
+    lines.append("")
+    return lines
+
+
+def cost_table(measured: Sequence[Measured]) -> list[str]:
+    """Markdown: the no-attack cost of each defence alone (and of the bundles)."""
+    by: dict[tuple[str, str], list[Measured]] = defaultdict(list)
+    for m in measured:
+        p = m.planned
+        if p.attack == "none":
+            by[(p.method, p.defence)].append(m)
+    lines = [
+        "### No-attack cost of each defence (worst / p10 / average accuracy, %, mean over seeds; "
+        "Δ worst against no defence)",
+        "",
+        "| method | defence | worst | p10 | average | Δ worst (points) | client updates |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (method, defence), group in sorted(by.items()):
+        off = by.get((method, "off"), [])
+        w = 100 * _mean([g.worst for g in group])
+        delta = w - 100 * _mean([g.worst for g in off]) if off else math.nan
+        lines.append(
+            f"| {method} | {defence} | {w:.1f} | {100 * _mean([g.p10 for g in group]):.1f} | "
+            f"{100 * _mean([g.average for g in group]):.1f} | {_fmt(delta, 1)} | "
+            f"{int(np.mean([g.client_updates for g in group]))} |"
+        )
+    lines.append("")
+    return lines
+
+
+def goal_lines(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
+    """Whether the issue's goal is met, with the numbers."""
+    lines = ["### The goal", ""]
+    worst_ratio: dict[str, tuple[float, str]] = {}
+    for m in measured:
+        p = m.planned
+        finite = m.ratios[~np.isnan(m.ratios)]  # NaN: selected neither with nor without
+        if p.block == "capture" and p.k == 1 and p.defence == "on" and finite.size:
+            r = float(finite.max())
+            if p.method not in worst_ratio or r > worst_ratio[p.method][0]:
+                worst_ratio[p.method] = (
+                    r,
+                    f"{p.attack}, {'adaptive' if p.adaptive else 'naive'}, seed {p.seed}",
+                )
+    for method in methods:
+        if method in worst_ratio:
+            r, where = worst_ratio[method]
+            verdict = "met" if r <= GOAL_RATIO else "NOT met"
+            lines.append(
+                f"- {method}: largest single-liar capture ratio with defences on {_fmt(r)} "
+                f"({where}) — ≤ {GOAL_RATIO}: {verdict}"
+            )
+    adcs = [method for method in methods if method.startswith("adcs")]
+    for method in adcs:
+        clean = {d: [m.worst for m in measured if m.planned.method == method
+                     and m.planned.attack == "none" and m.planned.defence == d]
+                 for d in ("off", "on", "on+robust")}  # fmt: skip
+        if clean["off"] and clean["on"]:
+            delta = 100 * (_mean(clean["on"]) - _mean(clean["off"]))
+            verdict = "met" if delta >= -GOAL_WORST_POINTS else "NOT met"
+            lines.append(
+                f"- {method}: no-attack worst-client accuracy with defences on "
+                f"{100 * _mean(clean['on']):.1f}% vs {100 * _mean(clean['off']):.1f}% without "
+                f"({delta:+.1f} points) — within {GOAL_WORST_POINTS:g} point: {verdict}"
+            )
+    lines.append("")
+    return lines
+
+
+def write_results(
+    out: Path,
+    measured: Sequence[Measured],
+    results: Mapping[str, RunResult],
+    config: ExperimentConfig,
+    suite: Suite,
+    meta: Mapping[str, Any],
+) -> None:
+    """The results folder, written under a temporary name and renamed at the end."""
+    _check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        _write_runs_csv(tmp / "runs.csv", measured)
+        np.savez_compressed(
+            tmp / "selections.npz",
+            **{f"selected/{run_id}": r.selected for run_id, r in results.items()},
+        )  # type: ignore[arg-type]
+        np.savez_compressed(
+            tmp / "client_acc.npz",
+            **{run_id: r.client_acc.astype(np.float32) for run_id, r in results.items()},
+        )  # type: ignore[arg-type]
+        methods = list(dict.fromkeys(m.planned.method for m in measured))
+        report = [
+            f"# {config.name}: selection under attack",
+            "",
+            f"{config.description}.",
+            "",
+            f"N = {config.data.total_clients}, m = {config.m}, T = {config.sim.rounds}, seeds "
+            f"{list(config.seeds)}; lies ×{suite.factor:g}, direction {suite.direction!r}. "
+            f"Defences on: `{_defence_text(suite.defence)}`; poison runs add aggregation "
+            f"`{suite.robust}`. Malicious clients per seed: "
+            + ", ".join(f"seed {s}: {list(v)}" for s, v in meta["malicious"].items())
+            + ". Every rate is computed from `selections.npz`.",
+            "",
+            *goal_lines(measured, methods),
+            *capturability_lines(measured, methods),
+            *capture_tables(measured, methods),
+            *accuracy_tables(measured, methods),
+            *cost_table(measured),
+        ]
+        (tmp / "report.md").write_text("\n".join(report) + "\n")
+        manifest = {
+            "experiment": config.name,
+            "config_source": config.source,
+            "suite": _jsonable(dataclasses.asdict(suite)),
+            "seeds": list(config.seeds),
+            "rounds": config.sim.rounds,
+            "runs": [m.planned.run_id for m in measured],
+            **meta,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _check_out(out: Path) -> None:
+    """Refuse to replace a folder that is not an earlier result of this benchmark."""
+    if out.exists() and (
+        not out.is_dir() or (any(out.iterdir()) and not (out / "manifest.json").is_file())
+    ):
+        raise ConfigError(f"{out} exists and is not a results folder of this benchmark")
+
+
+def _defence_text(settings: DefenceSettings) -> str:
+    default = DefenceSettings()
+    on = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
+          if getattr(settings, f.name) != getattr(default, f.name)}  # fmt: skip
+    return ", ".join(f"{k}={v}" for k, v in on.items()) or "none"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _write_runs_csv(path: Path, measured: Sequence[Measured]) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([
+            "run_id", "block", "method", "seed", "defence", "attack", "k", "adaptive",
+            "malicious", "liar_rates", "no_attack_rates", "capture_ratios", "honest_worst",
+            "honest_p10", "honest_average", "client_updates", "loss_evals", "baseline",
+        ])  # fmt: skip
+        for m in measured:
+            p = m.planned
+            mal = list(p.malicious)
+            writer.writerow([
+                p.run_id, p.block, p.method, p.seed, p.defence, p.attack, p.k, p.adaptive,
+                json.dumps(mal), json.dumps([round(float(m.rates[c]), 6) for c in mal]),
+                json.dumps([round(float(m.baseline_rates[c]), 6) for c in mal]),
+                json.dumps([None if not math.isfinite(r) else round(float(r), 6) for r in m.ratios]),
+                repr(m.worst), repr(m.p10), repr(m.average), m.client_updates, m.loss_evals,
+                p.baseline,
+            ])  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+
+
+def _with_rounds(
+    config: ExperimentConfig, rounds: int | None, seeds: Sequence[int] | None
+) -> ExperimentConfig:
+    sim = config.sim
+    if rounds is not None:
+        sim = dataclasses.replace(sim, rounds=rounds, eval_every=min(sim.eval_every, rounds))
+    return dataclasses.replace(config, sim=sim, seeds=tuple(seeds) if seeds else config.seeds)
+
+
+def _one_partition(dataset: DataSource, config: ExperimentConfig) -> Any:
+    """The clients' data, one partition for every seed (a liar's rates compare within a seed)."""
+    fed = _federated_data(dataset, config)
+    if len(fed) != 1:
+        raise ConfigError(
+            f"{config.source}: the attack suite runs every seed on one partition; "
+            "set data.resample_per_seed = false"
+        )
+    return next(iter(fed.values()))
+
+
+def run_suite(
+    config: ExperimentConfig,
+    suite: Suite,
+    out: Path | None,
+    *,
+    dataset: DataSource | None = None,
+    blocks: Sequence[str] = BLOCKS,
+    methods: Sequence[str] | None = None,
+    workers: int = 2,
+) -> list[Measured]:
+    """Plan, simulate, measure and (``out`` given) write the suite's results."""
+    if out is not None:
+        _check_out(out)
+    plan = plan_suite(config, suite, blocks, methods)
+    if dataset is None:
+        dataset = load_data(config.data)
+    data = _one_partition(dataset, config)
+    n = config.data.total_clients
+    counts = defaultdict(int)
+    for p in plan:
+        counts[p.block] += 1
+    print(
+        f"{len(plan)} runs ({', '.join(f'{b}: {c}' for b, c in counts.items())}) × "
+        f"{config.sim.rounds} rounds, seeds {list(config.seeds)}, data {dataset.source}",
+        flush=True,
+    )
+    started, cpu = time.perf_counter(), time.process_time()
+    results = run_plan(plan, data, config, workers)
+    wall = time.perf_counter() - started
+    measured = measure(plan, results, n)
+    if out is not None:
+        malicious = {
+            seed: next(
+                (p.malicious for p in plan if p.seed == seed and len(p.malicious) == max(suite.k)),
+                (),
+            )
+            for seed in config.seeds
+        }
+        meta = {
+            "malicious": malicious,
+            "data_source": dataset.source,
+            "is_subset": dataset.is_subset,
+            "wall_s": wall,
+            "workers": workers,
+            "platform": platform.platform(),
+            "load_average": os.getloadavg()[0],
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "argv": list(sys.argv),
+        }
+        write_results(out, measured, results, config, suite, meta)
+        print(f"wrote {out} ({wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU here)")
+    return measured
+
+
+def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) -> float:
+    """Seconds the full suite should take with ``workers``, from short runs of one seed.
+
+    Every planned run of the first seed is simulated for 1 and for ``rounds`` rounds with one
+    worker, in process CPU time (which a busy machine inflates less than wall time); each short
+    run evaluates twice, so the two give the cost of a round and of an evaluation. Rounds scale
+    linearly, seeds add, workers divide (one minibatch stream per seed).
+    """
+    dataset = load_data(config.data)
+
+    def cpu_seconds(t: int) -> float:
+        short = _with_rounds(config, t, config.seeds[:1])
+        short = dataclasses.replace(short, sim=dataclasses.replace(short.sim, eval_every=t))
+        plan = plan_suite(short, suite)
+        data = _one_partition(dataset, short)
+        model = short.model.build(data.input_shape, data.n_classes)
+        start = time.process_time()
+        simulate([p.spec for p in plan], data, short.sim.build(n), model=model, workers=1)
+        return time.process_time() - start
+
+    n = config.data.total_clients
+    one, many = cpu_seconds(1), cpu_seconds(rounds)
+    per_round = max(many - one, 0.0) / (rounds - 1)
+    per_eval = max(one - per_round, 0.0) / 2
+    evals = config.sim.build(n).eval_rounds.size
+    seeds = len(config.seeds)
+    runs = len(plan_suite(_with_rounds(config, 1, config.seeds[:1]), suite))
+    total = seeds * (per_round * config.sim.rounds + per_eval * evals) / min(workers, seeds)
+    print(
+        f"{runs} runs per seed, {seeds} seed(s): {per_round * 1e3:.0f} ms CPU per round of a "
+        f"seed's runs, {per_eval:.1f} s per evaluation of them, {evals} evaluations"
+    )
+    print(f"estimated full suite: {total / 60:.0f} min with {min(workers, seeds)} worker(s)")
+    return total
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="adcs bench attacks", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--config", default=str(DEFAULT_CONFIG), help="suite configuration (TOML)")
+    parser.add_argument("--out", default="results/attacks", help="results folder")
+    parser.add_argument("--data", default=None, help="Fashion-MNIST folder (default: the lookup)")
+    parser.add_argument("--rounds", type=int, default=None, help="override T")
+    parser.add_argument("--seeds", default=None, help="override the seeds, e.g. 0,1")
+    parser.add_argument("--k", default=None, help="override suite.k, e.g. 1")
+    parser.add_argument("--blocks", default=",".join(BLOCKS), help=f"subset of {','.join(BLOCKS)}")
+    parser.add_argument("--methods", default=None, help="subset of the methods, e.g. adcs,ocs")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (one per seed)")
+    parser.add_argument("--quick", action="store_true", help="1 000 rounds, seed 0, k = 1")
+    parser.add_argument("--estimate", action="store_true", help="time a short run, extrapolate")
+    parser.add_argument("--estimate-rounds", type=int, default=41, help="rounds of --estimate")
+    args = parser.parse_args(argv)
+    try:
+        config, suite = load_suite(args.config)
+        if args.data is not None:
+            config = dataclasses.replace(
+                config, data=dataclasses.replace(config.data, path=args.data)
+            )
+        if args.quick:
+            args.rounds = args.rounds or 1000
+            args.seeds = args.seeds or "0"
+            args.k = args.k or "1"
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+        config = _with_rounds(config, args.rounds, seeds)
+        if args.k:
+            suite = dataclasses.replace(suite, k=tuple(int(k) for k in args.k.split(",")))
+        blocks = [b for b in args.blocks.split(",") if b]
+        if not set(blocks) <= set(BLOCKS):
+            raise ConfigError(f"--blocks must be a subset of {list(BLOCKS)}, got {blocks}")
+        methods = args.methods.split(",") if args.methods else None
+        if args.estimate:
+            estimate(config, suite, args.estimate_rounds, args.workers)
+            return 0
+        run_suite(
+            config, suite, Path(args.out), blocks=blocks, methods=methods, workers=args.workers
+        )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""Clients that game the scheduler, and defences that compose with every scheduler (DESIGN §7).
+
+* :mod:`~adcs.adversary.attack` — the adversary model: malicious clients that lie in what the
+  scheduler sees (:class:`Lying`) and/or poison what is aggregated (:class:`Poisoned`);
+* :mod:`~adcs.adversary.defence` — screens between the runtime and any scheduler
+  (:class:`Defended`) and robust aggregation (:mod:`adcs.aggregation`);
+* :mod:`~adcs.adversary.capture` — selection rates and honest clients' accuracy.
+
+:func:`adversarial` builds a run's scheduler and aggregation hook from an attack and a defence.
+"""
+
+from __future__ import annotations
+
+from adcs.adversary.attack import (
+    Attack,
+    Direction,
+    Lie,
+    Lying,
+    LyingState,
+    Poison,
+    Poisoned,
+    adversarial,
+    lie_directions,
+    malicious_clients,
+    poison_updates,
+    tell_lies,
+)
+from adcs.adversary.capture import (
+    HonestAccuracy,
+    capture_ratio,
+    honest_accuracy,
+    rates_of,
+    selection_rates,
+)
+from adcs.adversary.defence import Defence, Defended, DefendedState, Received, Screening, screen
+
+__all__ = [
+    "Attack",
+    "Defence",
+    "Defended",
+    "DefendedState",
+    "Direction",
+    "HonestAccuracy",
+    "Lie",
+    "Lying",
+    "LyingState",
+    "Poison",
+    "Poisoned",
+    "Received",
+    "Screening",
+    "adversarial",
+    "capture_ratio",
+    "honest_accuracy",
+    "lie_directions",
+    "malicious_clients",
+    "poison_updates",
+    "rates_of",
+    "screen",
+    "selection_rates",
+    "tell_lies",
+]

@@ -1,0 +1,545 @@
+"""Defences against clients that game the scheduler: a wrapper that composes with every scheduler.
+
+A scheduler ranks clients by what they report — loss, update direction, update norm — so a client
+that lies can capture it (:mod:`adcs.adversary.attack`). :class:`Defended` stands between the
+runtime and any scheduler and rewrites the :class:`~adcs.schedulers.ClientStats` the scheduler
+sees, using only what the server can check; it changes nothing when every client is honest and
+consistent, up to the screens' small honest cost (measured in ``benchmarks/bench_attacks.py``).
+
+The screens (each optional, :class:`Defence`):
+
+* **received directions** (``received``). The server keeps, per client, the direction and norm of
+  the last update it actually *received and aggregated* from that client (``observe``). A client
+  the server has received from is scheduled on that update, not on its report: a lie about the
+  update (direction or norm) that is not also sent for aggregation has no effect once the client
+  has been selected once. ``consistency`` τ < 1 trusts a report whose cosine with the received
+  update is at least τ instead (the variant that an adaptive liar exploits, see the benchmark).
+* **corroborated quality** (``corroborate``). A client's reported loss, and its update norm, are
+  capped at the median value of its ``peers`` nearest clients, nearness being the cosine of
+  the clients' *identity* directions (the received one where the server has it, else the
+  reported one): a client may claim to be as badly served as the clients whose data look like its
+  own, no more. Without any direction (a loss-only probe of a client never received), the cap is
+  the median reported loss. One report thus moves its own quality by at most its peers' spread —
+  a bounded influence of any one report — and honest clients lose at most the spread between
+  peers (the group's minibatch noise in the paper's setting).
+* **plausible directions** (``plausibility`` ρ). After the substitutions above, a client whose
+  best cosine to any other client is below ρ × the median best cosine is left out of the round's
+  statistics (non-finite row: the scheduler uses it only to fill a selection). In a loss-only
+  probe the directions judged are those of the updates received, so a poisoner whose sent update
+  has no peer (a sign flip, an orthogonal direction) is left out once it has sent one. An orthogonal or
+  random direction has best cosine ≈ 0; honest clients with data-alike peers have ≥ 0.89 in the
+  paper's setting. An adaptive liar can sit just above the threshold, but only while the server
+  has received nothing from it (afterwards ``received`` decides).
+* **uniform mixture** (``uniform_mix`` λ): with probability λ a round's selection is drawn
+  uniformly from the available clients instead (counter-based on the run's seed), so every
+  client's selection rate lies in [λ·m/N, λ·m/N + 1 − λ].
+* **robust aggregation** (``aggregation``): a rule of :mod:`adcs.aggregation` in place of the mean
+  (the runtime's aggregation hook; :func:`adcs.adversary.adversarial` installs it).
+
+Memory: the received directions are O(N_received · dim) per run (float32), like DivFL's stale
+form; fine for cross-silo populations (a sketched store would bound it at scale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from adcs._validate import check_bool, check_int, check_number, check_unit_interval
+from adcs.aggregation import Robust, RobustAggregation
+from adcs.dpp import row_norms, unit_rows
+from adcs.schedulers.base import (
+    BoolArray,
+    ClientStats,
+    FloatArray,
+    IntArray,
+    Probe,
+    Scheduler,
+    Selection,
+    finite_rows,
+)
+from adcs.streams import Domain, counter_uniform, stream_key
+
+__all__ = [
+    "Defence",
+    "Defended",
+    "DefendedState",
+    "Received",
+    "Screening",
+    "best_cosines",
+    "cosines",
+    "nearest_peers",
+    "neighbourhood_medians",
+    "screen",
+]
+
+F32Array = NDArray[np.float32]
+
+_TIE_JITTER = 1e-9
+"""Relative jitter on corroborated losses: below any real difference, enough to break ties."""
+
+
+@dataclass(frozen=True)
+class Defence:
+    """The defences' options (all off by default: the scheduler is unchanged).
+
+    Parameters
+    ----------
+    received : bool
+        Schedule a client on the last update the server received from it (direction and norm)
+        rather than on its report, once there is one.
+    consistency : float
+        τ ∈ [0, 1]: with ``received``, a report whose cosine with the received update is ≥ τ is
+        used instead of it. τ = 1 (default): the received update always.
+    corroborate : bool
+        Cap each reported loss and update norm at the median of the client's ``peers``
+        nearest clients' (by identity direction).
+    peers : int
+        ≥ 1, the number of nearest clients that corroborate a report.
+    plausibility : float
+        ρ ∈ [0, 1]: leave out of the round a direction whose best cosine to another client is
+        below ρ × the median best cosine (0: off).
+    uniform_mix : float
+        λ ∈ [0, 1): probability that a round's selection is uniform instead.
+    aggregation : Robust
+        The aggregation rule (``Robust.MEAN``: the runtime's default mean).
+    trim : float
+        β for ``Robust.TRIMMED_MEAN``.
+    """
+
+    received: bool = False
+    consistency: float = 1.0
+    corroborate: bool = False
+    peers: int = 2
+    plausibility: float = 0.0
+    uniform_mix: float = 0.0
+    aggregation: Robust = Robust.MEAN
+    trim: float = 0.2
+
+    def __post_init__(self) -> None:
+        check_bool("received", self.received)
+        check_unit_interval("consistency", self.consistency)
+        check_bool("corroborate", self.corroborate)
+        check_int("peers", self.peers)
+        check_unit_interval("plausibility", self.plausibility)
+        check_number("uniform_mix", self.uniform_mix, 0.0, 1.0, high_open=True)
+        if not isinstance(self.aggregation, Robust):
+            raise ValueError(
+                f"aggregation must be a Robust ({[r.value for r in Robust]}), "
+                f"got {self.aggregation!r}"
+            )
+        check_number("trim", self.trim, 0.0, 0.5, high_open=True)
+
+    @property
+    def screens(self) -> bool:
+        """Whether any screen rewrites what the scheduler sees (else no wrapper is needed)."""
+        return self.received or self.corroborate or self.plausibility > 0 or self.uniform_mix > 0
+
+    @property
+    def remembers(self) -> bool:
+        """Whether the server must keep the updates it receives."""
+        return self.received or self.corroborate
+
+    def aggregator(self) -> RobustAggregation | None:
+        """The robust aggregation rule, or None for the runtime's mean."""
+        if self.aggregation is Robust.MEAN:
+            return None
+        return RobustAggregation(self.aggregation, self.trim)
+
+
+# --------------------------------------------------------------------------------------------
+# what the server received
+
+
+@dataclass(frozen=True, eq=False)
+class Received:
+    """The last update the server received from each client.
+
+    Attributes
+    ----------
+    known : ndarray of bool, shape (n_clients,)
+    norms : ndarray of shape (n_clients,)
+        ‖Δ‖ of the last received update (0 where not known).
+    at : ndarray of shape (n_clients,), int
+        Round of the last received update (−1 where not known).
+    rows : mapping of int to ndarray of shape (dim,), float32
+        The unit direction of each known client's last received update. Rows are never
+        modified, only replaced, so a new ``Received`` shares the rows it did not change.
+    """
+
+    known: BoolArray
+    norms: FloatArray
+    at: IntArray
+    rows: Mapping[int, F32Array]
+
+    @classmethod
+    def empty(cls, n_clients: int) -> Received:
+        return cls(
+            np.zeros(n_clients, dtype=bool),
+            np.zeros(n_clients),
+            np.full(n_clients, -1, dtype=np.intp),
+            {},
+        )
+
+    def directions(self, clients: IntArray, dim: int) -> F32Array:
+        """Unit directions of ``clients`` (n,), shape (n, dim); zero rows where not known."""
+        out = np.zeros((clients.shape[0], dim), dtype=np.float32)
+        for i, c in enumerate(clients.tolist()):
+            row = self.rows.get(c)
+            if row is not None:
+                out[i] = row
+        return out
+
+    def updated(self, round_idx: int, clients: IntArray, updates: FloatArray) -> Received:
+        """A copy holding these clients' updates (n, dim) (non-finite and zero ones are ignored)."""
+        rows = np.asarray(updates)
+        if rows.shape[0] == 0:
+            return self
+        norms = row_norms(rows)
+        ok = np.isfinite(norms) & (norms > 0)
+        clients = np.asarray(clients, dtype=np.intp)[ok]
+        units = (rows[ok] / norms[ok, None].astype(rows.dtype)).astype(np.float32)
+        known, at, all_norms = self.known.copy(), self.at.copy(), self.norms.copy()
+        known[clients] = True
+        at[clients] = round_idx
+        all_norms[clients] = norms[ok]
+        new_rows = dict(self.rows)
+        new_rows.update(zip(clients.tolist(), units, strict=True))
+        return Received(known, all_norms, at, new_rows)
+
+
+# --------------------------------------------------------------------------------------------
+# the screens, as functions
+
+
+def cosines(directions: FloatArray, usable: BoolArray) -> FloatArray:
+    """cos(d_i, d_j) of unit ``directions`` (n, dim), shape (n, n), float64.
+
+    −inf on the diagonal and in the rows and columns of rows that are not usable, so that a row's
+    maximum is its best cosine to another usable row.
+    """
+    n = directions.shape[0]
+    out = np.full((n, n), -np.inf)
+    idx = np.flatnonzero(usable)
+    if idx.size >= 2:
+        d = directions[idx]
+        block = (d @ d.T).astype(np.float64)
+        np.fill_diagonal(block, -np.inf)
+        out[np.ix_(idx, idx)] = block
+    return out
+
+
+def best_cosines(cos: FloatArray) -> FloatArray:
+    """max_{j ≠ i} cos_ij of a :func:`cosines` matrix, shape (n,) (−inf without another row)."""
+    return cos.max(axis=1, initial=-np.inf)
+
+
+def nearest_peers(cos: FloatArray, usable: BoolArray, peers: int) -> IntArray:
+    """The ``peers`` usable rows nearest each usable row by a :func:`cosines` matrix, shape (n, p).
+
+    −1 pads rows with fewer candidates and the rows that are not usable (p is
+    min(peers, n_usable − 1), at least 1 so the shape is never empty).
+    """
+    n = cos.shape[0]
+    idx = np.flatnonzero(usable)
+    p = max(1, min(peers, idx.size - 1))
+    out = np.full((n, p), -1, dtype=np.intp)
+    if idx.size < 2:
+        return out
+    order = np.argsort(-cos[np.ix_(idx, idx)], axis=1, kind="stable")[:, :p]
+    out[idx] = idx[order]
+    return out
+
+
+def neighbourhood_medians(values: FloatArray, peers: IntArray) -> FloatArray:
+    """median({v_i} ∪ {v_j : j ∈ peers_i}) for each row, shape (n,).
+
+    ``peers`` (n, p) as :func:`nearest_peers` returns (−1 padding); non-finite values are
+    ignored (a row whose own value is not finite stays so).
+
+    Why the median of the neighbourhood and not a cap at the peers' values: a liar's value is
+    one of the values of its neighbourhood and of each of its peers', so with p = 2 the liar and
+    its two peers all get the same median — it can move its neighbourhood's common value within
+    its honest peers' range, but not rise above them. A cap (min of its own value and its peers'
+    largest, or their median) leaves every honest peer its own noisy value while the liar always
+    sits at the cap, so it would win the within-group comparison nearly every round.
+    """
+    vals = np.asarray(values, dtype=np.float64)
+    padded = np.append(vals, np.nan)  # index −1 → NaN
+    padded[~np.isfinite(padded)] = np.nan
+    neighbourhood = np.sort(
+        np.concatenate([vals[:, None], padded[peers]], axis=1), axis=1
+    )  # NaN sorts last
+    count = np.isfinite(neighbourhood).sum(axis=1)
+    low = np.take_along_axis(neighbourhood, (np.maximum(count - 1, 0) // 2)[:, None], axis=1)
+    high = np.take_along_axis(neighbourhood, (count // 2)[:, None], axis=1)
+    medians = (low[:, 0] + high[:, 0]) / 2
+    return np.where(np.isfinite(vals), medians, vals)
+
+
+def _unit(rows: FloatArray) -> tuple[F32Array, FloatArray]:
+    """Unit rows (float32) and norms of finite rows (n, dim)."""
+    norms = row_norms(rows)
+    if norms.max(initial=0.0) > 1e30:  # float32 division would overflow: the careful path
+        return unit_rows(rows), norms
+    safe = np.where(norms > 0, norms, 1.0)
+    return (np.asarray(rows, dtype=np.float32) / safe.astype(np.float32)[:, None]), norms
+
+
+@dataclass(frozen=True, eq=False)
+class Screening:
+    """What :func:`screen` did to one round's statistics.
+
+    Attributes
+    ----------
+    stats : ClientStats
+        What the scheduler sees.
+    corroborated : ndarray of bool, shape (n_probed,)
+        Rows whose loss and norm are their neighbourhood's medians (the rest, without any
+        direction, have their loss capped at the round's median loss).
+    from_received : ndarray of bool, shape (n_probed,)
+        Rows whose direction and norm are the received update's.
+    dropped : ndarray of bool, shape (n_probed,)
+        Rows left out as implausible.
+    threshold : float or None
+        The plausibility threshold ρ × median best cosine of this round.
+    """
+
+    stats: ClientStats
+    corroborated: BoolArray
+    from_received: BoolArray
+    dropped: BoolArray
+    threshold: float | None
+
+
+def _dim(memory: Received) -> int:
+    return int(next(iter(memory.rows.values())).shape[0])
+
+
+def _reported(stats: ClientStats) -> tuple[F32Array | None, FloatArray | None, BoolArray]:
+    """Unit reported directions, their norms and which rows are finite."""
+    n = stats.n_probed
+    if stats.updates is None:
+        return None, None, np.zeros(n, dtype=bool)
+    finite = finite_rows(stats.updates)
+    if finite.all():
+        directions, norms = _unit(stats.updates)
+        return directions, norms, finite
+    directions = np.zeros(stats.updates.shape, dtype=np.float32)
+    norms = np.full(n, np.nan)
+    if finite.any():
+        directions[finite], norms[finite] = _unit(stats.updates[finite])
+    return directions, norms, finite
+
+
+def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Screening:
+    """Apply the defence's screens to one round's statistics (module docstring).
+
+    Parameters
+    ----------
+    defence : Defence
+    memory : Received or None
+        The last update received from each client (None: nothing received yet).
+    stats : ClientStats
+        What the clients reported.
+
+    Returns
+    -------
+    Screening
+    """
+    n = stats.n_probed
+    none = np.zeros(n, dtype=bool)
+    if n == 0 or (stats.losses is None and stats.updates is None):
+        return Screening(stats, none, none, none, None)
+    reported, reported_norms, finite = _reported(stats)
+    known = memory.known[stats.clients] if memory is not None else none
+    mem = None
+    if memory is not None and known.any():
+        dim = reported.shape[1] if reported is not None else _dim(memory)
+        mem = memory.directions(stats.clients, dim)
+    # the direction by which the server knows each client: what it received, else the report
+    ident: F32Array | None = reported
+    has_ident = finite
+    if mem is not None:
+        ident = mem if reported is None else np.where(known[:, None], mem, reported)
+        has_ident = known | finite
+    # 1. received directions
+    directions, norms, from_received = reported, reported_norms, none
+    if defence.received and mem is not None and reported is not None:
+        assert memory is not None and reported_norms is not None
+        trusted = none
+        if defence.consistency < 1:
+            agree = np.einsum("ij,ij->i", reported, mem, dtype=np.float64)
+            trusted = finite & (agree >= defence.consistency)
+        from_received = known & ~trusted
+        if from_received.any():
+            same = bool((from_received == known).all())
+            directions = ident if same else np.where(from_received[:, None], mem, reported)
+            received_norms = memory.norms[stats.clients]
+            norms = np.where(from_received, received_norms, reported_norms)
+    has_direction = finite | from_received
+    # 2. corroborated quality and norm
+    losses = None if stats.losses is None else np.asarray(stats.losses, dtype=np.float64)
+    corroborated = none
+    ident_cos = None
+    if defence.corroborate:
+        if ident is not None:
+            ident_cos = cosines(ident, has_ident)
+            peers = nearest_peers(ident_cos, has_ident, defence.peers)
+            corroborated = has_ident.copy()
+            if losses is not None:
+                losses = np.where(corroborated, neighbourhood_medians(losses, peers), losses)
+            if norms is not None:
+                norms = np.where(corroborated, neighbourhood_medians(norms, peers), norms)
+        if losses is not None and not corroborated.all():  # no one can vouch: ≤ the median
+            finite_losses = np.isfinite(losses)
+            if finite_losses.any():
+                ceiling = float(np.median(np.asarray(stats.losses)[finite_losses]))
+                alone = ~corroborated & finite_losses
+                losses = np.where(alone, np.minimum(losses, ceiling), losses)
+    # 3. plausible directions: of the updates the scheduler sees, or, when it sees none (a loss
+    # probe), of what the server received — a poisoner is judged by the update it sent
+    dropped, threshold = none, None
+    judged, judged_rows = (
+        (directions, has_direction) if directions is not None else (ident, has_ident)
+    )
+    if defence.plausibility > 0 and judged is not None:
+        same = judged is ident and bool((has_ident == judged_rows).all())
+        cos = ident_cos if same and ident_cos is not None else cosines(judged, judged_rows)
+        best = best_cosines(cos)
+        if np.isfinite(best).any():
+            threshold = defence.plausibility * float(np.median(best[np.isfinite(best)]))
+            dropped = judged_rows & (best < threshold)
+        if directions is None and losses is not None and dropped.any():
+            losses = np.where(dropped, np.nan, losses)
+    # the updates the scheduler sees: honest, consistent rows are passed on untouched
+    updates = stats.updates
+    if directions is not None:
+        assert norms is not None and reported_norms is not None and stats.updates is not None
+        with np.errstate(invalid="ignore"):
+            rescaled = has_direction & ~np.isclose(norms, reported_norms, rtol=1e-6, atol=0.0)
+        rebuilt = from_received | rescaled
+        if rebuilt.any() or dropped.any():
+            updates = np.array(stats.updates, dtype=np.float32)
+            updates[rebuilt] = directions[rebuilt] * norms[rebuilt, None].astype(np.float32)
+            updates[dropped] = np.nan
+    out = ClientStats(stats.available, stats.clients, losses, updates)
+    return Screening(out, corroborated, from_received, dropped, threshold)
+
+
+# --------------------------------------------------------------------------------------------
+# the wrapper
+
+
+@dataclass(frozen=True, eq=False)
+class DefendedState:
+    """Per-run state of :class:`Defended`: the inner scheduler's state and what was received.
+
+    Attributes
+    ----------
+    inner : object
+        The wrapped scheduler's state.
+    n_clients : int
+    received : Received or None
+        The last update received from each client (None before the first).
+    """
+
+    inner: Any
+    n_clients: int
+    received: Received | None = None
+
+
+_TIES, _MIX, _DRAW = 1, 2, 3
+"""Salts of the defence's counter-based draws (:data:`adcs.streams.Domain` ATTACK)."""
+
+
+def _uniform_choice(key: int, round_idx: int, available: BoolArray, m: int) -> IntArray:
+    """min(m, available) available clients uniformly at random, a pure function of (key, round)."""
+    pool = np.flatnonzero(available)
+    draws = counter_uniform(key, Domain.ATTACK, round_idx, pool, salt=_DRAW)
+    return pool[np.argsort(draws, kind="stable")[:m]].astype(np.intp)
+
+
+@dataclass(frozen=True)
+class Defended:
+    """Any scheduler behind the defences of :class:`Defence` (the Scheduler protocol).
+
+    Parameters
+    ----------
+    scheduler : Scheduler
+        The wrapped scheduler; it sees the screened statistics (:func:`screen`).
+    defence : Defence
+    seed : int
+        The run's seed: the defence's own draws (tie-breaks, the uniform mixture) are
+        counter-based on it, so every run of a seed — attacked or not — gets the same ones and
+        the wrapped scheduler's stream is left untouched.
+    """
+
+    scheduler: Scheduler
+    defence: Defence
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scheduler, Scheduler):
+            raise ValueError(
+                f"scheduler must follow the Scheduler protocol, got {type(self.scheduler).__name__}"
+            )
+        if not isinstance(self.defence, Defence):
+            raise ValueError(f"defence must be a Defence, got {self.defence!r}")
+        check_int("seed", self.seed, minimum=0)
+
+    @property
+    def m(self) -> int:
+        return int(self.scheduler.m)
+
+    @property
+    def observes_updates(self) -> bool:
+        """The server remembers what it receives (``received``, ``corroborate``)."""
+        return self.defence.remembers or bool(self.scheduler.observes_updates)
+
+    def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> DefendedState:
+        return DefendedState(self.scheduler.init(n_clients, data_sizes), int(n_clients))
+
+    def probe(
+        self, state: DefendedState, round_idx: int, available: BoolArray, rng: np.random.Generator
+    ) -> Probe:
+        return self.scheduler.probe(state.inner, round_idx, available, rng)
+
+    def select(
+        self, state: DefendedState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, DefendedState]:
+        seen = screen(self.defence, state.received, stats).stats
+        key = stream_key(self.seed)
+        if self.defence.corroborate and seen.losses is not None and seen.n_probed > 1:
+            # a neighbourhood shares one median: break its exact ties at random, not by index
+            u = counter_uniform(key, Domain.ATTACK, round_idx, seen.clients, salt=_TIES)
+            jitter = 1.0 + _TIE_JITTER * u
+            seen = ClientStats(seen.available, seen.clients, seen.losses * jitter, seen.updates)
+        selection, inner = self.scheduler.select(state.inner, round_idx, seen, rng)
+        if self.defence.uniform_mix > 0:
+            coin = counter_uniform(key, Domain.ATTACK, round_idx, np.zeros(1), salt=_MIX)[0]
+            if coin < self.defence.uniform_mix:
+                selection = Selection(_uniform_choice(key, round_idx, stats.available, self.m))
+        return selection, replace(state, inner=inner)
+
+    def observe(
+        self,
+        state: DefendedState,
+        round_idx: int,
+        clients: IntArray,
+        updates: FloatArray,
+        losses: FloatArray | None,
+    ) -> DefendedState:
+        inner = state.inner
+        if self.scheduler.observes_updates:
+            inner = self.scheduler.observe(inner, round_idx, clients, updates, losses)
+        received = state.received
+        if self.defence.remembers and clients.size:
+            if received is None:
+                received = Received.empty(state.n_clients)
+            received = received.updated(round_idx, clients, updates)
+        return replace(state, inner=inner, received=received)

@@ -1,0 +1,126 @@
+"""Smoke test of the attack suite: its plan, its run on a few rounds, and its results folder."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from adcs.adversary import selection_rates
+from adcs.data import load_subset
+from adcs.experiments.adversary import DefenceSettings
+from adcs.experiments.config import ConfigError
+from benchmarks import bench_attacks
+
+
+def test_the_shipped_suite_plans_every_attack_once():
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    plan = bench_attacks.plan_suite(config, suite)
+    methods, seeds = len(config.methods), len(config.seeds)
+    lies, ks, poisons = len(suite.lies), len(suite.k), len(suite.poisons)
+    believers = methods - len(suite.blind)
+    expected = seeds * (
+        3 * methods  # no attack: off, on, on+robust
+        + believers * lies * ks * 3  # capture: off, on naive, on adaptive
+        + methods * poisons * ks * 3  # poison: off, on+robust naive and adaptive
+        + len(suite.cost_methods) * len(suite.costs)
+    )
+    assert len(plan) == expected
+    ids = [p.run_id for p in plan]
+    assert len(set(ids)) == len(ids)
+    assert not any(p.block == "capture" and p.method == "uniform" for p in plan)
+    by_id = {p.run_id: p for p in plan}
+    for p in plan:
+        assert p.baseline in by_id and by_id[p.baseline].attack == "none"
+        if p.k:
+            assert len(p.malicious) == p.k
+    k1 = {p.seed: p.malicious for p in plan if p.k == 1}
+    k3 = {p.seed: p.malicious for p in plan if p.k == 3}
+    assert all(set(k1[s]) <= set(k3[s]) for s in config.seeds)  # nested
+
+
+def test_bad_suites_are_refused(tmp_path: Path):
+    path = tmp_path / "s.toml"
+    text = bench_attacks.DEFAULT_CONFIG.read_text()
+    path.write_text(text.replace('robust = "norm_clip"', 'robust = "mode"'))
+    with pytest.raises(ConfigError, match="suite"):
+        bench_attacks.load_suite(path)
+    path.write_text(text.replace("\n[suite]\n", "\n[suite]\nspeed = 3\n"))
+    with pytest.raises(ConfigError, match=r"suite\.speed"):
+        bench_attacks.load_suite(path)
+    assert bench_attacks.main(["--config", str(path)]) == 2
+
+
+def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    config = bench_attacks._with_rounds(config, 4, [0])
+    suite = dataclasses.replace(
+        suite,
+        k=(1,),
+        lies=(("loss",), ("loss", "direction")),
+        poisons=("sign_flip",),
+        costs=(("corroborate", DefenceSettings(corroborate=True)),),
+    )
+    out = tmp_path / "attacks"
+    measured = bench_attacks.run_suite(config, suite, out, dataset=load_subset(), workers=1)
+    names = {p.name for p in out.iterdir()}
+    assert {"runs.csv", "selections.npz", "client_acc.npz", "report.md", "manifest.json"} <= names
+    report = (out / "report.md").read_text()
+    assert "Capture ratio, k = 1" in report and "No-attack cost" in report and "The goal" in report
+    assert "How capturable each scheduler is" in report
+    for method in ("powerofchoice", "ocs", "divfl", "adcs"):
+        assert f"- **{method}" in report  # a plain verdict for every scheduler that reads reports
+    assert "- **uniform**: reads no client statistics" in report
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert (
+        len(rows) == len(measured) == len(json.loads((out / "manifest.json").read_text())["runs"])
+    )
+    with np.load(out / "selections.npz") as selections:
+        for row in rows:
+            rates = selection_rates(selections[f"selected/{row['run_id']}"], 30)
+            liars = json.loads(row["malicious"])
+            np.testing.assert_allclose(json.loads(row["liar_rates"]), rates[liars], atol=1e-6)
+    assert "runs (clean" in capsys.readouterr().out
+    # a second run may replace its own results, never another folder
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    with pytest.raises(ConfigError, match="not a results folder"):
+        bench_attacks.run_suite(config, suite, tmp_path / "other", dataset=load_subset())
+
+
+def test_the_verdict_names_the_lies_that_capture_a_scheduler():
+    """A liar at 3x its no-attack rate is captured, one at 1.2x is not, one lifted to every round
+    is; rates sit side by side."""
+    n, liar = 30, 4
+
+    def measured(attack: str, rate: float, clean: float, defence: str = "off") -> Any:
+        planned = bench_attacks.Planned(
+            run_id=f"adcs/{defence}/{attack}", block="capture", method="adcs", seed=0,
+            defence=defence, attack=attack, k=1, adaptive=False, malicious=(liar,),
+            baseline="adcs/off/none", spec=None,  # type: ignore[arg-type]
+        )  # fmt: skip
+        rates, base = np.full(n, 0.5), np.full(n, 0.5)
+        rates[liar], base[liar] = rate, clean
+        return bench_attacks.Measured(planned, rates, base, 0.5, 0.6, 0.7, 0, 0)
+
+    lines = bench_attacks.capturability_lines(
+        [
+            measured("loss", 0.9, 0.3),
+            measured("norm", 0.36, 0.3),
+            measured("loss", 0.33, 0.3, defence="on"),
+            measured("direction", 1.0, 0.67),  # at the ratio's ceiling, yet every round
+        ],
+        ["uniform", "adcs"],
+    )
+    text = "\n".join(lines)
+    assert "| adcs | loss | 90 (30) | 33 (30) | – |" in text
+    assert "| adcs | norm | 36 (30) | – | – |" in text
+    verdict = next(line for line in lines if line.startswith("- **adcs**"))
+    assert "by: loss 90% vs 30%; direction 100% vs 67%. With defences on, by: none." in verdict
+    assert "norm" not in verdict
+    assert any(line.startswith("- **uniform**") for line in lines)
