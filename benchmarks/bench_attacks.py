@@ -69,7 +69,18 @@ from adcs.experiments.runner import _federated_data, expand_runs
 from adcs.experiments.workload import DataSource, load_data
 from adcs.sim import RunResult, RunSpec, simulate
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "attacks.toml"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = REPO / "experiments" / "attacks.toml"
+
+
+def _shown(source: str) -> str:
+    """A configuration's path as the manifest records it: relative to the checkout when inside it."""
+    try:
+        return str(Path(source).resolve().relative_to(REPO))
+    except ValueError:
+        return source
+
+
 BLOCKS = ("clean", "capture", "poison", "costs")
 GOAL_RATIO = 1.5
 CAPTURE_RATE = 0.95  # selected in (nearly) every round
@@ -596,7 +607,7 @@ def write_results(
         (tmp / "report.md").write_text("\n".join(report) + "\n")
         manifest = {
             "experiment": config.name,
-            "config_source": config.source,
+            "config_source": _shown(config.source),
             "suite": _jsonable(dataclasses.asdict(suite)),
             "seeds": list(config.seeds),
             "rounds": config.sim.rounds,
