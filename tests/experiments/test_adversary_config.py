@@ -22,7 +22,6 @@ from adcs.adversary import (
     rates_of,
 )
 from adcs.aggregation import Robust, RobustAggregation
-from adcs.data import FashionMNIST
 from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict
 from adcs.experiments.runner import expand_runs, load_records, run_experiment
 
@@ -106,23 +105,6 @@ def test_runs_are_wrapped_per_seed_with_the_seeds_malicious_clients():
         assert isinstance(run.aggregator, Poisoned)
         assert run.aggregator.rule == RobustAggregation(Robust.NORM_CLIP)
     assert {r.run_id for r in runs} == {r.run_id for r in expand_runs(config_from_dict(BASE))}
-
-
-@pytest.fixture(scope="module")
-def synthetic() -> FashionMNIST:
-    """Small labelled data with a class signal (class c lights up pixels 78c … 78c+77)."""
-    rng = np.random.default_rng(0)
-
-    def split(n_per_class: int) -> tuple[np.ndarray, np.ndarray]:
-        labels = np.repeat(np.arange(10, dtype=np.uint8), n_per_class)
-        images = rng.integers(0, 60, size=(labels.size, 784), dtype=np.uint8)
-        for c in range(10):
-            images[labels == c, 78 * c : 78 * c + 78] += 150
-        return images, labels
-
-    train_x, train_y = split(100)
-    test_x, test_y = split(30)
-    return FashionMNIST(train_x, train_y, test_x, test_y, source="synthetic", is_subset=False)
 
 
 def test_a_liars_selection_rate_is_read_from_selections_npz(tmp_path: Path, synthetic):
