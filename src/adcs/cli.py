@@ -4,6 +4,7 @@
 
     adcs reproduce [fig1|fig2|fig3|table1|theory|all] [--quick] [--seeds N] [--rounds T] [--out DIR]
     adcs run CONFIG.toml [--out DIR] [--resume] [--force]
+    adcs leaderboard [--quick] [--workloads NAMES] [--out DIR] [--resume] [--ray-address ADDR]
     adcs bench map|sim|flower|scale|torch|attacks [ARGS...]
 
 The command line owns the terminal (progress, tables, the one-line ``error:`` messages and exit
@@ -58,6 +59,8 @@ from adcs.experiments.config import (
 )
 
 if TYPE_CHECKING:
+    from adcs.experiments.distributed import ShardExecutor
+    from adcs.experiments.leaderboard import LeaderboardOutcome
     from adcs.experiments.runner import ExperimentOutcome
 
 app = typer.Typer(
@@ -534,6 +537,7 @@ def _run(
     workers: int | None,
     checkpoint_every: int | None,
     theory: TheoryWriter | None = None,
+    ray_address: str | None = None,
 ) -> None:
     from adcs.experiments.runner import check_output, expand_runs, run_experiment
 
@@ -542,19 +546,32 @@ def _run(
     console.print(
         f"[bold]{config.name}[/]: {n_runs} distinct runs × {config.sim.rounds} rounds, "
         f"seeds {list(config.seeds)}, m = {config.m}"
-        + (f", {workers} worker(s)" if workers is not None else "")
+        + (f", {workers} worker(s)" if workers is not None and ray_address is None else "")
+        + (f", shards on the Ray cluster at {ray_address}" if ray_address is not None else "")
     )
     command = shlex.join(["adcs", *sys.argv[1:]])
-    with _progress() as display:
+    with _executor(ray_address) as executor, _progress() as display:
         finalize = None if theory is None else (lambda tmp: theory(tmp / "theory", display))
         outcome = run_experiment(
             config, out, overwrite=force, resume=resume, quick=quick, finalize=finalize,
             workers=workers if workers is not None or resume else default_workers(),
             checkpoint_every=checkpoint_every, command=command,
             progress=display.tracker(config.name, "rounds"),
-            extra_manifest={"command": command},
+            extra_manifest={"command": command}, executor=executor,
         )  # fmt: skip
     _print_summary(outcome)
+
+
+@contextmanager
+def _executor(address: str | None) -> Iterator[ShardExecutor | None]:
+    """No executor (a local run), or a connection to the Ray cluster at ``address``."""
+    if address is None:
+        yield None
+        return
+    from adcs.experiments.distributed import RayExecutor
+
+    with RayExecutor(address) as executor:
+        yield executor
 
 
 # ---------------------------------------------------------------------------------------------
@@ -629,6 +646,20 @@ Workers = Annotated[
 ]
 
 
+RayAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        metavar="ADDR",
+        help="Run the shards (the runs of one seed) as tasks on the existing Ray cluster at ADDR "
+        "(ray.init's address: HOST:PORT from a node of the cluster, ray://HOST:10001 from "
+        "elsewhere) and gather them here; the results files are byte-identical to a local "
+        "run's. Needs Ray (the ray extra) and the same adcs on every node; --workers then does "
+        "not apply.",
+    ),
+]
+
+
 @app.command()
 @_one_line_errors
 def reproduce(
@@ -645,6 +676,7 @@ def reproduce(
     resume: Resume = False,
     checkpoint_every: CheckpointEvery = None,
     workers: Workers = None,
+    ray_address: RayAddress = None,
 ) -> None:
     """Reproduce the paper's Figures 1–3, Table 1 and the theory check (Sec. 5–6)."""
     config = _reproduce_config(target)
@@ -662,7 +694,7 @@ def reproduce(
     theory = _theory_writer(quick, config.seeds[0], data=data) if target is Target.all else None
     _run(
         config, folder, force=force, resume=resume, quick=quick, workers=workers,
-        checkpoint_every=checkpoint_every, theory=theory,
+        checkpoint_every=checkpoint_every, theory=theory, ray_address=ray_address,
     )  # fmt: skip
 
 
@@ -696,6 +728,7 @@ def run(
     resume: Resume = False,
     checkpoint_every: CheckpointEvery = None,
     workers: Workers = None,
+    ray_address: RayAddress = None,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
     config = load_config(config_path)
@@ -703,8 +736,121 @@ def run(
     folder = _out(out, config.name, resume)
     _run(
         config, folder, force=force, resume=resume, quick=False, workers=workers,
-        checkpoint_every=checkpoint_every,
+        checkpoint_every=checkpoint_every, ray_address=ray_address,
     )  # fmt: skip
+
+
+@app.command()
+@_one_line_errors
+def leaderboard(
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="Few rounds (150, evaluated every 15) and 3 seeds per workload: a smoke run of "
+            "the whole pipeline, minutes instead of about an hour.",
+        ),
+    ] = False,
+    workloads: Annotated[
+        str | None,
+        typer.Option(
+            "--workloads",
+            metavar="NAMES",
+            help="Comma-separated workload names (files of experiments/leaderboard/) or TOML "
+            "paths of your own (default: every shipped workload).",
+        ),
+    ] = None,
+    seeds: Seeds = None,
+    rounds: Rounds = None,
+    out: Out = None,
+    data: DataDir = None,
+    force: Force = False,
+    resume: Resume = False,
+    checkpoint_every: CheckpointEvery = None,
+    workers: Workers = None,
+    ray_address: RayAddress = None,
+) -> None:
+    """Rank every scheduler on a suite of workloads (experiments/leaderboard/*.toml).
+
+    Every scheduler of the name table runs at its defaults, with ADCS at θ ∈ {0.6, 0.8, 0.9,
+    0.95} (R = 20) and with fresh quality; each workload gets an ordinary results folder inside
+    OUT, and OUT gets the overall ranks, one figure per workload, a summary figure and a report
+    saying where ADCS wins and where it loses.
+    """
+    from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
+
+    names = None if workloads is None else [w.strip() for w in workloads.split(",") if w.strip()]
+    configs = []
+    for path in workload_paths(names):
+        config = load_workload(path)
+        if quick:
+            config = quick_workload(config)
+        configs.append(_apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data))
+    folder = _out(out, "leaderboard" + ("-quick" if quick else ""), resume)
+    _run_leaderboard(
+        configs, folder, quick=quick, force=force, resume=resume, workers=workers,
+        checkpoint_every=checkpoint_every, ray_address=ray_address,
+    )  # fmt: skip
+
+
+def _run_leaderboard(
+    configs: Sequence[ExperimentConfig],
+    out: Path,
+    *,
+    quick: bool,
+    force: bool,
+    resume: bool,
+    workers: int | None,
+    checkpoint_every: int | None,
+    ray_address: str | None,
+) -> None:
+    from adcs.experiments.leaderboard import run_leaderboard
+    from adcs.experiments.runner import expand_runs
+
+    n_runs = sum(len(expand_runs(c)) for c in configs)
+    console.print(
+        f"[bold]leaderboard[/]: {len(configs)} workloads, {n_runs} distinct runs"
+        + (f", {workers} worker(s)" if workers is not None and ray_address is None else "")
+        + (f", shards on the Ray cluster at {ray_address}" if ray_address is not None else "")
+    )
+    for c in configs:
+        console.print(f"  {c.name}: {len(expand_runs(c))} runs × {c.sim.rounds} rounds, "
+                      f"seeds {list(c.seeds)}, m = {c.m}")  # fmt: skip
+    command = shlex.join(["adcs", *sys.argv[1:]])
+
+    def announce(name: str, state: str) -> None:
+        if state == "done":
+            console.print(f"{name}: finished earlier, kept")
+        elif state == "resume":
+            console.print(f"{name}: resuming from its checkpoint")
+
+    with _executor(ray_address) as executor, _progress() as display:
+        outcome = run_leaderboard(
+            configs, out, quick=quick, force=force, resume=resume, executor=executor,
+            workers=workers if workers is not None or resume else default_workers(),
+            checkpoint_every=checkpoint_every, command=command, on_workload=announce,
+            progress=lambda name: display.tracker(name, "rounds"),
+        )  # fmt: skip
+    _print_leaderboard(outcome)
+
+
+def _print_leaderboard(outcome: LeaderboardOutcome) -> None:
+    table = Table(
+        title="Overall ranks by final worst accuracy (mean rank over workloads; best or tied: "
+        "not told apart from the best by a paired t-test over seeds at 5%)"
+    )
+    table.add_column("place", justify="right")
+    table.add_column("entry", overflow="fold", min_width=14)
+    for col in ("mean rank", "best", "best or tied", "workloads"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for i, r in enumerate(outcome.ranks):
+        table.add_row(str(i + 1), r.entry, f"{r.mean_rank:.2f}", str(r.best), str(r.tied),
+                      str(r.workloads))  # fmt: skip
+    console.print(table)
+    folder = outcome.folder
+    console.print(f"Leaderboard: [bold]{folder}[/]" + (" (resumed)" if outcome.resumed else ""))
+    console.print(f"  report: {outcome.report}")
+    console.print(f"  figures: {folder / 'summary.png'} and one per workload")
 
 
 def _bench_candidates(name: str) -> list[Path]:

@@ -109,6 +109,7 @@ __all__ = [
     "merge_configs",
     "packaged_config",
     "packaged_config_path",
+    "read_toml",
     "with_overrides",
 ]
 
@@ -1038,13 +1039,13 @@ def config_from_dict(
         raise ConfigError(f"{source}: {exc}") from None
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and validate a TOML configuration file.
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML file as a document, refusing a folder, a missing file and binary or bad text.
 
     Raises
     ------
     ConfigError
-        If the file is missing, is not valid TOML, or fails validation.
+        Naming the file and what is wrong with it.
     """
     path = Path(path)
     if path.is_dir():
@@ -1062,10 +1063,21 @@ def load_config(path: str | Path) -> ExperimentConfig:
     if "\x00" in text:
         raise ConfigError(f"{path}: not a text configuration: it holds NUL bytes (a binary file?)")
     try:
-        raw = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return config_from_dict(raw, source=str(path), base_dir=path.parent)
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Read and validate a TOML configuration file.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing, is not valid TOML, or fails validation.
+    """
+    path = Path(path)
+    return config_from_dict(read_toml(path), source=str(path), base_dir=path.parent)
 
 
 def _value_to_toml(value: Any) -> Any:

@@ -26,14 +26,15 @@ from adcs.experiments.report import (
     variant_labels,
 )
 
-__all__ = ["CURVES_TITLE", "plot_accuracy", "plot_accuracy_against_time", "write_figures"]
+__all__ = ["CURVES_TITLE", "plot_accuracy", "plot_accuracy_against_time", "pyplot", "write_figures"]
 
 logger = logging.getLogger(__name__)
 
 CURVES_TITLE = "Worst and average test accuracy"
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's ``pyplot`` on the non-interactive Agg backend, imported on first use."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -66,7 +67,7 @@ def plot_accuracy(
     list of str
         Labels of the series drawn.
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
     drawn = []
     for s in series:
@@ -111,7 +112,7 @@ def plot_accuracy_against_time(
     """
     from adcs.experiments.timing import curves, default_targets
 
-    plt = _pyplot()
+    plt = pyplot()
     targets = default_targets(records) if targets is None else targets
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="col")
     drawn = []

@@ -50,6 +50,7 @@ The folder is written as ``.OUT.partial`` beside the target, locked, checkpointe
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import enum
@@ -79,6 +80,7 @@ from adcs.experiments.config import (
     ExperimentConfig,
     config_to_dict,
 )
+from adcs.experiments.distributed import ShardExecutor
 from adcs.experiments.figures import write_figures
 from adcs.experiments.folder import (
     ResultsFolder,
@@ -296,6 +298,25 @@ def _partition_error(exc: ValueError, data: DataConfig) -> str:
         )
         return f"{count} = {data.total_clients}: {text.split(': ', 1)[1]}"
     return f"data: partition {data.partition!r}: {text}"
+
+
+def sim_settings(config: ExperimentConfig, n_clients: int | None = None) -> SimConfig:
+    """The simulator's configuration of ``config`` (a trace or device profile is read here).
+
+    ``n_clients``: the population, when the data decide it (FEMNIST's writers); default the
+    configured one (1 while unknown: a trace is checked again once the data are read).
+
+    Raises
+    ------
+    ConfigError
+        The ``[sim]`` table cannot be built (e.g. an unreadable trace).
+    """
+    if n_clients is None:
+        n_clients = config.data.total_clients
+    try:
+        return config.sim.build(n_clients if n_clients is not None else 1)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{config.source}: sim: {exc}") from exc
 
 
 def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int | None, ClientData]:
@@ -651,7 +672,8 @@ def config_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list
 
 @dataclass
 class _Progress:
-    """Where an experiment stands: batches finished, the current batch's simulator checkpoint."""
+    """Where an experiment stands: batches finished, the current batch's simulator checkpoint,
+    and the shards (one seed of one batch) an executor finished, as ``(batch, seed)``."""
 
     identity: dict[str, Any]
     finished: int = 0
@@ -660,6 +682,7 @@ class _Progress:
     workers: int = 1
     session: dict[str, Any] = dataclasses.field(default_factory=dict)  # this one
     started: float = dataclasses.field(default_factory=time.perf_counter)
+    shards: set[tuple[int, int]] = dataclasses.field(default_factory=set)
 
     def all_sessions(self) -> list[dict[str, Any]]:
         """The earlier sessions and this one, with its wall time so far."""
@@ -669,6 +692,8 @@ class _Progress:
         batches = self.identity["batches"]
         if self.finished >= batches:
             return "simulation complete"
+        if self.shards and self.current is None:
+            return f"{len(self.shards)} shard(s) of one seed done"
         done = 0 if self.current is None else self.current.rounds_done
         where = f" in batch {self.finished + 1} of {batches}" if batches > 1 else ""
         return f"round {done} of {rounds}{where}"
@@ -677,6 +702,7 @@ class _Progress:
         return {
             "format": CHECKPOINT_FORMAT, "identity": self.identity, "finished": self.finished,
             "current": self.current, "sessions": self.all_sessions(), "workers": self.workers,
+            "shards": sorted(self.shards),
         }  # fmt: skip
 
 
@@ -699,8 +725,46 @@ def _load_progress(folder: ResultsFolder, identity: dict[str, Any], source: str)
         raise RunError("--resume: the interrupted run planned other runs (another adcs version?)")
     return _Progress(
         identity, int(state["finished"]), state["current"], list(state["sessions"]),
-        int(state["workers"]),
+        int(state["workers"]), shards={(int(b), int(s)) for b, s in state.get("shards", ())},
     )  # fmt: skip
+
+
+def _shard_key(identity: Mapping[str, Any], batch: int, seed: int) -> str:
+    """A shard's name: the experiment's identity (digest), the batch and the seed."""
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return f"{hashlib.sha256(text.encode()).hexdigest()[:16]}/batch-{batch}/seed-{seed}"
+
+
+def _shard_part(batch: int, seed: int) -> str:
+    return f"batch-{batch}-seed-{seed}.pkl"
+
+
+def _seeds_of(runs: Sequence[RunSpec]) -> list[int]:
+    return sorted({r.seed for r in runs})
+
+
+def _pending_shards(
+    batches: Sequence[tuple[ClientData, list[RunSpec]]], state: _Progress
+) -> list[tuple[int, int, ClientData, list[RunSpec]]]:
+    """``(batch, seed, data, runs)`` of every shard not yet finished, in plan order."""
+    out = []
+    for b, (data, runs) in enumerate(batches):
+        if b < state.finished:
+            continue
+        for seed in _seeds_of(runs):
+            if (b, seed) not in state.shards:
+                out.append((b, seed, data, [r for r in runs if r.seed == seed]))
+    return out
+
+
+def _load_finished(
+    folder: ResultsFolder, b: int, runs: Sequence[RunSpec], state: _Progress
+) -> dict[str, RunResult]:
+    """Results of ``runs`` of batch ``b`` saved by an earlier session: its part or its shards'."""
+    seeds = _seeds_of(runs)
+    if b < state.finished and not all((b, s) in state.shards for s in seeds):
+        return {res.spec.run_id: res for res in folder.load_part(f"batch-{b}.pkl")}
+    return {res.spec.run_id: res for s in seeds for res in folder.load_part(_shard_part(b, s))}
 
 
 @dataclass(frozen=True)
@@ -709,6 +773,7 @@ class _Simulated:
     client_acc: dict[str, np.ndarray]
     selections: dict[str, np.ndarray]
     wall_s: float
+    shard_keys: tuple[str, ...] = ()
 
 
 def _simulate_all(
@@ -722,46 +787,36 @@ def _simulate_all(
     checkpoint_every: int | None,
     checkpoint_seconds: float,
     model: Model,
+    executor: ShardExecutor | None = None,
 ) -> _Simulated:
-    """Advance every batch (finished ones are read back from the checkpoint), in plan order."""
-    rounds = sim_config.rounds
-    total = rounds * len(batches)
+    """Advance every batch (finished ones are read back from the checkpoint), in plan order.
+
+    Locally each batch is one :func:`simulate` call with its own checkpoints. With an
+    ``executor`` the batches are cut into shards (the runs of one seed), all submitted at once;
+    each finished shard is saved, so an interrupted run resumes with the shards not yet done.
+    A run's results do not depend on the runs it was simulated with, so either way gives the
+    same numbers.
+    """
     keep = checkpoint_every != 0
+    keys: tuple[str, ...] = ()
+    if executor is not None:
+        fresh, keys = _run_shards_elsewhere(
+            batches, sim_config, progress, folder, state, executor, keep, model
+        )
+    else:
+        fresh = _run_batches_here(
+            batches, sim_config, progress, workers, folder, state, checkpoint_every,
+            checkpoint_seconds, model,
+        )  # fmt: skip
     records: list[RunRecord] = []
     client_acc: dict[str, np.ndarray] = {}
     selections: dict[str, np.ndarray] = {}
     wall = 0.0
-    if progress is not None:  # where this session starts (a resumed run part-way)
-        start = state.current.rounds_done if state.current is not None else 0
-        progress(min(state.finished, len(batches)) * rounds + start, total)
     for b, (data, runs) in enumerate(batches):
-        if b < state.finished:
-            results = folder.load_part(f"batch-{b}.pkl")
-        else:
-
-            def report(k: int, start: int = b * rounds) -> None:
-                if progress is not None:
-                    progress(start + min(k, rounds), total)
-
-            def save(checkpoint: SimCheckpoint) -> None:
-                state.current = checkpoint
-                folder.save_checkpoint(state.state(), _info(state, rounds))
-
-            policy = (
-                Checkpointing(save, every=checkpoint_every, seconds=checkpoint_seconds)
-                if keep
-                else None
-            )
-            resume_from, state.current = state.current, None
-            results = simulate(
-                runs, data, sim_config, progress=report, model=model, workers=workers,
-                checkpoint=policy, resume_from=resume_from,
-            )  # fmt: skip
-            state.finished, state.current = b + 1, None
-            if keep:
-                folder.save_part(f"batch-{b}.pkl", results)
-                folder.save_checkpoint(state.state(), _info(state, rounds))
-        for spec, res in zip(runs, results, strict=True):
+        missing = [r for r in runs if r.run_id not in fresh]
+        saved = _load_finished(folder, b, missing, state) if missing else {}
+        for spec in runs:
+            res = fresh[spec.run_id] if spec.run_id in fresh else saved[spec.run_id]
             records.append(_record(spec, res, data))
             wall += res.wall_s
             client_acc[spec.run_id] = np.asarray(res.client_acc, dtype=np.float32)
@@ -773,12 +828,198 @@ def _simulate_all(
             if res.round_time is not None and res.busy_time is not None:
                 selections[f"round_time/{spec.run_id}"] = res.round_time
                 selections[f"busy_time/{spec.run_id}"] = res.busy_time
-    if progress is not None:
-        progress(total, total)
     order = {r.run_id: i for i, r in enumerate(plan)}
     records.sort(key=lambda r: order[r.run_id])
     client_acc = {r.run_id: client_acc[r.run_id] for r in records}
-    return _Simulated(records, client_acc, dict(sorted(selections.items())), wall)
+    return _Simulated(records, client_acc, dict(sorted(selections.items())), wall, keys)
+
+
+def _run_batches_here(
+    batches: Sequence[tuple[ClientData, list[RunSpec]]],
+    sim_config: SimConfig,
+    progress: ProgressFn | None,
+    workers: int,
+    folder: ResultsFolder,
+    state: _Progress,
+    checkpoint_every: int | None,
+    checkpoint_seconds: float,
+    model: Model,
+) -> dict[str, RunResult]:
+    """Simulate the unfinished batches in this process (and its forked workers), in order.
+
+    Returns the results computed, by run id. Runs of a batch whose shards an executor finished
+    in an earlier session are not redone.
+    """
+    rounds = sim_config.rounds
+    total = rounds * len(batches)
+    keep = checkpoint_every != 0
+    fresh: dict[str, RunResult] = {}
+    if progress is not None:  # where this session starts (a resumed run part-way)
+        start = state.current.rounds_done if state.current is not None else 0
+        progress(min(state.finished, len(batches)) * rounds + start, total)
+    for b, (data, runs) in enumerate(batches):
+        if b < state.finished:
+            continue
+        todo = [r for r in runs if (b, r.seed) not in state.shards]
+
+        def report(k: int, start: int = b * rounds) -> None:
+            if progress is not None:
+                progress(start + min(k, rounds), total)
+
+        def save(checkpoint: SimCheckpoint) -> None:
+            state.current = checkpoint
+            folder.save_checkpoint(state.state(), _info(state, rounds))
+
+        policy = (
+            Checkpointing(save, every=checkpoint_every, seconds=checkpoint_seconds)
+            if keep
+            else None
+        )
+        resume_from, state.current = state.current, None
+        if resume_from is not None and resume_from.run_ids != tuple(r.run_id for r in todo):
+            resume_from = None  # taken of other runs: an executor has finished some since
+        results: list[RunResult] = []
+        if todo:
+            results = simulate(
+                todo, data, sim_config, progress=report, model=model, workers=workers,
+                checkpoint=policy, resume_from=resume_from,
+            )  # fmt: skip
+        fresh.update((res.spec.run_id, res) for res in results)
+        if len(todo) < len(runs):  # saved as shards, beside those the executor saved
+            for seed in _seeds_of(todo):
+                if keep:
+                    part = [res for res in results if res.spec.seed == seed]
+                    folder.save_part(_shard_part(b, seed), part)
+                state.shards.add((b, seed))
+        elif keep:
+            folder.save_part(f"batch-{b}.pkl", results)
+        state.finished, state.current = b + 1, None
+        if keep:
+            folder.save_checkpoint(state.state(), _info(state, rounds))
+    if progress is not None:
+        progress(total, total)
+    return fresh
+
+
+def _run_shards_elsewhere(
+    batches: Sequence[tuple[ClientData, list[RunSpec]]],
+    sim_config: SimConfig,
+    progress: ProgressFn | None,
+    folder: ResultsFolder,
+    state: _Progress,
+    executor: ShardExecutor,
+    keep: bool,
+    model: Model,
+) -> tuple[dict[str, RunResult], tuple[str, ...]]:
+    """Submit every unfinished shard to ``executor``; save each as it comes back.
+
+    Returns the results, by run id, and the shards' keys.
+    """
+    rounds = sim_config.rounds
+    n_shards = sum(len(_seeds_of(runs)) for _, runs in batches)
+    pending = _pending_shards(batches, state)
+    keys: dict[str, tuple[int, int]] = {}
+    for b, seed, data, runs in pending:
+        key = _shard_key(state.identity, b, seed)
+        keys[key] = (b, seed)
+        executor.submit(key, runs, data, sim_config, model)
+    done = n_shards - len(pending)
+    if progress is not None:
+        progress(done * rounds, n_shards * rounds)
+    fresh: dict[str, RunResult] = {}
+    remaining = set(keys)
+    try:
+        for key, results in executor.completed(list(keys)):
+            remaining.discard(key)
+            b, seed = keys[key]
+            fresh.update((res.spec.run_id, res) for res in results)
+            state.shards.add((b, seed))
+            if keep:
+                folder.save_part(_shard_part(b, seed), results)
+                folder.save_checkpoint(state.state(), _info(state, rounds))
+            done += 1
+            if progress is not None:
+                progress(done * rounds, n_shards * rounds)
+    except BaseException:
+        executor.cancel(sorted(remaining))
+        raise
+    return fresh, tuple(keys)
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """An experiment made ready to simulate: its data, simulator settings, model and batches."""
+
+    dataset: DataSource
+    fed: dict[int | None, ClientData]
+    sim_config: SimConfig
+    model: Model
+    batches: list[tuple[ClientData, list[RunSpec]]]
+    identity: dict[str, Any]
+
+
+def _prepare(
+    config: ExperimentConfig,
+    plan: list[RunSpec],
+    sim_config: SimConfig,
+    dataset: DataSource | None,
+) -> _Prepared:
+    """Load and partition the data, check the settings against them, build the model, batch.
+
+    Raises
+    ------
+    ConfigError
+        The configuration does not fit the data or the model cannot be built.
+    """
+    if dataset is None:
+        dataset = load_data(config.data)
+    fed = _federated_data(dataset, config)
+    first = next(iter(fed.values()))
+    if config.m > first.n_clients:
+        raise ConfigError(
+            f"{config.source}: m={config.m} exceeds the number of clients N={first.n_clients}"
+        )
+    if config.data.total_clients is None:  # a trace is checked against the real N
+        sim_config = sim_settings(config, first.n_clients)
+    for data in fed.values():
+        try:
+            check_simulation(data, sim_config)
+        except ValueError as exc:
+            raise ConfigError(f"{config.source}: sim.{exc}") from exc
+    try:  # the model is built and checked on one batch before any round
+        model = config.model.build(first.input_shape, first.n_classes)
+    except ConfigError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from None
+    batches = _batches(plan, fed, sim_config, model.dim)
+    identity = _identity(config, dataset, plan, len(batches))
+    return _Prepared(dataset, fed, sim_config, model, batches, identity)
+
+
+def submit_shards(
+    config: ExperimentConfig,
+    out: str | Path,
+    executor: ShardExecutor,
+    *,
+    dataset: DataSource | None = None,
+) -> int:
+    """Submit the shards a run of ``config`` into ``out`` will ask ``executor`` for, ahead of it.
+
+    Lets a caller start the shards of several experiments at once (the leaderboard) and then run
+    each with ``run_experiment(..., executor=executor)``, which finds them submitted. Shards an
+    interrupted run at ``out`` already finished are not submitted again. Returns how many were.
+    """
+    plan = expand_runs(config)
+    ready = _prepare(config, plan, sim_settings(config), dataset)
+    state = _Progress(ready.identity)
+    folder = ResultsFolder(out)
+    if folder.has_checkpoint():
+        with contextlib.suppress(RunError, ConfigError):
+            state = _load_progress(folder, ready.identity, config.source)
+    pending = _pending_shards(ready.batches, state)
+    for b, seed, data, runs in pending:
+        key = _shard_key(ready.identity, b, seed)
+        executor.submit(key, runs, data, ready.sim_config, ready.model)
+    return len(pending)
 
 
 def _info(state: _Progress, rounds: int) -> dict[str, Any]:
@@ -877,6 +1118,7 @@ def run_experiment(
     checkpoint_every: int | None = None,
     checkpoint_seconds: float = 30.0,
     command: str = "",
+    executor: ShardExecutor | None = None,
 ) -> ExperimentOutcome:
     """Run every distinct run of ``config`` and write the results folder ``out``.
 
@@ -913,6 +1155,11 @@ def run_experiment(
     checkpoint_seconds : float
     command : str
         The command line, named in the lock file while the run writes ``out``.
+    executor : ShardExecutor, optional
+        Run the shards (the runs of one seed) there instead — e.g. a
+        :class:`~adcs.experiments.distributed.RayExecutor` — and gather them here; the results
+        files are those of a local run, byte for byte. ``workers`` then does not apply. Each
+        finished shard is checkpointed (unless ``checkpoint_every`` is 0).
 
     Raises
     ------
@@ -938,11 +1185,7 @@ def run_experiment(
     ):
         raise ValueError(f"checkpoint_every must be an integer >= 0, got {checkpoint_every!r}")
     plan = expand_runs(config)
-    n_clients = config.data.total_clients  # None: the data decide (FEMNIST's writers)
-    try:
-        sim_config = config.sim.build(n_clients if n_clients is not None else 1)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{config.source}: sim: {exc}") from exc
+    sim_config = sim_settings(config)
     folder = check_output(config, out, force=overwrite, resume=resume, dataset=dataset)
     folder.acquire(command)
     try:
@@ -950,7 +1193,7 @@ def run_experiment(
         return _run_in(
             folder, config, plan, sim_config, resumable, dataset, quick, progress,
             extra_manifest, finalize, workers, checkpoint_every, checkpoint_seconds, started,
-            started_at,
+            started_at, executor,
         )  # fmt: skip
     finally:
         folder.release()
@@ -972,35 +1215,14 @@ def _run_in(
     checkpoint_seconds: float,
     started: float,
     started_at: str,
+    executor: ShardExecutor | None,
 ) -> ExperimentOutcome:
     state: _Progress | None = None
     rounds = sim_config.rounds
     try:
-        if dataset is None:
-            dataset = load_data(config.data)
-        fed = _federated_data(dataset, config)
-        first = next(iter(fed.values()))
-        if config.m > first.n_clients:
-            raise ConfigError(
-                f"{config.source}: m={config.m} exceeds the number of clients N={first.n_clients}"
-            )
-        if config.data.total_clients is None:  # a trace is checked against the real N
-            try:
-                sim_config = config.sim.build(first.n_clients)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{config.source}: sim: {exc}") from exc
-        for data in fed.values():
-            try:
-                check_simulation(data, sim_config)
-            except ValueError as exc:
-                raise ConfigError(f"{config.source}: sim.{exc}") from exc
-        first = next(iter(fed.values()))
-        try:  # the model is built and checked on one batch before any round
-            model = config.model.build(first.input_shape, first.n_classes)
-        except ConfigError as exc:
-            raise ConfigError(f"{config.source}: {exc}") from None
-        batches = _batches(plan, fed, sim_config, model.dim)
-        identity = _identity(config, dataset, plan, len(batches))
+        ready = _prepare(config, plan, sim_config, dataset)
+        dataset, fed, sim_config, model = ready.dataset, ready.fed, ready.sim_config, ready.model
+        batches, identity = ready.batches, ready.identity
         if resumable:
             state = _load_progress(folder, identity, config.source)
             logger.info("resuming %s at %s", config.name, state.describe(rounds))
@@ -1016,13 +1238,16 @@ def _run_in(
         state.session = {"started_at": started_at, "pid": os.getpid(), "workers": workers,
                          "from": state.describe(rounds)}  # fmt: skip
         logger.info("%s: %d distinct runs, %d rounds each", config.name, len(plan), rounds)
+        if executor is not None:
+            state.session["executor"] = "shards"
         sim = _simulate_all(
             batches, plan, sim_config, progress, workers, folder, state, checkpoint_every,
-            checkpoint_seconds, model,
+            checkpoint_seconds, model, executor,
         )  # fmt: skip
+        ran = {} if executor is None else {"executor": executor.describe(sim.shard_keys)}
         return _write_results(
-            folder, config, plan, sim_config, dataset, fed, sim, quick, extra_manifest,
-            finalize, state, started, model,
+            folder, config, plan, sim_config, dataset, fed, sim, quick,
+            {**ran, **dict(extra_manifest or {})}, finalize, state, started, model,
         )  # fmt: skip
     except BaseException as exc:
         kept = folder.discard(keep_checkpoint=True)
