@@ -92,6 +92,9 @@ def test_errors_naming_a_table_print_it(tmp_path: Path) -> None:
         ["reproduce", "fig1", "--rounds", "-3"],
         ["run", "does-not-exist.toml"],
         ["bench", "gpu"],
+        ["leaderboard", "--workloads", "nope"],
+        ["leaderboard", "--workloads", "does-not-exist.toml"],
+        ["leaderboard", "--workloads", "paper,paper"],
     ],
 )
 def test_bad_arguments_exit_non_zero(args: list[str], tmp_path: Path) -> None:
@@ -436,3 +439,22 @@ def test_bench_scale_runs_through_the_cli(tmp_path):
     assert result.exit_code == 0, result.output
     assert "uniform        1,000" in result.output and figure.is_file()
     assert "target: MAP on 2,000 candidates" in result.output
+
+
+def test_the_leaderboard_refuses_a_workload_with_methods_in_one_line(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.toml"
+    mine.write_text(packaged_config_path("quick").read_text())  # it lists [[methods]]
+    result = runner.invoke(cli.app, ["leaderboard", "--workloads", str(mine), "--out",
+                                     str(tmp_path / "o")])  # fmt: skip
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "lists no [[methods]]" in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_unknown_workload_names_the_known_ones(tmp_path: Path) -> None:
+    result = runner.invoke(cli.app, ["leaderboard", "--workloads", "m7"])
+    assert result.exit_code == 2
+    assert "no leaderboard workload 'm7'; known: [" in result.output
+    for name in ("paper", "m6", "bernoulli", "cnn"):
+        assert f"'{name}'" in result.output

@@ -748,7 +748,7 @@ def leaderboard(
         typer.Option(
             "--quick",
             help="Few rounds (150, evaluated every 15) and 3 seeds per workload: a smoke run of "
-            "the whole pipeline, minutes instead of about an hour.",
+            "the whole pipeline, minutes instead of the suite's CPU-hours.",
         ),
     ] = False,
     workloads: Annotated[
@@ -756,8 +756,9 @@ def leaderboard(
         typer.Option(
             "--workloads",
             metavar="NAMES",
-            help="Comma-separated workload names (files of experiments/leaderboard/) or TOML "
-            "paths of your own (default: every shipped workload).",
+            help="Comma-separated workload names (files of experiments/leaderboard/, or of its "
+            "optional/ folder such as cnn, which run only when named) or TOML paths of your own "
+            "(default: the suite, every file of experiments/leaderboard/).",
         ),
     ] = None,
     seeds: Seeds = None,

@@ -24,7 +24,9 @@ import importlib
 import logging
 import os
 import platform
+import re
 import socket
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
 from types import TracebackType
@@ -156,6 +158,36 @@ def simulate_shard(
     return simulate(runs, data, config, model=model, workers=1), here
 
 
+_CONNECT_TIMEOUT_S = 5.0
+"""How long the cluster's port is given to answer before the address is called unreachable."""
+
+
+def _check_listening(address: str) -> None:
+    """Refuse at once an address where nothing listens (``ray.init`` would retry for minutes).
+
+    ``HOST:PORT`` and ``ray://HOST:PORT`` are checked with one TCP connection; other forms
+    (``"auto"``) are left to Ray.
+
+    Raises
+    ------
+    ExecutorError
+        Nothing answers on HOST:PORT within :data:`_CONNECT_TIMEOUT_S`.
+    """
+    match = re.fullmatch(r"(?:ray://)?\[?([^\]\s]+?)\]?:(\d+)", address)
+    if match is None:
+        return
+    host, port = match.group(1), int(match.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ExecutorError(
+            f"cannot connect to the Ray cluster at {address}: nothing answers on {host}:{port} "
+            f"({reason.lower()}); start one with `ray start --head` or check the address"
+        ) from None
+
+
 class RayExecutor:
     """Shards as tasks on an existing Ray cluster (one CPU each).
 
@@ -204,11 +236,14 @@ class RayExecutor:
                 "--ray-address needs Ray: pip install 'adcs[ray]' (or the flower extra)"
             ) from None
         if not ray.is_initialized():
+            _check_listening(self.address)
             try:
-                ray.init(
-                    address=self.address, logging_level=logging.WARNING,
-                    configure_logging=False, include_dashboard=False,
-                )  # fmt: skip
+                with warnings.catch_warnings():  # Ray's notes on its future defaults
+                    warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray\.")
+                    ray.init(
+                        address=self.address, logging_level=logging.WARNING,
+                        configure_logging=False, include_dashboard=False,
+                    )  # fmt: skip
             except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError, …
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 raise ExecutorError(

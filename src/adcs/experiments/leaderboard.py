@@ -123,6 +123,8 @@ QUICK: dict[str, Any] = {"rounds": 150, "eval_every": 15, "seeds": (0, 1, 2)}
 
 WORKLOADS_FOLDER = "leaderboard"
 """Where the workloads are: ``experiments/leaderboard/`` (or the installed package's copy)."""
+OPTIONAL_FOLDER = "optional"
+"""Shipped workloads that run only when named (``experiments/leaderboard/optional/``)."""
 REFERENCE_WORKLOAD = "paper"
 """Listed first: the paper's setting, against which the others are departures."""
 CHECKPOINT_FORMAT = 1
@@ -160,13 +162,15 @@ def _workloads_dir() -> Path:
 
 
 def workload_paths(names: Sequence[str] | None = None) -> list[Path]:
-    """The workload files: all of ``experiments/leaderboard/``, or those named.
+    """The workload files: the default suite of ``experiments/leaderboard/``, or those named.
 
     Parameters
     ----------
     names : sequence of str, optional
-        Workload names (file stems, e.g. ``"m6"``) or paths to TOML files of one's own.
-        Default: every shipped workload, the paper's setting first, then by name.
+        Workload names (file stems, e.g. ``"m6"``, or an optional workload of
+        ``experiments/leaderboard/optional/`` such as ``"cnn"``) or paths to TOML files of one's
+        own. Default: the suite (``experiments/leaderboard/*.toml``), the paper's setting first,
+        then by name; the optional workloads run only when named.
 
     Raises
     ------
@@ -179,7 +183,8 @@ def workload_paths(names: Sequence[str] | None = None) -> list[Path]:
         if not shipped:
             raise ConfigError(f"no leaderboard workloads in {folder}")
         return shipped
-    by_name = {p.stem: p for p in shipped}
+    optional = sorted((folder / OPTIONAL_FOLDER).glob("*.toml"))
+    by_name = {p.stem: p for p in [*optional, *shipped]}
     out = []
     for name in names:
         if name.endswith(".toml") or "/" in name:

@@ -1,0 +1,311 @@
+"""The leaderboard: its methods, scores, ranks and ties, and whole runs (resumed, summarised)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from adcs.data import FashionMNIST
+from adcs.experiments import leaderboard as lb
+from adcs.experiments.config import ConfigError, config_from_dict
+from adcs.experiments.runner import RunInterrupted, expand_runs, load_records
+from adcs.schedulers import SCHEDULERS
+
+WORKLOAD = """\
+name = "{name}"
+description = "A tiny workload"
+m = {m}
+seeds = [0, 1]
+
+[data]
+partition = "paper_groups"
+n_groups = 3
+clients_per_group = 2
+train_per_client = 40
+test_per_client = 10
+
+[sim]
+rounds = 6
+eval_every = 2
+batch_size = 4
+local_lr = 0.002
+"""
+SUMMARY = ("report.md", "leaderboard.csv", "ranks.csv", "summary.json", "summary.png")
+REPRODUCIBLE = ("metrics.csv", "runs.csv", "selections.npz", "summary.json", "client_acc.npz")
+
+
+def workload(tmp_path: Path, name: str, m: int = 3) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(WORKLOAD.format(name=name, m=m), encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# the entries
+
+
+def test_every_scheduler_of_the_table_is_an_entry_and_adcs_runs_at_each_theta_and_fresh() -> None:
+    methods = lb.leaderboard_methods()
+    assert [m.name for m in methods if m.name != "adcs"] == [n for n in SCHEDULERS if n != "adcs"]
+    config = config_from_dict({"name": "w", "m": 2, "seeds": [0], "methods": [{"name": "uniform"}]})
+    runs = expand_runs(dataclasses.replace(config, methods=methods))
+    adcs = [r.meta["params"] for r in runs if r.meta["method"] == "adcs"]
+    plain = sorted(p["theta"] for p in adcs if not p.get("fresh_quality"))
+    assert plain == sorted(lb.THETAS)
+    assert all(p["refresh_every"] == lb.REFRESH_EVERY for p in adcs)
+    fresh = [p for p in adcs if p.get("fresh_quality")]
+    assert len(fresh) == 1 and fresh[0]["theta"] == lb.PAPER_THETA
+    assert len(runs) == len(SCHEDULERS) - 1 + len(lb.THETAS) + 1
+
+
+def test_shipped_workloads_load_paper_first_and_unknown_names_are_refused() -> None:
+    paths = lb.workload_paths()
+    names = [p.stem for p in paths]
+    assert names[0] == "paper" and names[1:] == sorted(names[1:])
+    assert {"soft_skew", "dirichlet", "clients100", "m6", "bernoulli"} <= set(names)
+    for path in paths:
+        config = lb.load_workload(path)
+        assert config.name == path.stem and len(config.seeds) >= 3
+        assert config.methods == lb.leaderboard_methods()
+    with pytest.raises(ConfigError, match=r"no leaderboard workload 'nope'; known: \["):
+        lb.workload_paths(["nope"])
+
+
+def test_a_workload_listing_methods_is_refused(tmp_path: Path) -> None:
+    path = workload(tmp_path, "w")
+    path.write_text(path.read_text() + '\n[[methods]]\nname = "uniform"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"lists no \[\[methods\]\]"):
+        lb.load_workload(path)
+
+
+def test_quick_workloads_take_the_quick_rounds_and_seeds(tmp_path: Path) -> None:
+    config = lb.quick_workload(lb.load_workload(workload(tmp_path, "w")))
+    assert config.sim.rounds == lb.QUICK["rounds"]
+    assert tuple(config.seeds) == tuple(lb.QUICK["seeds"])
+
+
+# ---------------------------------------------------------------------------------------------
+# ties and ranks
+
+
+def test_the_tie_test_is_scipys_paired_t_test_at_five_percent() -> None:
+    rng = np.random.default_rng(3)
+    agree = 0
+    for _ in range(300):
+        n = int(rng.integers(2, 7))
+        a = rng.normal(0.5, 0.05, n)
+        b = a - rng.normal(rng.uniform(-0.05, 0.05), 0.03, n)
+        ours = lb.tied(dict(enumerate(a)), dict(enumerate(b)))
+        p = stats.ttest_rel(a, b).pvalue
+        agree += ours == (p >= 0.05)
+    assert agree == 300
+
+
+def test_paired_difference_uses_only_the_common_seeds() -> None:
+    a = {0: 0.5, 1: 0.6, 2: 0.7, 9: 1.0}
+    b = {0: 0.4, 1: 0.4, 2: 0.4}
+    mean, half, n = lb.paired_difference(a, b)
+    d = np.array([0.1, 0.2, 0.3])
+    assert n == 3 and mean == pytest.approx(d.mean())
+    assert half == pytest.approx(stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3))
+    assert lb.tied({0: 0.5}, {0: 0.5}) and not lb.tied({0: 0.5}, {0: 0.4})
+    assert not lb.tied({0: math.nan, 1: 0.2}, {0: 0.1, 1: 0.2})
+    assert not lb.tied({0: 0.5}, {1: 0.5})  # nothing in common
+
+
+def test_ranks_share_equal_means_put_non_finite_last_and_mark_the_best_and_ties() -> None:
+    entries = {
+        "a": {0: 0.50, 1: 0.52, 2: 0.54},
+        "b": {0: 0.60, 1: 0.61, 2: 0.62},  # the best, clearly
+        "c": {0: 0.50, 1: 0.52, 2: 0.54},  # the same mean as a
+        "d": {0: 0.62, 1: 0.55, 2: 0.64},  # noisy: not told apart from b
+        "e": {0: math.nan, 1: 0.9, 2: 0.9},
+    }
+    placing = lb.rank_workload(entries)
+    assert placing["b"].rank == 1 and placing["b"].best and placing["b"].tied
+    assert placing["d"].rank == 2 and placing["d"].tied and not placing["d"].best
+    assert placing["a"].rank == placing["c"].rank == 3.5
+    assert not placing["a"].tied
+    assert placing["e"].rank == 5 and math.isnan(placing["e"].mean) and not placing["e"].tied
+
+
+def test_the_overall_table_averages_ranks_and_counts_bests_and_ties() -> None:
+    w1 = {"x": {0: 0.9, 1: 0.91}, "y": {0: 0.5, 1: 0.52}}
+    w2 = {"x": {0: 0.4, 1: 0.42}, "y": {0: 0.8, 1: 0.81}, "z": {0: 0.1, 1: 0.12}}
+    rows, placings = lb.rank_table({"w1": w1, "w2": w2})
+    by = {r.entry: r for r in rows}
+    assert by["x"].mean_rank == 1.5 and by["y"].mean_rank == 1.5 and by["z"].mean_rank == 3
+    assert by["x"].best == 1 and by["y"].best == 1 and by["z"].workloads == 1
+    assert by["x"].ranks == {"w1": 1.0, "w2": 2.0}
+    assert [r.entry for r in rows] == ["x", "y", "z"]  # equal mean ranks: by ties, then name
+    assert placings["w2"]["y"].best
+
+
+# ---------------------------------------------------------------------------------------------
+# whole leaderboards
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory: pytest.TempPathFactory, synthetic: FashionMNIST) -> Path:
+    tmp = tmp_path_factory.mktemp("board")
+    configs = [lb.load_workload(workload(tmp, "alpha")), lb.load_workload(workload(tmp, "beta", 2))]
+    outcome = lb.run_leaderboard(configs, tmp / "out", dataset=synthetic, workers=2)
+    assert outcome.workloads == ["alpha", "beta"]
+    return outcome.folder
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_leaderboard_writes_each_workload_and_its_summary(board: Path) -> None:
+    for name in (*SUMMARY, "alpha.png", "beta.png", "manifest.json"):
+        assert (board / name).is_file(), name
+    for w in ("alpha", "beta"):
+        assert (board / w / "report.md").is_file()
+        entries = len(SCHEDULERS) - 1 + len(lb.THETAS) + 1
+        assert len(load_records(board / w)) == 2 * entries  # two seeds
+    manifest = json.loads((board / "manifest.json").read_text())
+    assert manifest["kind"] == "leaderboard" and manifest["workloads"] == ["alpha", "beta"]
+
+
+def test_the_summary_numbers_are_those_of_the_workloads_runs(board: Path) -> None:
+    rows = _read_csv(board / "leaderboard.csv")
+    assert {r["workload"] for r in rows} == {"alpha", "beta"}
+    for w in ("alpha", "beta"):
+        runs = _read_csv(board / w / "runs.csv")
+        mine = [r for r in rows if r["workload"] == w]
+        assert len(mine) == len({r["variant"] for r in runs})
+        for row in mine:
+            worst = [float(r["final_worst_acc"]) for r in runs if r["variant"] == row["variant"]]
+            avg = [float(r["final_avg_acc"]) for r in runs if r["variant"] == row["variant"]]
+            assert float(row["worst"]) == pytest.approx(np.mean(worst))
+            assert float(row["avg"]) == pytest.approx(np.mean(avg))
+            updates = [float(r["client_updates"]) for r in runs if r["variant"] == row["variant"]]
+            assert float(row["client_updates"]) == pytest.approx(np.mean(updates))
+        uniform = [float(r["final_worst_acc"]) for r in runs if r["method"] == "uniform"]
+        target = float(mine[0]["target_worst"])
+        assert target == pytest.approx(lb.TARGET_FRACTION * np.mean(uniform))
+        # ranks on the workload agree with the means
+        means = {r["entry"]: float(r["worst"]) for r in mine}
+        ranks = {r["entry"]: float(r["rank_worst"]) for r in mine}
+        for e1 in means:
+            for e2 in means:
+                if means[e1] > means[e2]:
+                    assert ranks[e1] < ranks[e2]
+        best = [r["entry"] for r in mine if r["best_worst"] == "true"]
+        assert best and all(means[b] == max(means.values()) for b in best)
+
+
+def test_the_ten_percent_quantile_is_computed_from_every_clients_accuracy(board: Path) -> None:
+    rows = {(r["workload"], r["variant"]): r for r in _read_csv(board / "leaderboard.csv")}
+    records = load_records(board / "alpha")
+    with np.load(board / "alpha" / "client_acc.npz") as npz:
+        acc = {k: npz[k] for k in npz.files}
+    variant = records[0].variant
+    finals = []
+    for r in (r for r in records if r.variant == variant):
+        q = np.quantile(acc[r.run_id].astype(np.float64), 0.1, axis=-1)
+        finals.append(q[r.tail].mean())
+    assert float(rows[("alpha", variant)]["p10"]) == pytest.approx(np.mean(finals))
+
+
+def test_the_report_says_where_adcs_wins_and_loses_from_the_numbers(board: Path) -> None:
+    text = (board / "report.md").read_text()
+    assert "## Where ADCS wins and where it loses" in text
+    assert "## Overall ranks" in text and "## ADCS's θ on each workload" in text
+    assert "## Workload: alpha" in text and "## Workload: beta" in text
+    doc = json.loads((board / "summary.json").read_text())
+    top = doc["ranks"]["worst"][0]
+    assert f"the lowest mean rank is {top['entry']}'s ({top['mean_rank']:.2f}" in text
+    paper = next(e for e in doc["workloads"]["alpha"]["entries"] if e["entry"] == "ADCS θ=0.8")
+    if paper["worst"]["tied"]:
+        assert "**Loses** on 2" not in text
+    # what the report says of each workload's table is the summary's
+    for w in ("alpha", "beta"):
+        for e in doc["workloads"][w]["entries"]:
+            assert f"| {e['entry']} |" in text
+
+
+def test_an_interrupted_leaderboard_resumes_to_the_same_files(
+    tmp_path: Path, synthetic: FashionMNIST, board: Path
+) -> None:
+    configs = [
+        lb.load_workload(workload(tmp_path, "alpha")),
+        lb.load_workload(workload(tmp_path, "beta", 2)),
+    ]
+
+    def progress(name: str) -> Any:
+        def report(done: int, total: int) -> None:
+            if name == "beta" and done >= 3:
+                raise KeyboardInterrupt
+
+        return report
+
+    out = tmp_path / "out"
+    with pytest.raises(RunInterrupted, match="--resume") as info:
+        lb.run_leaderboard(configs, out, dataset=synthetic, progress=progress,
+                           checkpoint_every=1)  # fmt: skip
+    assert info.value.resumable and not out.exists()
+    states: list[tuple[str, str]] = []
+    lb.run_leaderboard(configs, out, dataset=synthetic, resume=True,
+                       on_workload=lambda w, s: states.append((w, s)))  # fmt: skip
+    assert states == [("alpha", "done"), ("beta", "resume")]
+    for name in ("leaderboard.csv", "ranks.csv", "summary.json", "report.md"):
+        assert (out / name).read_bytes() == (board / name).read_bytes(), name
+    for w in ("alpha", "beta"):
+        for name in REPRODUCIBLE:
+            assert (out / w / name).read_bytes() == (board / w / name).read_bytes(), (w, name)
+
+
+def test_resuming_with_other_workloads_is_refused_with_the_difference_named(
+    tmp_path: Path, synthetic: FashionMNIST
+) -> None:
+    configs = [lb.load_workload(workload(tmp_path, "alpha"))]
+
+    def stop(name: str) -> Any:
+        def report(done: int, total: int) -> None:
+            if done >= 2:
+                raise KeyboardInterrupt
+
+        return report
+
+    out = tmp_path / "out"
+    with pytest.raises(RunInterrupted):
+        lb.run_leaderboard(configs, out, dataset=synthetic, progress=stop, checkpoint_every=1)
+    other = [lb.load_workload(workload(tmp_path, "alpha", 2))]
+    with pytest.raises(
+        ConfigError, match=r"workloads differ .* in alpha\.m \(interrupted run: 3, now: 2\)"
+    ):
+        lb.run_leaderboard(other, out, dataset=synthetic, resume=True)
+    renamed = [lb.load_workload(workload(tmp_path, "gamma"))]
+    with pytest.raises(ConfigError, match=r"ran the workloads \['alpha'\], not \['gamma'\]"):
+        lb.run_leaderboard(renamed, out, dataset=synthetic, resume=True)
+
+
+def test_workload_names_must_be_distinct(tmp_path: Path, synthetic: FashionMNIST) -> None:
+    config = lb.load_workload(workload(tmp_path, "alpha"))
+    with pytest.raises(ConfigError, match="distinct"):
+        lb.run_leaderboard([config, config], tmp_path / "out", dataset=synthetic)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_summary_can_be_rewritten_from_the_workloads_alone(tmp_path: Path, board: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(board, copy)
+    for name in SUMMARY:
+        (copy / name).unlink()
+    lb.summarize_leaderboard(copy)
+    for name in ("leaderboard.csv", "ranks.csv", "summary.json", "report.md"):
+        assert (copy / name).read_bytes() == (board / name).read_bytes(), name
