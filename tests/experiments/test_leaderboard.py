@@ -75,6 +75,9 @@ def test_shipped_workloads_load_paper_first_and_unknown_names_are_refused() -> N
         config = lb.load_workload(path)
         assert config.name == path.stem and len(config.seeds) >= 3
         assert config.methods == lb.leaderboard_methods()
+    (cnn,) = lb.workload_paths(["cnn"])  # optional: only when named
+    assert cnn.parent.name == "optional" and "cnn" not in names
+    assert lb.load_workload(cnn).model.kind == "cnn"
     with pytest.raises(ConfigError, match=r"no leaderboard workload 'nope'; known: \["):
         lb.workload_paths(["nope"])
 
