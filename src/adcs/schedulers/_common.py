@@ -119,20 +119,29 @@ def data_weights(sizes: FloatArray | None, clients: IntArray) -> FloatArray:
 
 
 def fill_from(
-    order: IntArray, available: BoolArray, k: int, last: IntArray | None = None
+    order: IntArray,
+    available: BoolArray,
+    k: int,
+    rng: np.random.Generator,
+    last: IntArray | None = None,
 ) -> IntArray:
-    """The first ``k`` available clients of ``order``, topped up with other available clients.
+    """The first ``k`` available clients of ``order``, topped up at random with other available ones.
 
-    Clients without usable statistics (not probed, NaN) are never preferred, but they keep a
-    selection at exactly ``k`` when too few clients have statistics; the top-up goes by index,
-    clients of ``last`` (e.g. those whose statistics were NaN or infinite) after every other.
+    The top-up is needed when ``order`` — the clients the scheduler could rank: those probed, or a
+    pool kept from the last refresh — holds fewer than ``k`` available clients, e.g. between
+    refreshes under intermittent availability, where most of the pool may be away. The scheduler
+    knows nothing of the other available clients, so they are drawn uniformly at random (from
+    ``rng``; nothing is drawn when no top-up is needed); clients of ``last`` (e.g. those whose
+    statistics were NaN or infinite) come after every other, in random order too. A top-up by
+    index, as earlier versions did, favoured low-numbered clients — whole groups of them under the
+    paper's partition.
     """
     order = np.asarray(order, dtype=np.intp)
     picked = order[available[order]][:k]
     if picked.size < k:
         rest = available.copy()
         rest[picked] = False
-        fill = np.flatnonzero(rest)
+        fill = rng.permutation(np.flatnonzero(rest))
         if last is not None and last.size:
             bad = np.zeros(available.shape[0], dtype=bool)
             bad[last] = True

@@ -317,4 +317,4 @@ class ADCS(SchedulerBase[ADCSState]):
         # The MAP over the whole pool is also the MAP over any available part that contains it.
         if order.size < k or not available[order].all():
             order = self._map(state, available[state.pool.clients])
-        return Selection(fill_from(order, available, k, stats.non_finite())), state
+        return Selection(fill_from(order, available, k, rng, stats.non_finite())), state

@@ -296,7 +296,7 @@ class DivFL(SchedulerBase[DivFLState]):
             picks = facility_location_greedy(dist, n_picks, candidates, rng, sample)
         else:
             picks = facility_location_blocked(scaled, n_picks, candidates, rng, sample)
-        return Selection(fill_from(clients[picks], available, k, stats.non_finite())), state
+        return Selection(fill_from(clients[picks], available, k, rng, stats.non_finite())), state
 
     def observe(
         self,

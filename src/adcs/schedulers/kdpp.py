@@ -203,7 +203,7 @@ class KDPP(SchedulerBase[KDPPState]):
         eligible = available[state.pool.clients]
         idx = np.flatnonzero(eligible).astype(np.intp)
         if idx.size <= k:  # the whole available pool, topped up: all taken for certain
-            chosen = fill_from(state.pool.clients[idx], available, k, stats.non_finite())
+            chosen = fill_from(state.pool.clients[idx], available, k, rng, stats.non_finite())
             return Selection(chosen, data_weights(state.data_sizes, chosen)), state
         key = eligible.tobytes()
         if state.cache is None or state.cache[:2] != (key, k):

@@ -131,7 +131,7 @@ class OCS(SchedulerBase[BasicState]):
         known = stats.clients[usable]
         if not self.unbiased or k == 0:
             ranked = known[top_m(norms, k)]
-            return Selection(fill_from(ranked, available, k, stats.non_finite())), state
+            return Selection(fill_from(ranked, available, k, rng, stats.non_finite())), state
         if norms.size and np.isfinite(norms.max()) and norms.max() > 0:
             norms = norms / norms.max()  # π is scale free; this keeps c·a_n finite
         usable_available = known[available[known]]

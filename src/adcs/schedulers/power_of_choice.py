@@ -81,4 +81,4 @@ class PowerOfChoice(SchedulerBase[BasicState]):
         usable = stats.usable()
         losses = np.asarray(stats.losses, dtype=np.float64)[usable]
         ranked = stats.clients[usable][top_m(losses, k)]
-        return Selection(fill_from(ranked, available, k, stats.non_finite())), state
+        return Selection(fill_from(ranked, available, k, rng, stats.non_finite())), state

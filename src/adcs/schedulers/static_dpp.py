@@ -90,4 +90,4 @@ class StaticDPP(SchedulerBase[StaticDPPState]):
         order = state.subset
         if order.size < k or not available[order].all():
             order = self._map(state, available[state.pool.clients])
-        return Selection(fill_from(order, available, k, stats.non_finite())), state
+        return Selection(fill_from(order, available, k, rng, stats.non_finite())), state
