@@ -158,3 +158,32 @@ def test_an_address_where_nothing_listens_is_one_line(tmp_path: Path) -> None:
         "(connection refused); start one with `ray start --head` or check the address"
     ]
     assert not (tmp_path / "x").exists()
+
+
+def test_a_sigterm_stops_a_sharded_run_resumably_and_resume_gives_the_local_files(
+    cluster: str, tmp_path: Path
+) -> None:
+    """Ray's own SIGTERM handler would kill the driver untidily; adcs's is kept."""
+    config = tmp_path / "long.toml"
+    text = (WORKLOAD + METHODS).replace("seeds = [0, 1]", "seeds = [0, 1, 2]")
+    config.write_text(text.replace("rounds = 6", "rounds = 3000").replace("eval_every = 2",
+                                                                          "eval_every = 500"))  # fmt: skip
+    here = adcs("run", str(config), "--out", "here", cwd=tmp_path)
+    assert here.returncode == 0, here.stderr
+    args = [str(BIN / "adcs"), "run", str(config), "--out", "there", "--ray-address", cluster]
+    proc = subprocess.Popen(args, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    info = tmp_path / ".there.partial" / "checkpoint" / "info.json"
+    deadline = time.monotonic() + 300
+    while not (info.is_file() and "shard" in info.read_text(errors="replace")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM)" in err and "--resume" in err
+    again = adcs("run", str(config), "--out", "there", "--resume", "--ray-address", cluster,
+                 cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    for name in REPRODUCIBLE:
+        assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "there" / name).read_bytes()

@@ -25,7 +25,9 @@ import logging
 import os
 import platform
 import re
+import signal
 import socket
+import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
@@ -158,6 +160,26 @@ def simulate_shard(
     return simulate(runs, data, config, model=model, workers=1), here
 
 
+_WAIT_S = 0.5
+"""How long one wait for a finished shard blocks (signals are handled between waits)."""
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _signal_handlers() -> dict[int, Any]:
+    """This process's handlers of SIGINT and SIGTERM (empty outside the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.getsignal(s) for s in _SIGNALS}
+
+
+def _restore(handlers: Mapping[int, Any]) -> None:
+    """Put back the handlers ``ray.init`` replaced: an interrupt then stops a run the usual way
+    (the shards not yet back are cancelled and the finished ones kept for ``--resume``)."""
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
+
+
 _CONNECT_TIMEOUT_S = 5.0
 """How long the cluster's port is given to answer before the address is called unreachable."""
 
@@ -237,6 +259,7 @@ class RayExecutor:
             ) from None
         if not ray.is_initialized():
             _check_listening(self.address)
+            handlers = _signal_handlers()
             try:
                 with warnings.catch_warnings():  # Ray's notes on its future defaults
                     warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray\.")
@@ -249,6 +272,8 @@ class RayExecutor:
                 raise ExecutorError(
                     f"cannot connect to the Ray cluster at {self.address}: {reason}"
                 ) from None
+            finally:
+                _restore(handlers)  # Ray's own would kill this process on SIGTERM, untidily
             self._owns_connection = True
         self._ray = ray
         self._task = ray.remote(num_cpus=1, max_retries=0)(simulate_shard)
@@ -297,7 +322,10 @@ class RayExecutor:
         ray = self._ray
         pending = {self._refs[k]: k for k in keys}
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            # a short timeout, so that Ctrl-C and SIGTERM are handled while shards run
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=_WAIT_S)
+            if not done:
+                continue
             key = pending.pop(done[0])
             try:
                 results, where = ray.get(done[0])
