@@ -706,7 +706,7 @@ def run_leaderboard(
                     quick=quick, dataset=dataset, workers=workers,
                     checkpoint_every=checkpoint_every, executor=executor, command=command,
                     progress=None if progress is None else progress(name),
-                    extra_manifest={"command": command, "leaderboard": str(folder.out)},
+                    extra_manifest={"command": command, "leaderboard": str(out)},
                 )  # fmt: skip
         except RunInterrupted as exc:
             raise RunInterrupted(
