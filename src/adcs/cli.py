@@ -545,9 +545,7 @@ def _run(
     n_runs = len(expand_runs(config))
     console.print(
         f"[bold]{config.name}[/]: {n_runs} distinct runs × {config.sim.rounds} rounds, "
-        f"seeds {list(config.seeds)}, m = {config.m}"
-        + (f", {workers} worker(s)" if workers is not None and ray_address is None else "")
-        + (f", shards on the Ray cluster at {ray_address}" if ray_address is not None else "")
+        f"seeds {list(config.seeds)}, m = {config.m}" + _where(workers, ray_address)
     )
     command = shlex.join(["adcs", *sys.argv[1:]])
     with _executor(ray_address) as executor, _progress() as display:
@@ -560,6 +558,13 @@ def _run(
             extra_manifest={"command": command}, executor=executor,
         )  # fmt: skip
     _print_summary(outcome)
+
+
+def _where(workers: int | None, ray_address: str | None) -> str:
+    """What the first line says of where the runs go: the workers asked for, or the cluster."""
+    if ray_address is not None:
+        return f", shards on the Ray cluster at {ray_address}"
+    return f", {workers} worker(s)" if workers is not None else ""
 
 
 @contextmanager
@@ -811,8 +816,7 @@ def _run_leaderboard(
     n_runs = sum(len(expand_runs(c)) for c in configs)
     console.print(
         f"[bold]leaderboard[/]: {len(configs)} workloads, {n_runs} distinct runs"
-        + (f", {workers} worker(s)" if workers is not None and ray_address is None else "")
-        + (f", shards on the Ray cluster at {ray_address}" if ray_address is not None else "")
+        + _where(workers, ray_address)
     )
     for c in configs:
         console.print(f"  {c.name}: {len(expand_runs(c))} runs × {c.sim.rounds} rounds, "

@@ -56,7 +56,6 @@ from adcs.experiments.config import (
     ExperimentConfig,
     MethodConfig,
     config_from_dict,
-    config_to_dict,
     read_toml,
     with_overrides,
 )
@@ -70,6 +69,7 @@ from adcs.experiments.runner import (
     config_differences,
     data_folders,
     load_records,
+    resume_identity,
     run_experiment,
     submit_shards,
 )
@@ -583,12 +583,7 @@ class LeaderboardOutcome:
 
 def _identity(configs: Sequence[ExperimentConfig]) -> dict[str, Any]:
     """What must agree for a leaderboard to be resumed: the workloads and their configurations."""
-    out = {}
-    for config in configs:
-        doc = config_to_dict(config)
-        doc["data"].pop("path", None)
-        doc.pop("description", None)
-        out[config.name] = doc
+    out = {config.name: resume_identity(config) for config in configs}
     return {"format": CHECKPOINT_FORMAT, "kind": "leaderboard", "workloads": out}
 
 

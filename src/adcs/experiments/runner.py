@@ -629,15 +629,20 @@ def _system_note(rows: Sequence[Sequence[Any]]) -> str:
 # checkpoints
 
 
+def resume_identity(config: ExperimentConfig) -> dict[str, Any]:
+    """The configuration as a resume compares it: without the data's path and the description."""
+    doc = config_to_dict(config)
+    doc["data"].pop("path", None)
+    doc.pop("description", None)
+    return doc
+
+
 def _identity(
     config: ExperimentConfig, dataset: DataSource, plan: Sequence[RunSpec], n_batches: int
 ) -> dict[str, Any]:
     """What must be the same for a checkpoint to be resumed (the data by content, not path)."""
-    doc = config_to_dict(config)
-    doc["data"].pop("path", None)
-    doc.pop("description", None)
     return {
-        "config": doc,
+        "config": resume_identity(config),
         "data": dict(dataset.checksums) or {"source": dataset.source},
         "runs": [r.run_id for r in plan],
         "batches": n_batches,
