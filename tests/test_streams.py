@@ -1,4 +1,4 @@
-"""Counter-based random streams: pure functions of what they are about (DESIGN §4)."""
+"""Counter-based random streams: pure functions of what they are about (docs/design.md §4)."""
 
 from __future__ import annotations
 

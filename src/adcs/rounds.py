@@ -3,11 +3,11 @@
 The simulator (:mod:`adcs.sim`) and the Flower strategy (:mod:`adcs.flower`) both call these, so a
 scheduler is held to one contract and a round's model step is computed by one rule wherever it runs.
 
-Selection contract (DESIGN §4). With ``n_available`` clients available, a scheduler returns exactly
+Selection contract (docs/design.md §4). With ``n_available`` clients available, a scheduler returns exactly
 ``min(m, n_available)`` distinct available client indices (all of them when fewer than ``m`` are
 available; none when none is).
 
-Aggregation (DESIGN §2). The server step is w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i over the selected
+Aggregation (docs/design.md §2). The server step is w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i over the selected
 clients R that returned their update, with
 
 * c_i = p_i / Σ_{j∈R} p_j by default (p uniform or ∝ data size), or

@@ -1,4 +1,4 @@
-"""Johnson–Lindenstrauss sketches of client updates (DESIGN §7: schedulers at scale).
+"""Johnson–Lindenstrauss sketches of client updates (docs/design.md §7: schedulers at scale).
 
 A scheduler that only compares update *directions* (ADCS's kernel C = ΦᵀΦ, eq. 5; DivFL's
 distances; OCS's norms) can work on y = S g with S a random k × dim projection, k ≪ dim: for any

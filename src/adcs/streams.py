@@ -1,4 +1,4 @@
-"""Counter-based random streams: every draw is a pure function of what it is about (DESIGN §4).
+"""Counter-based random streams: every draw is a pure function of what it is about (docs/design.md §4).
 
 A client's minibatch at round t depends only on (stream key, client, t); a dropout draw on
 (stream key, client, t); a round's availability mask on (stream key, t); a scheduler's generator on

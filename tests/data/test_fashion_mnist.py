@@ -1,4 +1,4 @@
-"""Tests of Fashion-MNIST lookup, download, verification and IDX parsing (DESIGN §5)."""
+"""Tests of Fashion-MNIST lookup, download, verification and IDX parsing (docs/design.md §5)."""
 
 from __future__ import annotations
 

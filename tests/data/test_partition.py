@@ -1,4 +1,4 @@
-"""Tests of the client partitions (DESIGN §3)."""
+"""Tests of the client partitions (docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ def test_simulation_probe_rounds_and_accounting(simulation: dict[str, Any]) -> N
     history = simulation["strategies"]["adcs"].history
     kinds = [r.probe_kind for r in history]
     assert kinds == [ProbeKind.UPDATES, ProbeKind.NONE, ProbeKind.NONE] * 2
-    # ADCS's cost m·T + (N − m)·⌈T/R⌉ (DESIGN §2): 4·6 + 6·2
+    # ADCS's cost m·T + (N − m)·⌈T/R⌉ (docs/design.md §2): 4·6 + 6·2
     assert sum(r.client_updates for r in history) == 4 * 6 + 6 * 2
     poc = simulation["strategies"]["poc"].history
     assert [r.loss_evals for r in poc] == [N] * 5

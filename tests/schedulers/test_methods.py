@@ -1,4 +1,4 @@
-"""Method-specific tests: each scheduler does what DESIGN.md §2 says it does."""
+"""Method-specific tests: each scheduler does what docs/design.md §2 says it does."""
 
 from __future__ import annotations
 

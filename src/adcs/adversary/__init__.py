@@ -1,4 +1,4 @@
-"""Clients that game the scheduler, and defences that compose with every scheduler (DESIGN §7).
+"""Clients that game the scheduler, and defences that compose with every scheduler (docs/design.md §7).
 
 * :mod:`~adcs.adversary.attack` — the adversary model: malicious clients that lie in what the
   scheduler sees (:class:`Lying`) and/or poison what is aggregated (:class:`Poisoned`);

@@ -1,6 +1,6 @@
 """How far an attack captured a scheduler: selection rates and honest clients' accuracy.
 
-A scheduler is judged under attack by two numbers (DESIGN §7): how often each malicious client is
+A scheduler is judged under attack by two numbers (docs/design.md §7): how often each malicious client is
 selected compared with how often the same client is selected in the same run without the attack
 (its *capture ratio*; Uniform's is 1 by construction), and the accuracy of the global model on the
 honest clients — the worst, the 10th percentile and the average over them.

@@ -1,4 +1,4 @@
-"""Data sets by name, Fashion-MNIST's lookup and verification, and client partitions (DESIGN §3, §5, §7)."""
+"""Data sets by name, Fashion-MNIST's lookup and verification, and client partitions (docs/design.md §3, §5, §7)."""
 
 from adcs.data.datasets import (
     DATASETS,

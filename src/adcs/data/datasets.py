@@ -1,4 +1,4 @@
-"""Data sets by name (DESIGN §7): the table behind ``[data] dataset = "..."``.
+"""Data sets by name (docs/design.md §7): the table behind ``[data] dataset = "..."``.
 
 =================  ===========================================================================
 ``fashion-mnist``  the paper's data (:func:`adcs.data.load_fashion_mnist`: lookup, download, MD5)

@@ -1,4 +1,4 @@
-"""Fashion-MNIST: lookup, download, MD5 verification and IDX parsing (DESIGN §3 and §5).
+"""Fashion-MNIST: lookup, download, MD5 verification and IDX parsing (docs/design.md §3 and §5).
 
 The data set of the paper's experiment (Sec. 6; Xiao, Rasul and Vollgraf 2017) is looked up, in order:
 
@@ -586,7 +586,7 @@ def load_fashion_mnist(
     allow_subset: bool = True,
     opener: Opener | None = None,
 ) -> FashionMNIST:
-    """Load Fashion-MNIST, verified against the official MD5 sums (DESIGN §5).
+    """Load Fashion-MNIST, verified against the official MD5 sums (docs/design.md §5).
 
     Parameters
     ----------

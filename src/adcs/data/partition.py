@@ -1,4 +1,4 @@
-"""Splitting a data set among federated clients (DESIGN §3 and §7).
+"""Splitting a data set among federated clients (docs/design.md §3 and §7).
 
 Every partition gives each client a non-empty training set drawn from the train split and a
 non-empty test set drawn from the test split; the clients' training sets are pairwise disjoint,
@@ -10,7 +10,7 @@ each is within one of n·p_c); the samples of a class are then drawn uniformly w
 This is i.i.d. sampling from the client's distribution with the label counts stratified.
 
 * :func:`paper_groups` — the paper's experiment (Sec. 6): groups of clients sharing one
-  distribution, group k dominated by class k mod C (our reading; DESIGN §3). Equal sizes.
+  distribution, group k dominated by class k mod C (our reading; docs/design.md §3). Equal sizes.
 * :func:`iid` — uniform random split; equal sizes, or log-normal sizes (quantity skew).
 * :func:`dirichlet` — Dirichlet(α) label skew (Hsu, Qi and Brown 2019) over all the data, with
   optional quantity skew; or, given a size, equal sizes.
@@ -165,7 +165,7 @@ def paper_groups(
     train_per_client: int | None = None,
     test_per_client: int | None = None,
 ) -> Partition:
-    """The paper's grouped label skew (Sec. 6; our reading, DESIGN §3).
+    """The paper's grouped label skew (Sec. 6; our reading, docs/design.md §3).
 
     Group k's distribution puts share ρ = ``dominance`` on class k and (1 − ρ)/(C − 1) on each
     of the other C − 1 classes; ρ = 1 is pure label skew (the paper preset). Its

@@ -1,4 +1,4 @@
-"""Experiments: configurations, runs, results folders, figures and the report (DESIGN §1, §6).
+"""Experiments: configurations, runs, results folders, figures and the report (docs/design.md §1, §6).
 
 - :mod:`adcs.experiments.config` — TOML configurations → validated frozen dataclasses;
 - :mod:`adcs.experiments.runner` — expand a configuration into distinct runs, simulate them

@@ -1,6 +1,6 @@
 """``[sim.attack]`` and ``[sim.defence]``: the adversary and the defences of an experiment.
 
-Both apply to every method of the configuration (DESIGN §7)::
+Both apply to every method of the configuration (docs/design.md §7)::
 
     [sim.attack]
     clients = [0, 12, 24]     # or n_malicious = 3 (drawn from each seed, the same for every method)

@@ -1,4 +1,4 @@
-"""Experiment configurations: TOML → validated frozen dataclasses (DESIGN §3, §6).
+"""Experiment configurations: TOML → validated frozen dataclasses (docs/design.md §3, §6).
 
 A configuration describes one experiment of the paper's Sec. 6 kind: the data and its partition
 over clients, the simulator settings, the grid of scheduling methods (with sweeps over their
@@ -225,7 +225,7 @@ _OPTION_CHECKS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Where the data come from and how they are split over clients (DESIGN §3, §5, §7).
+    """Where the data come from and how they are split over clients (docs/design.md §3, §5, §7).
 
     Attributes
     ----------
@@ -351,7 +351,7 @@ _AVAILABILITY_KEYS = {
 
 @dataclass(frozen=True)
 class AvailabilitySettings:
-    """``[sim.availability]``: which clients can be selected each round (DESIGN §4).
+    """``[sim.availability]``: which clients can be selected each round (docs/design.md §4).
 
     Attributes
     ----------
@@ -605,7 +605,7 @@ _DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """``[model]``: the model every run trains (DESIGN §4 "Models", §7).
+    """``[model]``: the model every run trains (docs/design.md §4 "Models", §7).
 
     Attributes
     ----------

@@ -1,6 +1,6 @@
 """Shards of an experiment run elsewhere: the executor protocol and its Ray implementation.
 
-An experiment's runs are independent per seed (DESIGN §4: a run's numbers depend only on its
+An experiment's runs are independent per seed (docs/design.md §4: a run's numbers depend only on its
 seed, never on which other runs share its batch or process), so the runner can cut each batch of
 runs into *shards* — the runs of one seed — and hand them to an executor. :class:`RayExecutor`
 runs each shard as a task on an existing Ray cluster (``ray.init(address=...)``) and gives the

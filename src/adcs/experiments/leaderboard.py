@@ -1,4 +1,4 @@
-"""The leaderboard: every scheduler on a suite of workloads, ranked (DESIGN §7).
+"""The leaderboard: every scheduler on a suite of workloads, ranked (docs/design.md §7).
 
 The question users bring is *which scheduler should I use on my problem?* The leaderboard answers
 it the way a careful researcher would: the same workloads, every method of

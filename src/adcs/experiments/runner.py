@@ -1,4 +1,4 @@
-"""Run an experiment configuration and write its results folder (DESIGN §3, §4, §6).
+"""Run an experiment configuration and write its results folder (docs/design.md §3, §4, §6).
 
 :func:`expand_runs` turns a configuration into distinct runs — one :class:`~adcs.sim.RunSpec` per
 (method, hyperparameters, seed); the same run asked for twice (e.g. ADCS θ = 0.8, R = 20 by

@@ -1,4 +1,4 @@
-"""Time to accuracy on the simulated clock (DESIGN §7, *Systems*): numbers and the report section.
+"""Time to accuracy on the simulated clock (docs/design.md §7, *Systems*): numbers and the report section.
 
 Works on :class:`~adcs.experiments.report.RunRecord` values that carry a clock (runs made with a
 ``[sim.system]`` table): ``eval_clock`` (simulated seconds at each evaluation), ``total_time`` and

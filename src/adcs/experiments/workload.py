@@ -1,4 +1,4 @@
-"""From a configuration's ``[data]`` to the clients' data the simulator runs on (DESIGN §7).
+"""From a configuration's ``[data]`` to the clients' data the simulator runs on (docs/design.md §7).
 
 :func:`load_data` loads the named data set (:data:`adcs.data.DATASETS`); :func:`federate` splits
 it with the named partition (:data:`adcs.data.PARTITIONS`) — once, or once per training seed

@@ -22,7 +22,7 @@ Each request's type, round and partition id is logged (logger ``adcs.flower.clie
 node's own log says what it was asked to do.
 
 The local update is :func:`adcs.sim.model.local_update` (E local SGD steps, batch B, rate η_ℓ;
-DESIGN §2), on minibatches drawn by :func:`minibatch_indices`, a pure function of
+docs/design.md §2), on minibatches drawn by :func:`minibatch_indices`, a pure function of
 (``adcs-seed``, round, partition id) shared with the simulator, so anyone holding the same data can
 recompute it.
 """

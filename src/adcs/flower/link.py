@@ -1,4 +1,4 @@
-"""Requests to Flower nodes and their replies, matched by the message they answer (DESIGN §7).
+"""Requests to Flower nodes and their replies, matched by the message they answer (docs/design.md §7).
 
 :class:`Link` is the only place where :class:`~adcs.flower.SchedulerStrategy` touches Flower's
 ``Grid``. One *exchange* pushes one request per node and waits until each is settled:

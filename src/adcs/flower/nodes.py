@@ -1,4 +1,4 @@
-"""Which Flower node serves which client, and which clients are available (DESIGN §7).
+"""Which Flower node serves which client, and which clients are available (docs/design.md §7).
 
 Flower's node ids are random and change when a SuperNode restarts; a client's index is the
 partition id its node reports in the handshake (``query.adcs_hello``). :class:`NodeMap` keeps

@@ -1,7 +1,7 @@
 """A Flower strategy that runs any adcs scheduler: the simulator's round, over Flower's Grid.
 
 :meth:`SchedulerStrategy.start` owns the round loop and all messaging. Round t = server_round − 1
-is the simulator's five steps (DESIGN §1, §7; :mod:`adcs.sim.engine`):
+is the simulator's five steps (docs/design.md §1, §7; :mod:`adcs.sim.engine`):
 
 0. **availability** — the clients whose node is connected and responsive (:class:`NodeMap`;
    new and unresponsive nodes are greeted with ``query.adcs_hello`` in the background, so a node
@@ -115,7 +115,7 @@ class ServerSettings:
     n_clients : int
         N: client indices are 0..N−1 (the partition ids the nodes report).
     server_lr : float
-        η_s > 0 in w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ c_i Δ_i (DESIGN §2; the paper uses 1).
+        η_s > 0 in w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ c_i Δ_i (docs/design.md §2; the paper uses 1).
     weighting : {"uniform", "data_size"}
         p_n: uniform, or the client's reported number of training examples.
     seed : int

@@ -1,4 +1,4 @@
-"""The scheduling protocol shared by every method (DESIGN §1, Algorithm 1 generalised).
+"""The scheduling protocol shared by every method (docs/design.md §1, Algorithm 1 generalised).
 
 A scheduler is an immutable object holding validated hyperparameters. Its per-run state is a
 separate value that the runtime (the simulator, or the Flower strategy) keeps and passes back in, so

@@ -1,4 +1,4 @@
-"""The federated-learning simulator (DESIGN §1, §3, §4).
+"""The federated-learning simulator (docs/design.md §1, §3, §4).
 
 Many independent runs advance together in one array program; each run's scheduler decides who
 trains each round through the protocol of :mod:`adcs.schedulers.base`. Cost follows the clients a

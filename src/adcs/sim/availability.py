@@ -1,4 +1,4 @@
-"""Which clients can be selected each round (DESIGN §4): always, Bernoulli, cyclic, or a trace.
+"""Which clients can be selected each round (docs/design.md §4): always, Bernoulli, cyclic, or a trace.
 
 A model's mask at round t is a pure function of (seed, t) — the same for every method of a seed —
 given by :meth:`Availability.mask`. Masks are inputs of the round; schedulers select

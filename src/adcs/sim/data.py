@@ -53,7 +53,7 @@ def to_unit_float(images: NDArray[Any], out: F32Array | None = None) -> F32Array
 
 @runtime_checkable
 class ClientData(Protocol):
-    """What the simulator reads of the clients' data (DESIGN §4: cost follows the active clients).
+    """What the simulator reads of the clients' data (docs/design.md §4: cost follows the active clients).
 
     A *row* is an integer naming one sample of one client; its meaning is the implementation's.
     The engine asks for rows of the clients a round uses and gathers their inputs in blocks, so an

@@ -1,4 +1,4 @@
-"""The multi-run federated round loop (DESIGN §1 and §4, paper Algorithm 1 generalised).
+"""The multi-run federated round loop (docs/design.md §1 and §4, paper Algorithm 1 generalised).
 
 Every run r advances through the same rounds t = 0, …, T − 1, in five steps:
 
@@ -16,7 +16,7 @@ Every run r advances through the same rounds t = 0, …, T − 1, in five steps:
 5. **observe** — ``observe`` gets the returned clients' updates; the round's selection, returns and
    client computations are recorded.
 
-Cost follows the active clients (DESIGN §4). Per round and run only the probed and the selected
+Cost follows the active clients (docs/design.md §4). Per round and run only the probed and the selected
 clients are computed; blind schedulers (Uniform, cached ADCS rounds) select before anything is
 computed, so a blind round costs O(m) client work. Runs that share a *minibatch stream* (with
 ``SimConfig.common_minibatches``, all runs of a seed) share one gather of their active clients'

@@ -1,6 +1,6 @@
 """Models for the simulator: the narrow protocol the engine sees, and the paper's model.
 
-The engine (DESIGN §4) needs only :class:`Model`: flat float32 parameters of length ``dim`` per
+The engine (docs/design.md §4) needs only :class:`Model`: flat float32 parameters of length ``dim`` per
 run, a batched ``loss_and_grad`` over independent (run, client) jobs, and ``evaluate``. Inputs
 may have any shape; a model flattens or reshapes them itself.
 
@@ -321,7 +321,7 @@ class LogisticRegression:
 def local_update(
     model: Model, params: F32Array, x_batches: F32Array, y_batches: IntArray, local_lr: float
 ) -> tuple[F32Array, F32Array]:
-    """E local SGD steps from ``params``, for J independent clients at once (DESIGN §2).
+    """E local SGD steps from ``params``, for J independent clients at once (docs/design.md §2).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Client system profiles and the simulated clock (DESIGN §7, *Systems*).
+"""Client system profiles and the simulated clock (docs/design.md §7, *Systems*).
 
 Each client has a compute speed (training samples per second) and a bandwidth up and down (bytes
 per second), fixed for a run and drawn from the seed, so every method of a seed meets the same

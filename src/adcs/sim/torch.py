@@ -1,6 +1,6 @@
 """PyTorch models in the simulator: any ``nn.Module`` behind the flat-parameter model protocol.
 
-:class:`TorchModel` wraps a module factory and implements :class:`adcs.sim.model.Model` (DESIGN
+:class:`TorchModel` wraps a module factory and implements :class:`adcs.sim.model.Model` (docs/design.md
 §4, "Models"): a run's parameters are one flat float32 vector (the module's trainable parameters,
 concatenated in ``named_parameters()`` order), and the engine's batched ``loss_and_grad`` over J
 independent (run, client) jobs becomes a ``torch.func.vmap`` of ``torch.func.grad`` of the module
