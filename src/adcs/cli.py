@@ -57,6 +57,7 @@ from adcs.experiments.config import (
     packaged_config,
     with_overrides,
 )
+from adcs.experiments.overrides import with_sets
 
 if TYPE_CHECKING:
     from adcs.experiments.distributed import ShardExecutor
@@ -407,10 +408,13 @@ def _apply_overrides(
     seeds: int | None,
     rounds: int | None,
     data: Path | None,
+    sets: Sequence[str] | None = None,
 ) -> ExperimentConfig:
+    """The shipped quick settings, then the ``--set`` edits, then the dedicated options."""
     if quick:
         q = packaged_config("quick")
         config = dataclasses.replace(config, sim=q.sim, seeds=q.seeds)
+    config = with_sets(config, sets or ())
     return with_overrides(
         config,
         rounds=rounds,
@@ -664,6 +668,18 @@ RayAddress = Annotated[
     ),
 ]
 
+Sets = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="Change one key of the configuration (repeatable; a later one wins): a dotted key "
+        'and a TOML value, e.g. data.partition.alpha=0.1, \'sim.availability={kind="bernoulli", '
+        "p=0.5}', methods.adcs.theta=0.9 (a method by scheduler name or position). Checked like "
+        "the file; recorded in manifest.json and compared by --resume.",
+    ),
+]
+
 
 @app.command()
 @_one_line_errors
@@ -682,11 +698,16 @@ def reproduce(
     checkpoint_every: CheckpointEvery = None,
     workers: Workers = None,
     ray_address: RayAddress = None,
+    sets: Sets = None,
 ) -> None:
     """Reproduce the paper's Figures 1–3, Table 1 and the theory check (Sec. 5–6)."""
     config = _reproduce_config(target)
+    if config is None and sets:
+        raise _fail("--set applies to experiments; the theory check has no configuration")
     if config is not None:
-        config = _apply_overrides(config, quick=quick, seeds=seeds, rounds=rounds, data=data)
+        config = _apply_overrides(
+            config, quick=quick, seeds=seeds, rounds=rounds, data=data, sets=sets
+        )
     name = target.value + ("-quick" if quick else "")
     folder = _out(out, name, resume)
     if config is None:
@@ -734,10 +755,11 @@ def run(
     checkpoint_every: CheckpointEvery = None,
     workers: Workers = None,
     ray_address: RayAddress = None,
+    sets: Sets = None,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
     config = load_config(config_path)
-    config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data)
+    config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     folder = _out(out, config.name, resume)
     _run(
         config, folder, force=force, resume=resume, quick=False, workers=workers,
@@ -775,6 +797,7 @@ def leaderboard(
     checkpoint_every: CheckpointEvery = None,
     workers: Workers = None,
     ray_address: RayAddress = None,
+    sets: Sets = None,
 ) -> None:
     """Rank every scheduler on a suite of workloads (experiments/leaderboard/*.toml).
 
@@ -791,7 +814,9 @@ def leaderboard(
         config = load_workload(path)
         if quick:
             config = quick_workload(config)
-        configs.append(_apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data))
+        configs.append(
+            _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
+        )
     folder = _out(out, "leaderboard" + ("-quick" if quick else ""), resume)
     _run_leaderboard(
         configs, folder, quick=quick, force=force, resume=resume, workers=workers,

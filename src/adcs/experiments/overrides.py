@@ -1,0 +1,139 @@
+"""``--set KEY=VALUE``: edit any key of a configuration before it is validated.
+
+An override is a dotted key and a TOML value: ``data.partition.alpha=0.1``,
+``sim.availability={kind="bernoulli", p=0.5}``, ``seeds=[0, 1, 2]``. A bare word is a string
+(``data.dataset=digits``). Inside ``methods`` the second part names the methods an override
+applies to, by position (``methods.0.theta=0.9``) or by scheduler name (``methods.adcs.theta=0.9``:
+every method of that name).
+
+The configuration is written back to its document (:func:`~adcs.experiments.config.config_to_dict`),
+edited, and validated again by :func:`~adcs.experiments.config.config_from_dict`, so an override
+meets exactly the checks of the file it edits, and a bad key or value is refused naming its key.
+The result is an ordinary configuration: the manifest records it, and ``--resume`` compares it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from adcs.experiments.config import (
+    ConfigError,
+    ExperimentConfig,
+    config_from_dict,
+    config_to_dict,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Assignment", "apply_assignments", "parse_assignment", "with_sets"]
+
+Assignment = tuple[tuple[str, ...], Any]
+"""A parsed override: the dotted key's parts and the value."""
+
+_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/+-]*")
+_KEY_PART = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def parse_assignment(text: str) -> Assignment:
+    """``"data.partition.alpha=0.1"`` → ``(("data", "partition", "alpha"), 0.1)``.
+
+    Raises
+    ------
+    ConfigError
+        Without ``=``, with an empty or malformed key, or a value that is neither TOML nor a bare
+        word.
+    """
+    key, sep, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    parts = tuple(key.split("."))
+    if not sep or not key or not all(_KEY_PART.fullmatch(p) for p in parts):
+        raise ConfigError(
+            f"--set {text!r}: expected KEY=VALUE with a dotted key, e.g. data.partition.alpha=0.1"
+        )
+    if not raw:
+        raise ConfigError(f"--set {key}: the value is missing (KEY=VALUE)")
+    try:
+        value = tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        if not _BARE_WORD.fullmatch(raw):
+            raise ConfigError(
+                f"--set {key}: {raw!r} is not a TOML value (quote a string with spaces: "
+                f"{key}='\"...\"')"
+            ) from None
+        value = raw
+    return parts, value
+
+
+def _set_in(node: Any, parts: tuple[str, ...], value: Any, done: tuple[str, ...]) -> None:
+    """Put ``value`` at ``parts`` below ``node`` (tables are created as needed)."""
+    head, rest = parts[0], parts[1:]
+    where = ".".join((*done, head))
+    if isinstance(node, list):  # the methods: by position or by scheduler name
+        if head.isdigit():
+            index = int(head)
+            if index >= len(node):
+                raise ConfigError(f"--set {where}: there are {len(node)} methods (0-based)")
+            targets = [node[index]]
+        else:
+            targets = [t for t in node if isinstance(t, dict) and t.get("name") == head]
+            if not targets:
+                names = sorted({str(t.get("name")) for t in node if isinstance(t, dict)})
+                raise ConfigError(f"--set {where}: no method named {head!r} (methods: {names})")
+        if not rest:
+            raise ConfigError(f"--set {where}: name a parameter of the method, e.g. {where}.m")
+        for target in targets:
+            _set_in(target, rest, copy.deepcopy(value), (*done, head))
+        return
+    if not isinstance(node, dict):
+        raise ConfigError(f"--set {where}: {'.'.join(done)} is a value, not a table")
+    if not rest:
+        node[head] = value
+        return
+    child = node.setdefault(head, {})
+    _set_in(child, rest, value, (*done, head))
+
+
+def apply_assignments(doc: dict[str, Any], assignments: Sequence[Assignment]) -> dict[str, Any]:
+    """A copy of the configuration document ``doc`` with the assignments made, in order."""
+    out = copy.deepcopy(doc)
+    for parts, value in assignments:
+        _set_in(out, parts, value, ())
+    return out
+
+
+def with_sets(
+    config: ExperimentConfig, sets: Sequence[str], *, base_dir: Path | None = None
+) -> ExperimentConfig:
+    """``config`` with the ``KEY=VALUE`` overrides applied and validated like the file.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+    sets : sequence of str
+        The ``--set`` arguments, applied in order (a later one wins).
+    base_dir : Path, optional
+        Folder a relative path in an override is resolved against (default: the working folder).
+
+    Raises
+    ------
+    ConfigError
+        Naming the override's key and what is wrong with it.
+    """
+    if not sets:
+        return config
+    assignments = [parse_assignment(s) for s in sets]
+    doc = apply_assignments(config_to_dict(config), assignments)
+    keys = ", ".join(".".join(parts) for parts, _ in assignments)
+    return config_from_dict(
+        doc,
+        source=f"{config.source} (--set {keys})",
+        base_dir=Path.cwd() if base_dir is None else base_dir,
+    )
