@@ -3,9 +3,13 @@
 The public API: DPP MAP inference (:mod:`adcs.dpp`) and the schedulers (:mod:`adcs.schedulers`).
 The simulator (:mod:`adcs.sim`), data (:mod:`adcs.data`), theory (:mod:`adcs.theory`) and the
 Flower strategy (:mod:`adcs.flower`, optional extra) are imported from their modules.
+``adcs.run`` and ``adcs.load_results`` (:mod:`adcs.notebook`, pandas DataFrames) are loaded on
+first use, so ``import adcs`` stays light.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from adcs.dpp import exact_map, greedy_map, greedy_map_features, log_det
 from adcs.schedulers import (
@@ -25,6 +29,17 @@ from adcs.schedulers import (
 
 __version__ = "0.1.0"
 
+_NOTEBOOK = frozenset({"Results", "load_results", "run"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NOTEBOOK:
+        from adcs import notebook
+
+        return getattr(notebook, name)
+    raise AttributeError(f"module 'adcs' has no attribute {name!r}")
+
+
 __all__ = [
     "ADCS",
     "OCS",
@@ -34,6 +49,7 @@ __all__ = [
     "PowerOfChoice",
     "Probe",
     "ProbeKind",
+    "Results",
     "Scheduler",
     "Selection",
     "StaticDPP",
@@ -42,5 +58,7 @@ __all__ = [
     "exact_map",
     "greedy_map",
     "greedy_map_features",
+    "load_results",
     "log_det",
+    "run",
 ]

@@ -1,0 +1,279 @@
+"""adcs in a notebook: run a configuration, and read any results folder as pandas DataFrames.
+
+>>> res = adcs.run("experiments/quick.toml", sim__rounds=200, methods__adcs__theta=0.6)
+>>> res.metrics.groupby(["variant", "round"]).worst_acc.mean()
+>>> res.plot("worst_acc")
+>>> adcs.load_results("results/leaderboard").leaderboard
+
+``run`` writes an ordinary results folder (a fresh temporary one unless ``out`` is given, so
+re-running a cell just works) and returns :class:`Results`. ``load_results`` reads any results
+folder, including the leaderboard's (its workloads stacked, with a ``workload`` column). The tables
+are tidy: one row per run (``runs``), per run and evaluation (``metrics``) or per selected client and
+round (``selections``), with every scheduler parameter as a column of its own.
+
+pandas is needed (``pip install "adcs[notebook]"``); it is imported here only.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from adcs.experiments.config import (
+    PAPER_CONFIGS,
+    ExperimentConfig,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    packaged_config,
+    with_overrides,
+)
+from adcs.experiments.overrides import apply_assignments
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+__all__ = ["Results", "load_results", "run"]
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ImportError('adcs\'s DataFrames need pandas: pip install "adcs[notebook]"') from None
+    return pandas
+
+
+def _config(config: str | Path | Mapping[str, Any] | ExperimentConfig) -> ExperimentConfig:
+    if isinstance(config, ExperimentConfig):
+        return config
+    if isinstance(config, Mapping):
+        return config_from_dict(config, source="<dict>", base_dir=Path.cwd())
+    if isinstance(config, str) and config in PAPER_CONFIGS:
+        return packaged_config(config)
+    return load_config(config)
+
+
+def _with_keywords(config: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:
+    """Keyword overrides: ``sim__rounds=50`` is the dotted key ``sim.rounds``."""
+    if not overrides:
+        return config
+    assignments = [(tuple(key.split("__")), value) for key, value in overrides.items()]
+    doc = apply_assignments(config_to_dict(config), assignments)
+    keys = ", ".join(".".join(parts) for parts, _ in assignments)
+    return config_from_dict(doc, source=f"{config.source} ({keys})", base_dir=Path.cwd())
+
+
+def run(
+    config: str | Path | Mapping[str, Any] | ExperimentConfig,
+    out: str | Path | None = None,
+    *,
+    overwrite: bool = False,
+    data: str | Path | None = None,
+    workers: int = 1,
+    progress: bool = True,
+    **overrides: Any,
+) -> Results:
+    """Run an experiment configuration and return its results as DataFrames.
+
+    Parameters
+    ----------
+    config : path, mapping or ExperimentConfig
+        A TOML file, a shipped configuration's name (``"quick"``, ``"fig1"``, …), a document
+        shaped like the TOML (a dict), or a configuration object.
+    out : path, optional
+        The results folder (new, empty, or with ``overwrite`` an earlier adcs results folder).
+        Default: a fresh temporary folder (``Results.folder`` says where).
+    overwrite : bool
+        Replace an earlier adcs results folder at ``out``.
+    data : path, optional
+        The data set's folder (as ``--data``).
+    workers : int
+        Processes advancing different seeds at once; results do not depend on it.
+    progress : bool
+        Show a progress bar (in a notebook too).
+    **overrides
+        Any key of the configuration, dots written as double underscores: ``m=10``,
+        ``sim__rounds=200``, ``data__partition__alpha=0.1``, ``methods__adcs__theta=0.6`` (a method
+        by scheduler name or position), ``sim__availability={"kind": "bernoulli", "p": 0.5}``.
+        Checked like the file; a bad key or value raises ``ConfigError`` naming it.
+
+    Returns
+    -------
+    Results
+    """
+    from adcs.experiments.runner import run_experiment
+
+    cfg = _with_keywords(_config(config), overrides)
+    if data is not None:
+        cfg = with_overrides(cfg, data_path=str(data))
+    folder = Path(tempfile.mkdtemp(prefix=f"adcs-{cfg.name}-")) if out is None else Path(out)
+    command = f"adcs.run({cfg.source!r})"
+    if not progress:
+        run_experiment(cfg, folder, overwrite=overwrite, workers=workers, command=command)
+        return load_results(folder)
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(cfg.name, total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        run_experiment(
+            cfg, folder, overwrite=overwrite, workers=workers, command=command, progress=tick
+        )
+    return load_results(folder)
+
+
+@dataclass
+class Results:
+    """A results folder as tables.
+
+    Attributes
+    ----------
+    folder : Path
+    runs : pandas.DataFrame
+        One row per run: its identity (``run_id``, ``method``, ``variant``, ``seed``, every
+        scheduler parameter as a column) and its final numbers (``final_worst_acc``, …).
+    metrics : pandas.DataFrame
+        One row per run and evaluation (``round``, ``worst_acc``, ``avg_acc``, ``p10_acc``, …),
+        with the run's identity columns.
+    manifest : dict
+        ``manifest.json`` (the configuration, the command, versions).
+    leaderboard : pandas.DataFrame or None
+        A leaderboard folder's ``leaderboard.csv`` (one row per workload and entry).
+    """
+
+    folder: Path
+    runs: pd.DataFrame
+    metrics: pd.DataFrame
+    manifest: dict[str, Any]
+    leaderboard: pd.DataFrame | None = None
+    _parts: tuple[tuple[str | None, Path], ...] = field(default=(), repr=False)
+    _selections: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def selections(self) -> pd.DataFrame:
+        """One row per selected client and round: ``run_id``, ``round``, ``client``, ``returned``.
+
+        Read from ``selections.npz`` on first use (for 70 runs × 20 000 rounds × 18 clients that
+        is 25 million rows, about 250 MB).
+        """
+        if self._selections is None:
+            pandas = _pandas()
+            frames = [_selection_frame(path, workload) for workload, path in self._parts]
+            self._selections = pandas.concat(frames, ignore_index=True)
+        return self._selections
+
+    def plot(
+        self, metric: str = "worst_acc", *, by: str = "variant", ax: Axes | None = None
+    ) -> Axes:
+        """``metric`` against the round, one line per ``by`` (mean over seeds), per workload."""
+        import matplotlib.pyplot as plt
+
+        if metric not in self.metrics.columns:
+            raise ValueError(f"no metric {metric!r}; the metrics are {list(self.metrics.columns)}")
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 4))
+        keys = [by] if "workload" not in self.metrics.columns else ["workload", by]
+        for label, group in self.metrics.groupby(keys, sort=False):
+            curve = group.groupby("round")[metric].mean()
+            name = " / ".join(map(str, label)) if isinstance(label, tuple) else str(label)
+            ax.plot(curve.index, curve.to_numpy(), label=name)
+        ax.set_xlabel("round")
+        ax.set_ylabel(metric)
+        ax.legend(fontsize="small")
+        return ax
+
+
+def _expanded_params(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The ``params`` JSON column spread into one column per parameter, and their names."""
+    pandas = _pandas()
+    params = pandas.DataFrame([json.loads(p) if isinstance(p, str) else {} for p in runs["params"]])
+    params.index = runs.index
+    out = runs.drop(columns=["params"])
+    for name in params.columns:
+        if name in out.columns:
+            out[name] = out[name].where(out[name].notna(), params[name])
+        else:
+            out[name] = params[name]
+    return out, list(params.columns)
+
+
+def _read_one(folder: Path, workload: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    pandas = _pandas()
+    for name in ("runs.csv", "metrics.csv"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"{folder} is not an adcs results folder: {name} is missing")
+    runs, params = _expanded_params(pandas.read_csv(folder / "runs.csv"))
+    metrics = pandas.read_csv(folder / "metrics.csv")
+    identity = ["run_id", *(c for c in ("variant", *params) if c not in metrics.columns)]
+    metrics = metrics.merge(runs[identity], on="run_id", how="left")
+    if workload is not None:
+        runs.insert(0, "workload", workload)
+        metrics.insert(0, "workload", workload)
+    return runs, metrics
+
+
+def _selection_frame(folder: Path, workload: str | None) -> pd.DataFrame:
+    pandas = _pandas()
+    frames = []
+    with np.load(folder / "selections.npz") as npz:
+        for key in npz.files:
+            if not key.startswith("selected/"):
+                continue
+            run_id = key.split("/", 1)[1]
+            selected = npz[key]
+            returned = npz[f"returned/{run_id}"]
+            rounds, slots = np.nonzero(selected >= 0)
+            frame = pandas.DataFrame(
+                {
+                    "run_id": run_id,
+                    "round": rounds.astype(np.int32),
+                    "client": selected[rounds, slots].astype(np.int32),
+                    "returned": returned[rounds, slots],
+                }
+            )
+            if workload is not None:
+                frame.insert(0, "workload", workload)
+            frames.append(frame)
+    return pandas.concat(frames, ignore_index=True)
+
+
+def load_results(folder: str | Path) -> Results:
+    """Read an adcs results folder (or a leaderboard's) as :class:`Results`.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``folder`` is not an adcs results folder.
+    """
+    pandas = _pandas()
+    folder = Path(folder)
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{folder} is not an adcs results folder: no manifest.json")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    board = folder / "leaderboard.csv"
+    parts: tuple[tuple[str | None, Path], ...]
+    if board.is_file():
+        parts = tuple((p.name, p) for p in sorted(folder.iterdir()) if (p / "runs.csv").is_file())
+    else:
+        parts = ((None, folder),)
+    tables = [_read_one(path, workload) for workload, path in parts]
+    return Results(
+        folder=folder,
+        runs=pandas.concat([t[0] for t in tables], ignore_index=True),
+        metrics=pandas.concat([t[1] for t in tables], ignore_index=True),
+        manifest=manifest,
+        leaderboard=pandas.read_csv(board) if board.is_file() else None,
+        _parts=parts,
+    )
