@@ -18,15 +18,25 @@ import pytest
 pytest.importorskip("torch", reason="PyTorch (the extra adcs[torch]) is not installed")
 
 from adcs.data import load_subset
-from adcs.experiments.config import ModelSettings, packaged_config
+from adcs.experiments.config import ModelSettings, packaged_config, with_overrides
 from adcs.experiments.runner import run_experiment
 
 
+@pytest.mark.parametrize(
+    "rounds",
+    [
+        # 250 rounds hold 13 of ADCS's refreshes and 5 evaluations: every path, a quarter of the time
+        250,
+        pytest.param(None, marks=pytest.mark.slow, id="full"),  # the configuration's 1 000 rounds
+    ],
+)
 def test_logistic_torch_selects_like_the_numpy_model_on_the_quick_configuration(
-    tmp_path: Path,
+    tmp_path: Path, rounds: int | None
 ) -> None:
     dataset = load_subset()  # the same in every checkout and in CI
     quick = packaged_config("quick")
+    if rounds is not None:
+        quick = with_overrides(quick, rounds=rounds)
     folders = {}
     for kind in ("logistic", "logistic-torch"):
         config = dataclasses.replace(quick, model=ModelSettings(kind=kind))
