@@ -58,6 +58,7 @@ from adcs.experiments.config import (
     with_overrides,
 )
 from adcs.experiments.overrides import with_sets
+from adcs.rounds import SelectionError
 
 if TYPE_CHECKING:
     from adcs.experiments.distributed import ShardExecutor
@@ -181,6 +182,8 @@ def _one_line_errors(command: F) -> F:
                 raise _fail(str(exc)) from None
             except RunError as exc:
                 raise _fail(str(exc), code=1) from None
+            except SelectionError as exc:  # a scheduler broke the contract: its bug, named
+                raise _fail(f"scheduler: {exc}", code=1) from None
             except (FileNotFoundError, ChecksumError, DataError) as exc:
                 raise _fail(f"data: {exc}", code=1) from None
             except OSError as exc:

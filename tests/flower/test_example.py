@@ -23,6 +23,7 @@ from adcs.schedulers import ADCS, OCS, SCHEDULERS, PowerOfChoice, Quality
 from adcs.schedulers.base import LossSource
 from adcs.sim import FederatedData
 from tests.paths import full_data_dir
+from tests.plugins.my_selection import LowestIndex
 
 from .conftest import InProcessGrid
 
@@ -75,8 +76,10 @@ def test_any_scheduler_by_name_with_its_hyperparameters(example: Any, server_app
     for name, params, expected in chosen:
         built = make_scheduler({**defaults, "scheduler": name, "scheduler-params": params})
         assert built == expected
-    with pytest.raises(ValueError, match="scheduler must be one of"):
+    with pytest.raises(ValueError, match="unknown scheduler 'fedavg'"):
         make_scheduler({**defaults, "scheduler": "fedavg"})
+    own = {"scheduler": "tests.plugins.my_selection:LowestIndex", "scheduler-params": "offset = 2"}
+    assert make_scheduler({**defaults, **own}) == LowestIndex(m=18, offset=2)
     with pytest.raises(ValueError, match="TOML inline table"):
         make_scheduler({**defaults, "scheduler-params": "theta 0.5"})
     with pytest.raises(ValueError, match="do not fit 'uniform'"):

@@ -40,8 +40,7 @@ def make_scheduler(config: Mapping[str, Any]) -> Scheduler:
     from adcs.experiments.config import MethodConfig
 
     name = str(config["scheduler"])
-    if name not in SCHEDULERS:
-        raise ValueError(f"scheduler must be one of {sorted(SCHEDULERS)}, got {name!r}")
+    SCHEDULERS.resolve(name)  # a built-in name, "package.module:Name" or an entry point
     text = str(config["scheduler-params"])
     try:
         params = tomllib.loads(f"params = {{{text}}}")["params"]

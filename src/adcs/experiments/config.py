@@ -698,7 +698,8 @@ class MethodConfig:
     Attributes
     ----------
     name : str
-        A key of :data:`adcs.schedulers.SCHEDULERS`.
+        A name :data:`adcs.schedulers.SCHEDULERS` resolves: built-in, ``"package.module:Name"``
+        or an entry point of ``adcs.schedulers``.
     params : tuple of (str, value)
         Fixed hyperparameters passed to the scheduler's constructor (``m`` is the config's).
     sweep : tuple of (str, tuple of values)
@@ -797,8 +798,10 @@ class ExperimentConfig:
 
 def _check_method(key: str, method: MethodConfig, m: int, *, timed: bool = False) -> None:
     """Refuse unknown hyperparameters and build every grid point once, so bad values fail now."""
-    if method.name not in SCHEDULERS:
-        raise ConfigError(f"{key}.name must be one of {sorted(SCHEDULERS)}, got {method.name!r}")
+    try:
+        SCHEDULERS.resolve(method.name)
+    except ValueError as exc:
+        raise ConfigError(f"{key}.name: {exc}") from None
     allowed = _hyperparameters(method.scheduler_class)
     for k, _ in method.params:
         if k == "m":
@@ -952,7 +955,9 @@ def _parse_method(i: int, raw: Any) -> MethodConfig:
     key = f"methods[{i}]"
     table = _table(key, raw)
     if "name" not in table:
-        raise ConfigError(f"{key}.name is required (one of {sorted(SCHEDULERS)})")
+        raise ConfigError(
+            f"{key}.name is required (one of {sorted(SCHEDULERS)}, or 'package.module:Name')"
+        )
     name = table["name"]
     sweep_raw = _table(f"{key}.sweep", table.get("sweep", {}))
     sweep = []

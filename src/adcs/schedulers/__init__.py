@@ -1,8 +1,16 @@
-"""Client schedulers: ADCS, the paper's five baselines and the rivals, behind one protocol (``base``)."""
+"""Client schedulers: ADCS, the paper's five baselines and the rivals, behind one protocol (``base``).
+
+Your own scheduler: subclass :class:`SchedulerBase` (a frozen dataclass with ``m``) and implement
+the protocol of :mod:`adcs.schedulers.base`; name it anywhere a scheduler is named by its import
+path ``"package.module:Name"``, or declare an entry point of the group ``adcs.schedulers``
+(:mod:`adcs.registry`).
+"""
 
 from __future__ import annotations
 
 from adcs.dpp import alpha_of
+from adcs.registry import Registry
+from adcs.schedulers._common import BasicState, SchedulerBase
 from adcs.schedulers.adcs import ADCS, ADCSState, Quality
 from adcs.schedulers.base import (
     NO_PROBE,
@@ -27,22 +35,28 @@ from adcs.schedulers.power_of_choice import PowerOfChoice
 from adcs.schedulers.static_dpp import StaticDPP
 from adcs.schedulers.uniform import Uniform
 
-SCHEDULERS: dict[str, type] = {
-    "uniform": Uniform,
-    "powerofchoice": PowerOfChoice,
-    "ocs": OCS,
-    "divfl": DivFL,
-    "staticdpp": StaticDPP,
-    "adcs": ADCS,
-    "md": MD,
-    "clustered_size": ClusteredSize,
-    "clustered_similarity": ClusteredSimilarity,
-    "delta": DELTA,
-    "oort": Oort,
-    "fedcor": FedCor,
-    "kdpp": KDPP,
-}
-"""The one name → class table used by configs and the command line."""
+SCHEDULERS: Registry[Scheduler] = Registry(
+    "scheduler",
+    "adcs.schedulers",
+    {
+        "uniform": Uniform,
+        "powerofchoice": PowerOfChoice,
+        "ocs": OCS,
+        "divfl": DivFL,
+        "staticdpp": StaticDPP,
+        "adcs": ADCS,
+        "md": MD,
+        "clustered_size": ClusteredSize,
+        "clustered_similarity": ClusteredSimilarity,
+        "delta": DELTA,
+        "oort": Oort,
+        "fedcor": FedCor,
+        "kdpp": KDPP,
+    },
+    requires=("init", "probe", "select", "observe"),
+)
+"""The one name → class table used by configs and the command line; it also resolves
+``"package.module:Name"`` and the ``adcs.schedulers`` entry points (:class:`adcs.registry.Registry`)."""
 
 __all__ = [
     "ADCS",
@@ -53,6 +67,7 @@ __all__ = [
     "OCS",
     "SCHEDULERS",
     "ADCSState",
+    "BasicState",
     "ClientStats",
     "ClusteredSimilarity",
     "ClusteredSize",
@@ -66,6 +81,7 @@ __all__ = [
     "ProbeKind",
     "Quality",
     "Scheduler",
+    "SchedulerBase",
     "Selection",
     "StaticDPP",
     "Uniform",

@@ -1,0 +1,158 @@
+"""Name → class tables that also resolve import paths and entry points (docs/design.md §8).
+
+Every table the configuration reads from (the schedulers first) is a :class:`Registry`. A name is
+resolved, in order, as
+
+1. a built-in name of the table (``"adcs"``);
+2. an import path ``"package.module:Name"`` (``"mypkg.selection:MyScheduler"``), imported on
+   first use — so it resolves the same way in a TOML file, ``--set``, the leaderboard's entries,
+   the Flower app's run configuration and on a Ray worker, wherever the package is importable;
+3. an entry point of the table's group (``adcs.schedulers``), which a package declares in its
+   ``pyproject.toml``::
+
+       [project.entry-points."adcs.schedulers"]
+       myscheduler = "mypkg.selection:MyScheduler"
+
+A name that resolves to nothing raises ``ValueError`` naming the table's built-in names and the
+import-path form.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterator, Mapping
+from importlib import metadata
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Registry", "import_path"]
+
+T = TypeVar("T")
+
+_IMPORT_PATH = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
+
+
+def import_path(path: str) -> Any:
+    """The object at ``"package.module:Name"`` (``Name`` may be dotted: ``"mod:Outer.Inner"``).
+
+    Raises
+    ------
+    ValueError
+        A malformed path, a module that cannot be imported, or a missing attribute — with the
+        reason.
+    """
+    if not _IMPORT_PATH.fullmatch(path):
+        raise ValueError(f"{path!r} is not an import path of the form 'package.module:Name'")
+    module_name, _, attr = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r} (from {path!r}): {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no {attr!r} (from {path!r})") from None
+    return obj
+
+
+class Registry(Mapping[str, type[T]], Generic[T]):
+    """A table of built-in classes by name that also resolves import paths and entry points.
+
+    Iterating, ``len`` and ``in`` see the built-in names only (the suites built from the table,
+    e.g. the leaderboard's entries, stay what the project ships); :meth:`resolve` and ``[]``
+    accept the other two forms too.
+
+    Parameters
+    ----------
+    what : str
+        What the table holds, for messages (``"scheduler"``).
+    group : str
+        The entry-point group (``"adcs.schedulers"``).
+    builtins : mapping of str to class
+    requires : tuple of str
+        Attributes a class found by import path or entry point must have (the protocol's
+        methods; the built-ins are known to).
+    """
+
+    def __init__(
+        self,
+        what: str,
+        group: str,
+        builtins: Mapping[str, type[T]],
+        *,
+        requires: tuple[str, ...] = (),
+    ) -> None:
+        self.what = what
+        self.group = group
+        self._builtins = dict(builtins)
+        self._requires = requires
+
+    def __getitem__(self, name: str) -> type[T]:
+        return self.resolve(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The class for ``name`` (any form :meth:`resolve` takes), or ``default``."""
+        try:
+            return self.resolve(name)
+        except ValueError:
+            return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builtins)
+
+    def __len__(self) -> int:
+        return len(self._builtins)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._builtins
+
+    def __repr__(self) -> str:
+        return f"Registry({self.what!r}, {sorted(self._builtins)})"
+
+    def register(self, name: str, cls: type[T]) -> None:
+        """Add a built-in name (for code that builds its own table at run time)."""
+        self._builtins[name] = cls
+
+    def entry_points(self) -> dict[str, str]:
+        """The names this group's entry points declare, with their import paths."""
+        return {ep.name: ep.value for ep in metadata.entry_points(group=self.group)}
+
+    def resolve(self, name: str) -> type[T]:
+        """The class for a built-in name, an import path or an entry point's name.
+
+        Raises
+        ------
+        ValueError
+            Naming the built-in names, the import-path form and why an import failed.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a {self.what} name must be a non-empty string, got {name!r}")
+        if name in self._builtins:
+            return self._builtins[name]
+        if ":" in name:
+            return self._checked(import_path(name), name)
+        for ep in metadata.entry_points(group=self.group):
+            if ep.name == name:
+                try:
+                    loaded = ep.load()
+                except Exception as exc:
+                    raise ValueError(
+                        f"the {self.what} entry point {name!r} ({ep.value}) cannot be loaded: {exc}"
+                    ) from None
+                return self._checked(loaded, name)
+        raise ValueError(
+            f"unknown {self.what} {name!r}: use one of {sorted(self._builtins)}, an import path "
+            f"'package.module:Name', or an entry point of the group {self.group!r}"
+        )
+
+    def _checked(self, obj: Any, name: str) -> type[T]:
+        if not isinstance(obj, type):
+            raise ValueError(f"{self.what} {name!r} is {obj!r}, not a class")
+        missing = [a for a in self._requires if not callable(getattr(obj, a, None))]
+        if missing:
+            raise ValueError(
+                f"{self.what} {name!r} ({obj.__module__}.{obj.__qualname__}) lacks "
+                f"{', '.join(missing)}: it does not implement the {self.what} protocol"
+            )
+        return obj

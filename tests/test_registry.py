@@ -1,0 +1,96 @@
+"""Your own scheduler without a fork: by import path in Python, TOML and ``--set``; entry points."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from adcs import cli
+from adcs.experiments.config import ConfigError, config_from_dict
+from adcs.registry import Registry, import_path
+from adcs.schedulers import SCHEDULERS, Uniform
+from tests.plugins.my_selection import Greedy, LowestIndex
+from tests.test_cli import TINY, one_error, write_config
+
+runner = CliRunner()
+PLUGIN = "tests.plugins.my_selection"
+
+
+def test_built_in_names_import_paths_and_their_refusals() -> None:
+    assert SCHEDULERS.resolve("uniform") is Uniform
+    assert SCHEDULERS[f"{PLUGIN}:LowestIndex"] is LowestIndex
+    assert import_path("adcs.schedulers:SCHEDULERS.resolve") == SCHEDULERS.resolve
+    assert f"{PLUGIN}:LowestIndex" not in SCHEDULERS  # the table's own rows stay the built-ins
+    assert SCHEDULERS.get("nothing") is None
+    with pytest.raises(ValueError, match=r"unknown scheduler 'nothing': use one of \['adcs'"):
+        SCHEDULERS.resolve("nothing")
+    with pytest.raises(ValueError, match=r"cannot import 'no_such_pkg\.mod'"):
+        SCHEDULERS.resolve("no_such_pkg.mod:X")
+    with pytest.raises(ValueError, match=f"module '{PLUGIN}' has no 'Missing'"):
+        SCHEDULERS.resolve(f"{PLUGIN}:Missing")
+    with pytest.raises(ValueError, match="lacks init, probe, select, observe"):
+        SCHEDULERS.resolve(f"{PLUGIN}:NotAScheduler")
+    with pytest.raises(ValueError, match="not an import path"):
+        import_path("pkg.mod:")
+
+
+def test_an_entry_point_resolves_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    point = metadata.EntryPoint("lowest", f"{PLUGIN}:LowestIndex", "adcs.schedulers")
+    other = metadata.EntryPoint("lowest", f"{PLUGIN}:Greedy", "adcs.other")
+
+    def entry_points(group: str) -> list[metadata.EntryPoint]:
+        return [p for p in (point, other) if p.group == group]
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    assert SCHEDULERS.resolve("lowest") is LowestIndex
+    assert SCHEDULERS.entry_points() == {"lowest": f"{PLUGIN}:LowestIndex"}
+    table: Registry[Any] = Registry("thing", "adcs.other", {})
+    assert table.resolve("lowest") is Greedy
+
+
+def _doc(name: str, **params: Any) -> dict[str, Any]:
+    return {
+        "name": "plug",
+        "m": 2,
+        "seeds": [0],
+        "data": {"partition": "iid", "n_clients": 4, "train_per_client": 30},
+        "sim": {"rounds": 2},
+        "methods": [{"name": name, **params}],
+    }
+
+
+def test_a_configuration_checks_a_user_scheduler_like_a_built_in() -> None:
+    config = config_from_dict(_doc(f"{PLUGIN}:LowestIndex", offset=1))
+    method = config.methods[0]
+    assert method.build(2, dict(method.params)) == LowestIndex(m=2, offset=1)
+    with pytest.raises(ConfigError, match=r"unknown key methods\[0\].speed"):
+        config_from_dict(_doc(f"{PLUGIN}:LowestIndex", speed=1))
+    with pytest.raises(ConfigError, match=r"methods\[0\].name: cannot import 'nowhere'"):
+        config_from_dict(_doc("nowhere:X"))
+
+
+def test_the_cli_runs_a_user_scheduler_and_names_one_that_breaks_the_contract(
+    tmp_path: Path,
+) -> None:
+    path = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:LowestIndex"\n')
+    out = tmp_path / "out"
+    result = runner.invoke(
+        cli.app, ["run", str(path), "--out", str(out), "--set", "methods.0.offset=1"]
+    )
+    assert result.exit_code == 0, result.output
+    runs = json.loads((out / "summary.json").read_text())["runs"]
+    assert [r["method"] for r in runs] == [f"{PLUGIN}:LowestIndex"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["methods"] == [{"name": f"{PLUGIN}:LowestIndex", "offset": 1}]
+
+    bad = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:Greedy"\n')
+    result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 1
+    error = one_error(result)
+    assert error.startswith("error: scheduler: ") and "Greedy" in error
+    assert "must select 2 distinct available clients" in error and "got array([0, 1, 2])" in error
