@@ -94,3 +94,24 @@ def test_the_cli_runs_a_user_scheduler_and_names_one_that_breaks_the_contract(
     error = one_error(result)
     assert error.startswith("error: scheduler: ") and "Greedy" in error
     assert "must select 2 distinct available clients" in error and "got array([0, 1, 2])" in error
+
+
+def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
+    tmp_path: Path,
+) -> None:
+    workload = tmp_path / "tiny.toml"
+    workload.write_text(TINY.replace('outputs = ["curves"]\n', ""))
+    out = tmp_path / "lb"
+    name = f"{PLUGIN}:LowestIndex"
+    args = ["leaderboard", "--workloads", str(workload), "--entries", f"{name},uniform"]
+    result = runner.invoke(cli.app, [*args, "--set", "methods.14.offset=1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = (out / "leaderboard.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    entries = [dict(zip(header, r.split(","), strict=True)) for r in rows[1:]]
+    mine = [e for e in entries if e["method"] == name]
+    assert len(mine) == 1 and mine[0]["entry"] == "LowestIndex"
+    assert mine[0]["variant"] == f"{name}-offset=1"
+    assert sum(e["method"] == "uniform" for e in entries) == 1  # a built-in is not repeated
+    assert any(line.startswith("worst,") and ",LowestIndex," in line
+               for line in (out / "ranks.csv").read_text().splitlines())  # fmt: skip

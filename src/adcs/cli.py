@@ -791,6 +791,16 @@ def leaderboard(
             "(default: the suite, every file of experiments/leaderboard/).",
         ),
     ] = None,
+    entries: Annotated[
+        str | None,
+        typer.Option(
+            "--entries",
+            metavar="NAMES",
+            help="Comma-separated schedulers to rank beside the built-in entries, at their "
+            "defaults: your own by import path ('mypkg.selection:MyScheduler') or entry point "
+            "(set their parameters with --set methods.N.KEY=VALUE, N their position).",
+        ),
+    ] = None,
     seeds: Seeds = None,
     rounds: Rounds = None,
     out: Out = None,
@@ -812,9 +822,10 @@ def leaderboard(
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
 
     names = None if workloads is None else [w.strip() for w in workloads.split(",") if w.strip()]
+    extra = [] if entries is None else [e.strip() for e in entries.split(",") if e.strip()]
     configs = []
     for path in workload_paths(names):
-        config = load_workload(path)
+        config = load_workload(path, extra)
         if quick:
             config = quick_workload(config)
         configs.append(

@@ -135,12 +135,13 @@ SUMMARY_FILES = ("report.md", "leaderboard.csv", "ranks.csv", "summary.json", "s
 # workloads and methods
 
 
-def leaderboard_methods() -> tuple[MethodConfig, ...]:
+def leaderboard_methods(entries: Sequence[str] = ()) -> tuple[MethodConfig, ...]:
     """Every scheduler of :data:`~adcs.schedulers.SCHEDULERS`, ADCS at each θ and fresh.
 
     Every scheduler runs at its defaults (the published forms), in the table's order; ADCS at
     θ ∈ :data:`THETAS` with R = :data:`REFRESH_EVERY`, then with ``fresh_quality`` at
-    θ = :data:`PAPER_THETA`.
+    θ = :data:`PAPER_THETA`; then ``entries``, more schedulers at their defaults (a built-in name,
+    ``"package.module:Name"`` or an entry point's name; one already listed is not repeated).
     """
     out = []
     for name in SCHEDULERS:
@@ -151,6 +152,7 @@ def leaderboard_methods() -> tuple[MethodConfig, ...]:
             out.append(MethodConfig(name, params=fresh))
         else:
             out.append(MethodConfig(name))
+    out.extend(MethodConfig(name) for name in dict.fromkeys(entries) if name not in SCHEDULERS)
     return tuple(out)
 
 
@@ -196,8 +198,10 @@ def workload_paths(names: Sequence[str] | None = None) -> list[Path]:
     return out
 
 
-def load_workload(path: str | Path) -> ExperimentConfig:
+def load_workload(path: str | Path, entries: Sequence[str] = ()) -> ExperimentConfig:
     """A workload file as an experiment configuration running :func:`leaderboard_methods`.
+
+    ``entries`` are schedulers added to the ranked entries (:func:`leaderboard_methods`).
 
     Raises
     ------
@@ -216,7 +220,7 @@ def load_workload(path: str | Path) -> ExperimentConfig:
         )
     doc = {**raw, "methods": [{"name": "uniform"}], "outputs": raw.get("outputs", ["curves"])}
     config = config_from_dict(doc, source=str(path), base_dir=path.parent)
-    return dataclasses.replace(config, methods=leaderboard_methods())
+    return dataclasses.replace(config, methods=leaderboard_methods(entries))
 
 
 def quick_workload(config: ExperimentConfig) -> ExperimentConfig:
