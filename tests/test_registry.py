@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from importlib import metadata
 from pathlib import Path
@@ -106,12 +107,13 @@ def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
     args = ["leaderboard", "--workloads", str(workload), "--entries", f"{name},uniform"]
     result = runner.invoke(cli.app, [*args, "--set", "methods.14.offset=1", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    rows = (out / "leaderboard.csv").read_text().splitlines()
-    header = rows[0].split(",")
-    entries = [dict(zip(header, r.split(","), strict=True)) for r in rows[1:]]
+    with (out / "leaderboard.csv").open() as f:
+        entries = list(csv.DictReader(f))
     mine = [e for e in entries if e["method"] == name]
     assert len(mine) == 1 and mine[0]["entry"] == "LowestIndex"
     assert mine[0]["variant"] == f"{name}-offset=1"
     assert sum(e["method"] == "uniform" for e in entries) == 1  # a built-in is not repeated
-    assert any(line.startswith("worst,") and ",LowestIndex," in line
-               for line in (out / "ranks.csv").read_text().splitlines())  # fmt: skip
+    with (out / "ranks.csv").open() as f:
+        assert any(
+            r["metric"] == "worst" and r["entry"] == "LowestIndex" for r in csv.DictReader(f)
+        )
