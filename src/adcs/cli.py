@@ -929,6 +929,45 @@ def _load_bench(name: str) -> Callable[[Sequence[str]], Any]:
     return main
 
 
+class TrackTo(str, enum.Enum):
+    """Where ``adcs export`` writes."""
+
+    tensorboard = "tensorboard"
+    mlflow = "mlflow"
+
+
+@app.command()
+@_one_line_errors
+def export(
+    results: Annotated[
+        Path, typer.Argument(metavar="RESULTS", help="A finished adcs results folder.")
+    ],
+    to: Annotated[
+        TrackTo,
+        typer.Option("--to", help="The tracking backend (each in its extra of the same name)."),
+    ],
+    dest: Annotated[
+        str | None,
+        typer.Option(
+            "--dest",
+            metavar="DIR|URI",
+            help="Log folder, or an MLflow tracking URI (default: RESULTS/tensorboard or "
+            "RESULTS/mlruns).",
+        ),
+    ] = None,
+) -> None:
+    """Write a results folder's evaluations to TensorBoard or MLflow, one run per adcs run."""
+    from adcs.tracking import export as export_results
+
+    try:
+        where = export_results(results, to.value, dest)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    except ImportError as exc:
+        raise _fail(str(exc), code=1) from None
+    console.print(f"{to.value}: {where}")
+
+
 @app.command(
     context_settings={
         "allow_extra_args": True,

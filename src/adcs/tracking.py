@@ -1,0 +1,224 @@
+"""Experiment tracking: a run's evaluations as TensorBoard event files or an MLflow store.
+
+A :class:`Tracker` receives, per adcs run, its parameters once and then each evaluation's metrics
+(``worst_acc``, ``avg_acc``, ``p10_acc``, ``test_loss``, per-group accuracies …) with the round as
+the step. Two backends, each in an extra:
+
+* ``tensorboard`` (``adcs[tensorboard]``): one event file per run under ``DIR/<run_id>/``, read
+  by TensorBoard (``tensorboard --logdir DIR``) and its ``EventAccumulator``;
+* ``mlflow`` (``adcs[mlflow]``): one MLflow experiment per adcs experiment, one MLflow run per adcs
+  run, with its parameters and metrics; by default a file store ``DIR/mlruns`` (MLflow keeps the
+  file store in maintenance mode: adcs opts in to it for the stores it creates), or any
+  tracking URI (``sqlite:///mlflow.db``, a server).
+
+:func:`export` writes a finished results folder's ``metrics.csv`` to a backend. Tracking only
+reads results: the results files are the same whether it is on or off.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["TRACKERS", "MLflowTracker", "TensorBoardTracker", "Tracker", "export", "make_tracker"]
+
+
+class Tracker(Protocol):
+    """Where evaluations go while (or after) a run goes."""
+
+    def start(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Open run ``run_id`` with its parameters (scheduler's, method, seed)."""
+        ...
+
+    def log(self, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
+        """One evaluation of ``run_id`` at round ``step``."""
+        ...
+
+    def close(self) -> None:
+        """Flush and close every open run."""
+        ...
+
+
+def _need(extra: str) -> None:
+    raise ImportError(f'tracking with {extra} needs its extra: pip install "adcs[{extra}]"')
+
+
+class TensorBoardTracker:
+    """TensorBoard event files, one folder per run: ``logdir/<run_id>/events.out.tfevents.*``.
+
+    Parameters
+    ----------
+    logdir : path
+    """
+
+    def __init__(self, logdir: str | Path) -> None:
+        try:
+            from tensorboard.compat.proto import event_pb2, summary_pb2
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        except ImportError:
+            _need("tensorboard")
+        self.logdir = Path(logdir)
+        self._event, self._summary, self._writer_cls = event_pb2, summary_pb2, EventFileWriter
+        self._writers: dict[str, Any] = {}
+
+    def start(self, run_id: str, params: Mapping[str, Any]) -> None:
+        writer = self._writers.get(run_id)
+        if writer is None:
+            writer = self._writer_cls(str(self.logdir / run_id))
+            self._writers[run_id] = writer
+        text = json.dumps(dict(params), sort_keys=True, default=str)
+        self._write(run_id, 0, {"params": text})
+
+    def log(self, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
+        if run_id not in self._writers:
+            self.start(run_id, {})
+        self._write(run_id, step, metrics)
+
+    def _write(self, run_id: str, step: int, values: Mapping[str, Any]) -> None:
+        summary = self._summary.Summary()
+        for tag, value in values.items():
+            if isinstance(value, str):
+                tensor = summary.value.add(tag=tag)
+                tensor.metadata.plugin_data.plugin_name = "text"
+                tensor.tensor.dtype = 7  # DT_STRING
+                tensor.tensor.string_val.append(value.encode())
+            elif value is not None and math.isfinite(float(value)):
+                summary.value.add(tag=tag, simple_value=float(value))
+        event = self._event.Event(wall_time=time.time(), step=int(step), summary=summary)
+        self._writers[run_id].add_event(event)
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+
+
+class MLflowTracker:
+    """An MLflow experiment with one MLflow run per adcs run.
+
+    Parameters
+    ----------
+    experiment : str
+        The MLflow experiment's name (created if missing).
+    uri : str or path
+        A tracking URI (``sqlite:///mlflow.db``, ``http://…``), or a folder for a file store.
+    """
+
+    def __init__(self, experiment: str, uri: str | Path) -> None:
+        try:
+            from mlflow.tracking import MlflowClient
+        except ImportError:
+            _need("mlflow")
+        text = str(uri)
+        if "://" not in text and not text.startswith("file:"):
+            text = Path(text).resolve().as_uri()
+        if text.startswith("file:"):  # the stores adcs creates: opt in to MLflow's file store
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        self.uri = text
+        self.client = MlflowClient(tracking_uri=text)
+        found = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = (
+            found.experiment_id if found else self.client.create_experiment(experiment)
+        )
+        self._runs: dict[str, str] = {}
+
+    def start(self, run_id: str, params: Mapping[str, Any]) -> None:
+        if run_id in self._runs:
+            return
+        run = self.client.create_run(self.experiment_id, run_name=run_id)
+        self._runs[run_id] = run.info.run_id
+        for key, value in params.items():
+            self.client.log_param(run.info.run_id, key, value)
+
+    def log(self, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
+        if run_id not in self._runs:
+            self.start(run_id, {})
+        mlflow_run = self._runs[run_id]
+        for key, value in metrics.items():
+            if value is not None and math.isfinite(float(value)):
+                self.client.log_metric(mlflow_run, key, float(value), step=int(step))
+
+    def close(self) -> None:
+        for mlflow_run in self._runs.values():
+            self.client.set_terminated(mlflow_run)
+        self._runs.clear()
+
+
+TRACKERS = ("tensorboard", "mlflow")
+"""The tracking backends by name."""
+
+
+def make_tracker(kind: str, dest: str | Path, experiment: str) -> Tracker:
+    """The tracker of backend ``kind`` writing to ``dest`` (a folder, or an MLflow URI).
+
+    Raises
+    ------
+    ValueError
+        An unknown backend.
+    ImportError
+        The backend's extra is not installed (the message says which).
+    """
+    if kind == "tensorboard":
+        return TensorBoardTracker(dest)
+    if kind == "mlflow":
+        return MLflowTracker(experiment, dest)
+    raise ValueError(f"unknown tracking backend {kind!r}; choose one of {list(TRACKERS)}")
+
+
+def _rows(path: Path) -> Iterator[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        yield from csv.DictReader(f)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def export(folder: str | Path, to: str, dest: str | Path | None = None) -> Path | str:
+    """Write a finished results folder's evaluations to a tracking backend.
+
+    Parameters
+    ----------
+    folder : path
+        An adcs results folder (``runs.csv`` and ``metrics.csv``).
+    to : {"tensorboard", "mlflow"}
+    dest : path or URI, optional
+        Default: ``FOLDER/tensorboard`` or ``FOLDER/mlruns``.
+
+    Returns
+    -------
+    path or str
+        Where the backend wrote (the log folder, or the MLflow tracking URI).
+    """
+    folder = Path(folder)
+    for name in ("runs.csv", "metrics.csv", "manifest.json"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"{folder} is not an adcs results folder: {name} is missing")
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    target = (
+        dest if dest is not None else folder / ("tensorboard" if to == "tensorboard" else "mlruns")
+    )
+    tracker = make_tracker(to, target, str(manifest.get("experiment", folder.name)))
+    try:
+        run_columns: set[str] = set()
+        for run in _rows(folder / "runs.csv"):
+            run_columns.update(run)
+            params = dict(json.loads(run.get("params") or "{}"))
+            params.update(method=run["method"], seed=run["seed"], variant=run.get("variant", ""))
+            tracker.start(run["run_id"], params)
+        for row in _rows(folder / "metrics.csv"):  # a run's own columns are no metrics
+            values = {k: _number(v) for k, v in row.items() if k not in run_columns | {"round"}}
+            metrics = {k: v for k, v in values.items() if v is not None}
+            tracker.log(row["run_id"], int(row["round"]), metrics)
+    finally:
+        tracker.close()
+    return tracker.uri if isinstance(tracker, MLflowTracker) else Path(target)
