@@ -204,7 +204,8 @@ def test_femnist_errors(tmp_path: Path) -> None:
 
 
 def test_the_table_names_every_dataset_and_checks_options(tmp_path: Path) -> None:
-    assert set(DATASETS) == {"fashion-mnist", "digits", "arrays", "cifar10", "femnist", "synthetic"}
+    assert set(DATASETS) == {"fashion-mnist", "digits", "arrays", "cifar10", "femnist", "synthetic",
+                             "huggingface"}  # fmt: skip
     assert isinstance(load_dataset("synthetic", n_clients=10), Synthetic)
     assert isinstance(load_dataset("fashion-mnist"), Dataset)  # offline: the shipped subset
     with pytest.raises(ValueError, match="dataset must be one of"):

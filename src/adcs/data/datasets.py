@@ -8,6 +8,8 @@
 ``femnist``        LEAF's JSON shards (``train/*.json``, ``test/*.json``), one client per writer
 ``synthetic``      Synthetic(α, β), any number of clients generated on demand
                    (:mod:`adcs.data.synthetic`)
+``huggingface``    a Hugging Face data set saved with ``save_to_disk`` or from the Hub
+                   (:mod:`adcs.data.huggingface`; the ``adcs[huggingface]`` extra)
 =================  ===========================================================================
 
 A loader returns a :class:`Dataset` (samples in memory, split among clients by a partition of
@@ -431,6 +433,12 @@ class DatasetEntry:
     generated: bool = False
 
 
+def _load_huggingface(**options: Any) -> Dataset:
+    from adcs.data.huggingface import load_huggingface  # the extra, imported only when used
+
+    return load_huggingface(**options)
+
+
 DATASETS: dict[str, DatasetEntry] = {
     "fashion-mnist": DatasetEntry(load_fashion_mnist_dataset, frozenset({"path"}), path="folder"),
     "digits": DatasetEntry(load_digits, frozenset({"test_fraction"})),
@@ -442,6 +450,11 @@ DATASETS: dict[str, DatasetEntry] = {
         frozenset({"n_clients", "alpha", "beta"}),
         frozenset({"n_clients"}),
         generated=True,
+    ),
+    "huggingface": DatasetEntry(
+        _load_huggingface,
+        frozenset({"path", "name", "features", "label", "train_split", "test_split"}),
+        path="folder",
     ),
 }
 """The one name → loader table used by configurations."""

@@ -623,19 +623,38 @@ PARTITIONS: dict[str, PartitionKind] = {
 """The one name → partition table used by configurations."""
 
 
+def partition_kind(kind: str) -> PartitionKind:
+    """The partition named ``kind``: a row of :data:`PARTITIONS`, or ``"flwr:NAME"`` for a
+    partitioner of Flower Datasets (:mod:`adcs.data.huggingface`).
+
+    Raises
+    ------
+    ValueError
+        Naming the known partitions.
+    """
+    if isinstance(kind, str) and kind.startswith("flwr:"):
+        from adcs.data.huggingface import flwr_partition_kind
+
+        return flwr_partition_kind(kind)
+    if kind not in PARTITIONS:
+        raise ValueError(
+            f"partition must be one of {sorted(PARTITIONS)} or 'flwr:NAME' (a partitioner of "
+            f"Flower Datasets), got {kind!r}"
+        )
+    return PARTITIONS[kind]
+
+
 def partition_data(
     kind: str, data: LabelledSplits, rng: np.random.Generator, **params: Any
 ) -> Partition:
-    """Split ``data`` with the partition ``kind`` of :data:`PARTITIONS`.
+    """Split ``data`` with the partition ``kind`` (:func:`partition_kind`).
 
     Raises
     ------
     ValueError
         Unknown kind or parameter, a missing parameter, or a split the data cannot give.
     """
-    if kind not in PARTITIONS:
-        raise ValueError(f"partition must be one of {sorted(PARTITIONS)}, got {kind!r}")
-    entry = PARTITIONS[kind]
+    entry = partition_kind(kind)
     unknown = sorted(set(params) - entry.keys)
     if unknown:
         raise ValueError(

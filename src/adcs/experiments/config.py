@@ -75,6 +75,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from adcs.data.datasets import DATASETS
 from adcs.data.partition import PARTITIONS as PARTITION_TABLE
+from adcs.data.partition import PartitionKind, partition_kind
 from adcs.experiments import adversary
 from adcs.experiments.adversary import AttackSettings, DefenceSettings
 from adcs.experiments.paper import PAPER_OUTPUTS
@@ -209,6 +210,21 @@ def _open_unit(key: str, value: Any) -> None:
         raise ConfigError(f"{key} must be below 1, got {value!r}")
 
 
+def _partition(key: str, kind: Any) -> PartitionKind:
+    """The partition ``kind`` (a built-in or ``flwr:NAME``), or a ConfigError naming ``key``."""
+    if not isinstance(kind, str):
+        raise ConfigError(f"{key} must be a string, got {kind!r}")
+    try:
+        return partition_kind(kind)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+
+
+def _string(key: str, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
+
+
 _VALUE_CHECKS: dict[str, Any] = {
     "n_groups": _positive_int, "clients_per_group": _positive_int, "dominance": _unit,
     "n_clients": _positive_int, "alpha": _positive, "size_sigma": _non_negative,
@@ -218,7 +234,8 @@ _VALUE_CHECKS: dict[str, Any] = {
 """Types and ranges of partition parameters (the data decide the rest when loaded)."""
 _OPTION_CHECKS: dict[str, Any] = {
     "n_clients": _positive_int, "alpha": _non_negative, "beta": _non_negative,
-    "test_fraction": _open_unit,
+    "test_fraction": _open_unit, "name": _string, "features": _string, "label": _string,
+    "train_split": _string, "test_split": _string,
 }  # fmt: skip
 """Types and ranges of data set options."""
 
@@ -275,18 +292,17 @@ class DataConfig:
             raise ConfigError(f"data.path must be a non-empty string, got {self.path!r}")
         if self.path is not None and "path" not in entry.keys:
             raise ConfigError(f"data.path: dataset {self.dataset!r} reads no files")
-        _choice("data.partition", self.partition, PARTITIONS)
+        kind = _partition("data.partition", self.partition)
         if entry.generated and self.partition != "natural":
             raise ConfigError(
                 f"data.partition: dataset {self.dataset!r} brings its own clients; only the "
                 f"'natural' partition applies, got {self.partition!r}"
             )
-        kind = PARTITION_TABLE[str(self.partition)]
         params = dict(self.params)
         where = "data" if self.flat else "data.partition"
         _no_unknown(where, params, kind.keys)
-        for key, value in params.items():
-            _VALUE_CHECKS[key](f"{where}.{key}", value)
+        for key, value in params.items():  # a flwr partitioner's own arguments: it checks them
+            _VALUE_CHECKS.get(key, lambda k, v: None)(f"{where}.{key}", value)
         for key in sorted(kind.required - set(params)):
             raise ConfigError(f"{where}.{key} is required for partition = {self.partition!r}")
         if entry.generated and params:
@@ -318,7 +334,7 @@ class DataConfig:
             return getattr(self, key)
         if key in dict(self.options):
             return dict(self.options)[key]
-        return PARTITION_TABLE[str(self.partition)].value(dict(self.params), key)
+        return partition_kind(str(self.partition)).value(dict(self.params), key)
 
     @property
     def dataset_options(self) -> dict[str, Any]:
@@ -337,7 +353,7 @@ class DataConfig:
         """N, when the configuration fixes it (None: the data decide, e.g. FEMNIST's writers)."""
         if DATASETS[self.dataset].generated:
             return int(dict(self.options)["n_clients"])
-        return PARTITION_TABLE[str(self.partition)].n_clients(dict(self.params))
+        return partition_kind(str(self.partition)).n_clients(dict(self.params))
 
 
 AVAILABILITY_KINDS = ("always", "bernoulli", "cyclic", "trace")
@@ -899,16 +915,17 @@ def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
     if isinstance(table, Mapping):  # [data.partition]
         _no_unknown("data", raw, frozenset({"dataset", "path", "partition"}) | option_keys)
         kind = table.get("kind", "natural" if entry.generated else "paper_groups")
-        _choice("data.partition.kind", kind, PARTITIONS)
-        _no_unknown("data.partition", table, _TABLE_KEYS | PARTITION_TABLE[kind].keys)
+        _no_unknown(
+            "data.partition", table, _TABLE_KEYS | _partition("data.partition.kind", kind).keys
+        )
         params = {k: v for k, v in table.items() if k not in _TABLE_KEYS}
         kwargs["partition_seed"] = table.get("seed", 0)
         kwargs["resample_per_seed"] = table.get("resample_per_seed", False)
     else:  # the flat form: the partition's keys beside the data set's
         kind = table if table is not None else ("natural" if entry.generated else "paper_groups")
-        _choice("data.partition", kind, PARTITIONS)
+        found = _partition("data.partition", kind)
         # a generated data set's options make its clients: its natural partition takes no keys
-        part_keys = frozenset() if entry.generated else PARTITION_TABLE[kind].keys
+        part_keys = frozenset() if entry.generated else found.keys
         clash = sorted(option_keys & part_keys)
         if clash:
             raise ConfigError(
