@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 LINT_PATHS := $(wildcard src tests benchmarks examples scripts)
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ typecheck: $(VENV)/.installed-test
 
 test: lint typecheck
 	$(BIN)/pytest
+
+# Build the wheel, install it in a fresh environment, run `adcs reproduce --quick` from it.
+wheel-check: $(BIN)/python
+	bash scripts/check_wheel.sh $(BIN)/python $(WHEEL_ARGS)
 
 bench: $(VENV)/.installed-base
 	$(BIN)/adcs bench map

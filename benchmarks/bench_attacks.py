@@ -70,7 +70,11 @@ from adcs.experiments.workload import DataSource, load_data
 from adcs.sim import RunResult, RunSpec, simulate
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIG = REPO / "experiments" / "attacks.toml"
+# the checkout's experiments/, or the installed package's copy beside these scripts (adcs/)
+DEFAULT_CONFIG = (
+    next((p for p in (REPO / "experiments", REPO / "experiments" / "configs") if p.is_dir()), REPO)
+    / "attacks.toml"
+)
 
 
 def _shown(source: str) -> str:

@@ -240,6 +240,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> list[Figures]:
     """Run the engines asked for and print the comparison; returns the figures."""
     args = parse_args(argv)
+    if not APP_DIR.is_dir():
+        raise SystemExit(
+            f"error: bench flower runs the example Flower app, which is in the adcs source "
+            f"checkout (examples/flower-app), not in an installed adcs: looked in {APP_DIR}"
+        )
     rows = []
     if "sim" in args.engines:
         rows.append(run_simulator(args))

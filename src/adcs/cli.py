@@ -227,8 +227,22 @@ class _Once(logging.Filter):
         return True
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from adcs import __version__
+
+        console.print(f"adcs {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show the library's log (INFO and above).")
     ] = False,
@@ -898,9 +912,11 @@ def _print_leaderboard(outcome: LeaderboardOutcome) -> None:
 
 
 def _bench_candidates(name: str) -> list[Path]:
+    """Where ``bench_NAME.py`` may be: ./benchmarks, the checkout's, the installed package's."""
     file = f"bench_{name}.py"
     repo = Path(__file__).resolve().parents[2]
-    return [Path.cwd() / "benchmarks" / file, repo / "benchmarks" / file]
+    installed = Path(__file__).resolve().parent / "_benchmarks"  # package data of the wheel
+    return [Path.cwd() / "benchmarks" / file, repo / "benchmarks" / file, installed / file]
 
 
 def _load_bench(name: str) -> Callable[[Sequence[str]], Any]:
@@ -910,7 +926,8 @@ def _load_bench(name: str) -> Callable[[Sequence[str]], Any]:
         raise _fail(
             f"benchmark script bench_{name}.py not found (looked in "
             + ", ".join(str(p.parent) for p in candidates)
-            + "); run from the adcs source checkout",
+            + "); an installed adcs carries them in adcs/_benchmarks: reinstall it, or run "
+            "from the adcs source checkout",
             code=1,
         )
     spec = importlib.util.spec_from_file_location(f"adcs_bench_{name}", path)

@@ -1,0 +1,47 @@
+"""Packaging: one source for the version, the metadata, the citation, the changelog."""
+
+from __future__ import annotations
+
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import adcs
+from adcs import cli
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_version_has_one_source_and_the_cli_prints_it() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "adcs.__version__"}
+    assert metadata.version("adcs") == adcs.__version__  # what the installed metadata says
+    result = CliRunner().invoke(cli.app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"adcs {adcs.__version__}"
+
+
+def test_metadata_citation_and_changelog_name_this_version() -> None:
+    meta = metadata.metadata("adcs")
+    assert meta["Author"] or meta["Author-email"]
+    assert "federated learning" in (meta["Keywords"] or "")
+    assert any(c.startswith("Topic :: Scientific") for c in meta.get_all("Classifier") or [])
+    citation = (REPO / "CITATION.cff").read_text()
+    assert f'version: "{adcs.__version__}"' in citation
+    assert "Adaptive Determinantal Client Scheduling in Federated Learning" in citation
+    assert f"## {adcs.__version__}" in (REPO / "CHANGELOG.md").read_text()
+
+
+def test_the_benchmarks_ship_with_the_package() -> None:
+    shipped = Path(cli.__file__).resolve().parent / "_benchmarks"
+    names = sorted(p.name for p in shipped.glob("bench_*.py"))
+    assert names == sorted(p.name for p in (REPO / "benchmarks").glob("bench_*.py"))
+    assert all(str(shipped / f"bench_{b.value}.py") in map(str, cli._bench_candidates(b.value))
+               for b in cli.Bench)  # fmt: skip
