@@ -52,7 +52,6 @@ from rich.text import Text
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
-    load_config,
     merge_configs,
     packaged_config,
     with_overrides,
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
     from adcs.experiments.distributed import ShardExecutor
     from adcs.experiments.leaderboard import LeaderboardOutcome
     from adcs.experiments.runner import ExperimentOutcome
+    from adcs.experiments.sweep import SweepAxis
 
 app = typer.Typer(
     name="adcs",
@@ -773,10 +773,30 @@ def run(
     workers: Workers = None,
     ray_address: RayAddress = None,
     sets: Sets = None,
+    sweeps: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sweep",
+            metavar="KEY=V1,V2,...",
+            help="Run the configuration at each value of KEY (repeatable: every combination), "
+            "any key as for --set (or KEY=[V1, V2], a TOML array; or a [sweep] table in the "
+            "file): one folder per point, sweep.csv with a column per swept key, sweep.png and "
+            "the report's comparison.",
+        ),
+    ] = None,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
-    config = load_config(config_path)
+    from adcs.experiments.sweep import load_with_sweep, parse_sweep
+
+    config, axes = load_with_sweep(config_path)
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
+    axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
+    if axes:
+        _run_sweep(
+            config, axes, _out(out, config.name + "-sweep", resume), force=force, resume=resume,
+            workers=workers, checkpoint_every=checkpoint_every, ray_address=ray_address,
+        )  # fmt: skip
+        return
     folder = _out(out, config.name, resume)
     _run(
         config, folder, force=force, resume=resume, quick=False, workers=workers,
@@ -890,6 +910,42 @@ def _run_leaderboard(
             progress=lambda name: display.tracker(name, "rounds"),
         )  # fmt: skip
     _print_leaderboard(outcome)
+
+
+def _run_sweep(
+    config: ExperimentConfig,
+    axes: Sequence[SweepAxis],
+    out: Path,
+    *,
+    force: bool,
+    resume: bool,
+    workers: int | None,
+    checkpoint_every: int | None,
+    ray_address: str | None,
+) -> None:
+    from adcs.experiments.runner import expand_runs
+    from adcs.experiments.sweep import run_sweep, sweep_points
+
+    points = sweep_points(config, axes)
+    n_runs = sum(len(expand_runs(c)) for _, c in points)
+    swept = ", ".join(a.name for a in axes)
+    console.print(
+        f"[bold]{config.name}[/]: a sweep over {swept}: {len(points)} points, {n_runs} distinct "
+        f"runs × {config.sim.rounds} rounds" + _where(workers, ray_address)
+    )
+    command = shlex.join(["adcs", *sys.argv[1:]])
+    with _executor(ray_address) as executor, _progress() as display:
+        outcome = run_sweep(
+            config, axes, out, force=force, resume=resume, executor=executor,
+            workers=workers if workers is not None or resume else default_workers(),
+            checkpoint_every=checkpoint_every, command=command,
+            progress=lambda name: display.tracker(name, "rounds"),
+        )  # fmt: skip
+    console.print(f"Sweep: [bold]{outcome.folder}[/]" + (" (resumed)" if outcome.resumed else ""))
+    console.print(f"  report: {outcome.report}")
+    console.print(
+        f"  table: {outcome.folder / 'sweep.csv'}; figure: {outcome.folder / 'sweep.png'}"
+    )
 
 
 def _print_leaderboard(outcome: LeaderboardOutcome) -> None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from adcs.experiments.config import (
     with_overrides,
 )
 from adcs.experiments.overrides import apply_assignments
+from adcs.experiments.sweep import SweepAxis, run_sweep
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,6 +81,7 @@ def run(
     data: str | Path | None = None,
     workers: int = 1,
     progress: bool = True,
+    sweep: Mapping[str, Sequence[Any]] | None = None,
     **overrides: Any,
 ) -> Results:
     """Run an experiment configuration and return its results as DataFrames.
@@ -99,6 +102,9 @@ def run(
         Processes advancing different seeds at once; results do not depend on it.
     progress : bool
         Show a progress bar (in a notebook too).
+    sweep : mapping of dotted key to values, optional
+        Run every combination of the values (``{"data.partition.alpha": [0.1, 1.0]}``) into one
+        sweep folder (:mod:`adcs.experiments.sweep`); the tables then have a column per key.
     **overrides
         Any key of the configuration, dots written as double underscores: ``m=10``,
         ``sim__rounds=200``, ``data__partition__alpha=0.1``, ``methods__adcs__theta=0.6`` (a method
@@ -116,21 +122,36 @@ def run(
         cfg = with_overrides(cfg, data_path=str(data))
     folder = Path(tempfile.mkdtemp(prefix=f"adcs-{cfg.name}-")) if out is None else Path(out)
     command = f"adcs.run({cfg.source!r})"
-    if not progress:
-        run_experiment(cfg, folder, overwrite=overwrite, workers=workers, command=command)
-        return load_results(folder)
+    axes = [SweepAxis(tuple(k.split(".")), tuple(v)) for k, v in (sweep or {}).items()]
+    with _bar(progress) as tracker:
+        if axes:
+            run_sweep(
+                cfg, axes, folder, force=overwrite, workers=workers, command=command,
+                progress=None if tracker is None else (lambda name: tracker),
+            )  # fmt: skip
+        else:
+            run_experiment(
+                cfg, folder, overwrite=overwrite, workers=workers, command=command,
+                progress=tracker,
+            )  # fmt: skip
+    return load_results(folder)
+
+
+@contextmanager
+def _bar(show: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar (rich: a live widget in a notebook, a bar on a terminal), or none."""
+    if not show:
+        yield None
+        return
     from rich.progress import Progress
 
     with Progress(transient=True) as bar:
-        task = bar.add_task(cfg.name, total=None)
+        task = bar.add_task("rounds", total=None)
 
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        run_experiment(
-            cfg, folder, overwrite=overwrite, workers=workers, command=command, progress=tick
-        )
-    return load_results(folder)
+        yield tick
 
 
 @dataclass
@@ -269,6 +290,12 @@ def load_results(folder: str | Path) -> Results:
     else:
         parts = ((None, folder),)
     tables = [_read_one(path, workload) for workload, path in parts]
+    points = manifest.get("sweep", {}).get("points", {})
+    for runs, metrics in tables:  # a sweep: the swept values as columns of their own
+        for frame in (runs, metrics):
+            values = points.get(frame["workload"].iloc[0], {}) if len(frame) else {}
+            for i, (key, value) in enumerate(values.items()):
+                frame.insert(1 + i, key, [value] * len(frame))
     return Results(
         folder=folder,
         runs=pandas.concat([t[0] for t in tables], ignore_index=True),

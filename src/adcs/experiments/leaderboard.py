@@ -632,6 +632,8 @@ def run_leaderboard(
     progress: Callable[[str], ProgressFn | None] | None = None,
     on_workload: Callable[[str, str], None] | None = None,
     command: str = "",
+    kind: str = "leaderboard",
+    finalize: Callable[[Path], Mapping[str, Any]] | None = None,
 ) -> LeaderboardOutcome:
     """Run every workload into ``out/<workload>/`` and write the leaderboard beside them.
 
@@ -662,6 +664,12 @@ def run_leaderboard(
         ``on_workload(workload, state)`` with state ``done`` (kept from an interrupted run),
         ``resume``, ``new``, before each workload runs.
     command : str
+    kind : str
+        What the folder is, recorded in its manifest (``"sweep"`` for
+        :func:`~adcs.experiments.sweep.run_sweep`, whose points are the workloads).
+    finalize : callable, optional
+        Called with the partial folder once the summary is written; what it returns is added to
+        the manifest.
 
     Raises
     ------
@@ -727,9 +735,10 @@ def run_leaderboard(
         from adcs.experiments.leaderboard_report import write_summary
 
         ranks, scores = write_summary(partial, names, quick=quick)
+        extra = {} if finalize is None else dict(finalize(partial))
         manifest = {
-            "experiment": "leaderboard",
-            "kind": "leaderboard",
+            "experiment": kind,
+            "kind": kind,
             "workloads": names,
             "configs": identity["workloads"],
             "quick": quick,
@@ -738,6 +747,7 @@ def run_leaderboard(
             "wall_s": time.perf_counter() - started,
             "resumed": resumed,
             **({} if executor is None else {"executor": executor.describe([])}),
+            **extra,
             **provenance(),
         }
         text = json.dumps(manifest, indent=2, default=str) + "\n"

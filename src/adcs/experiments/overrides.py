@@ -33,7 +33,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Assignment", "apply_assignments", "parse_assignment", "with_sets"]
+__all__ = ["Assignment", "apply_assignments", "parse_assignment", "parse_value", "with_sets"]
 
 Assignment = tuple[tuple[str, ...], Any]
 """A parsed override: the dotted key's parts and the value."""
@@ -60,16 +60,19 @@ def parse_assignment(text: str) -> Assignment:
         )
     if not raw:
         raise ConfigError(f"--set {key}: the value is missing (KEY=VALUE)")
+    return parts, parse_value(raw, f"--set {key}")
+
+
+def parse_value(raw: str, where: str) -> Any:
+    """A TOML value, or a bare word as a string; ``where`` names it in the error."""
     try:
-        value = tomllib.loads(f"value = {raw}")["value"]
+        return tomllib.loads(f"value = {raw}")["value"]
     except tomllib.TOMLDecodeError:
         if not _BARE_WORD.fullmatch(raw):
             raise ConfigError(
-                f"--set {key}: {raw!r} is not a TOML value (quote a string with spaces: "
-                f"{key}='\"...\"')"
+                f"{where}: {raw!r} is not a TOML value (quote a string with spaces: '\"...\"')"
             ) from None
-        value = raw
-    return parts, value
+        return raw
 
 
 def _set_in(node: Any, parts: tuple[str, ...], value: Any, done: tuple[str, ...]) -> None:

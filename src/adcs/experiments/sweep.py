@@ -1,0 +1,268 @@
+"""Sweeps over any configuration key: ``--sweep KEY=V1,V2,…`` or a ``[sweep]`` table.
+
+A sweep runs its configuration once per point of the Cartesian product of the swept values —
+over data, partition, simulator, model or a method's parameter alike — into one results folder:
+
+* ``OUT/<point>/`` an ordinary results folder per point (``00-alpha=0.1``, …);
+* ``sweep.csv`` one row per run of every point, with a column per swept key (its dotted name);
+* ``sweep.png`` each method's final worst and average accuracy against the points;
+* ``report.md`` the comparison across the points, then the ranks of the methods at each point
+  (the leaderboard's tables: a point is a workload there).
+
+It is run, locked, resumed and sharded on Ray as a leaderboard is
+(:func:`~adcs.experiments.leaderboard.run_leaderboard`), so a killed sweep resumes.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adcs.experiments.config import (
+    ConfigError,
+    ExperimentConfig,
+    config_from_dict,
+    config_to_dict,
+    read_toml,
+)
+from adcs.experiments.leaderboard import LeaderboardOutcome, run_leaderboard
+from adcs.experiments.overrides import apply_assignments, parse_value
+
+__all__ = [
+    "SweepAxis",
+    "load_with_sweep",
+    "parse_sweep",
+    "run_sweep",
+    "sweep_axes",
+    "sweep_points",
+    "write_sweep_summary",
+]
+
+SWEEP_CSV = "sweep.csv"
+SWEEP_FIGURE = "sweep.png"
+_KEY_PART = re.compile(r"[A-Za-z0-9_-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+-]+")
+
+
+@dataclass(frozen=True)
+class SweepAxis:
+    """One swept key and its values, in order.
+
+    Attributes
+    ----------
+    key : tuple of str
+        The dotted key's parts (``("data", "partition", "alpha")``).
+    values : tuple
+    """
+
+    key: tuple[str, ...]
+    values: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        name = ".".join(self.key)
+        if not self.key or not all(_KEY_PART.fullmatch(p) for p in self.key):
+            raise ConfigError(f"sweep key {name!r} must be a dotted key, e.g. data.partition.alpha")
+        if not self.values:
+            raise ConfigError(f"sweep {name}: give at least one value")
+        if len({repr(v) for v in self.values}) != len(self.values):
+            raise ConfigError(f"sweep {name} repeats a value: {list(self.values)}")
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.key)
+
+
+def parse_sweep(text: str) -> SweepAxis:
+    """``"data.partition.alpha=0.1,0.3,1"`` (or ``KEY=[…]``, a TOML array) → :class:`SweepAxis`."""
+    key, sep, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not raw:
+        raise ConfigError(f"--sweep {text!r}: expected KEY=V1,V2,… (or KEY=[V1, V2])")
+    where = f"--sweep {key}"
+    if raw.startswith("["):
+        values = parse_value(raw, where)
+    else:
+        values = [parse_value(v.strip(), where) for v in raw.split(",") if v.strip()]
+    return SweepAxis(tuple(key.split(".")), tuple(values))
+
+
+def sweep_axes(table: Mapping[str, Any]) -> list[SweepAxis]:
+    """A ``[sweep]`` table (``"data.partition.alpha" = [0.1, 0.3]``) as axes, in order."""
+    axes = []
+    for key, values in table.items():
+        if not isinstance(values, list):
+            raise ConfigError(f"sweep.{key} must be an array of values, got {values!r}")
+        axes.append(SweepAxis(tuple(key.split(".")), tuple(values)))
+    return axes
+
+
+def load_with_sweep(path: str | Path) -> tuple[ExperimentConfig, list[SweepAxis]]:
+    """A configuration file and the axes of its ``[sweep]`` table (none without one)."""
+    path = Path(path)
+    raw = read_toml(path)
+    table = raw.pop("sweep", {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{path}: sweep must be a table of arrays ([sweep])")
+    try:
+        axes = sweep_axes(table)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return config_from_dict(raw, source=str(path), base_dir=path.parent), axes
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={_label(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return "+".join(_label(v) for v in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def sweep_points(
+    config: ExperimentConfig, axes: Sequence[SweepAxis]
+) -> list[tuple[dict[str, Any], ExperimentConfig]]:
+    """Every point of the sweep: its values by dotted key, and the configuration it runs.
+
+    Each point's configuration is named after the point (``03-alpha=0.3-p=0.5``) and checked like
+    the file, so a value the configuration refuses is named with its key before anything runs.
+    """
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"a key is swept twice: {names}")
+    base = config_to_dict(config)
+    points = []
+    for i, values in enumerate(itertools.product(*(a.values for a in axes))):
+        point = dict(zip(names, values, strict=True))
+        doc = apply_assignments(base, [(a.key, v) for a, v in zip(axes, values, strict=True)])
+        label = "-".join(f"{a.key[-1]}={_label(v)}" for a, v in zip(axes, values, strict=True))
+        doc["name"] = f"{i:02d}-{_UNSAFE.sub('', label)}"[:96]
+        where = ", ".join(f"{k}={v!r}" for k, v in point.items())
+        points.append((point, config_from_dict(doc, source=f"{config.source} (sweep {where})")))
+    return points
+
+
+def run_sweep(
+    config: ExperimentConfig, axes: Sequence[SweepAxis], out: str | Path, **options: Any
+) -> LeaderboardOutcome:
+    """Run every point of the sweep into ``out`` and write its summary.
+
+    ``options`` are :func:`~adcs.experiments.leaderboard.run_leaderboard`'s (``force``,
+    ``resume``, ``workers``, ``executor``, ``progress``, …).
+    """
+    points = sweep_points(config, axes)
+    return run_leaderboard(
+        [c for _, c in points], out, kind="sweep",
+        finalize=lambda folder: write_sweep_summary(folder, points), **options,
+    )  # fmt: skip
+
+
+def _runs(folder: Path) -> list[dict[str, str]]:
+    with (folder / "runs.csv").open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def write_sweep_summary(
+    folder: Path, points: Sequence[tuple[dict[str, Any], ExperimentConfig]]
+) -> dict[str, Any]:
+    """Write ``sweep.csv``, ``sweep.png`` and the report's comparison; return the manifest's part.
+
+    Parameters
+    ----------
+    folder : Path
+        The sweep's folder, holding one results folder per point.
+    points : as :func:`sweep_points` returns them
+    """
+    keys = list(points[0][0])
+    rows = []
+    for point, config in points:
+        for run in _runs(folder / config.name):
+            rows.append({"point": config.name, **{k: _label(v) for k, v in point.items()}, **run})
+    columns = list(dict.fromkeys(c for r in rows for c in r))
+    with (folder / SWEEP_CSV).open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    table = _finals(rows, [c.name for _, c in points])
+    _figure(folder / SWEEP_FIGURE, table, [c.name for _, c in points])
+    _report(folder / "report.md", table, points, keys)
+    return {"sweep": {"keys": keys, "points": {c.name: p for p, c in points}}}
+
+
+def _finals(
+    rows: Sequence[Mapping[str, str]], names: Sequence[str]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Mean over seeds of the final worst and average accuracy, by variant, point and metric."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for r in rows:
+        cell = out.setdefault(r["variant"], {}).setdefault(r["point"], {"worst": [], "avg": []})
+        cell["worst"].append(float(r["final_worst_acc"]))
+        cell["avg"].append(float(r["final_avg_acc"]))
+    return {
+        variant: {
+            p: {m: float(np.mean(v)) for m, v in cells[p].items()} for p in names if p in cells
+        }
+        for variant, cells in out.items()
+    }
+
+
+def _figure(
+    path: Path, table: Mapping[str, Mapping[str, Mapping[str, float]]], names: Sequence[str]
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    x = np.arange(len(names))
+    for variant, cells in table.items():
+        for ax, metric in zip(axes, ("worst", "avg"), strict=True):
+            ax.plot(
+                x, [100 * cells.get(p, {}).get(metric, np.nan) for p in names], "o-", label=variant
+            )
+    for ax, title in zip(
+        axes, ("final worst accuracy (%)", "final average accuracy (%)"), strict=True
+    ):
+        ax.set_title(title)
+        ax.set_xticks(x, names, rotation=30, ha="right", fontsize="small")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _report(
+    path: Path,
+    table: Mapping[str, Mapping[str, Mapping[str, float]]],
+    points: Sequence[tuple[dict[str, Any], ExperimentConfig]],
+    keys: Sequence[str],
+) -> None:
+    names = [c.name for _, c in points]
+    lines = [
+        "# Sweep",
+        "",
+        f"Swept: {', '.join(f'`{k}`' for k in keys)} — {len(points)} points, each an ordinary "
+        "results folder here; every run with its point's values in `sweep.csv`.",
+        "",
+        "## Final worst / average accuracy (%) at each point, mean over seeds",
+        "",
+        "| method | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for variant, cells in table.items():
+        row = [
+            f"{100 * cells[p]['worst']:.1f} / {100 * cells[p]['avg']:.1f}" if p in cells else "—"
+            for p in names
+        ]
+        lines.append(f"| {variant} | " + " | ".join(row) + " |")
+    lines += ["", f"![the sweep]({SWEEP_FIGURE})", "", "---", ""]
+    ranks = path.read_text(encoding="utf-8") if path.is_file() else ""
+    path.write_text("\n".join(lines) + "\n" + ranks, encoding="utf-8")

@@ -1,0 +1,108 @@
+"""Sweeps over any key: parsing, the points, one folder with a column per swept key, resume-safe."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import adcs
+from adcs import cli
+from adcs.experiments.config import ConfigError, packaged_config
+from adcs.experiments.sweep import SweepAxis, parse_sweep, sweep_axes, sweep_points
+from tests.test_cli import TINY, one_error, write_config
+
+runner = CliRunner()
+CONFIG = TINY + '[[methods]]\nname = "uniform"\n[[methods]]\nname = "powerofchoice"\n'
+
+
+def test_values_are_a_comma_list_or_a_toml_array() -> None:
+    assert parse_sweep("data.partition.alpha=0.1, 0.3,1") == SweepAxis(
+        ("data", "partition", "alpha"), (0.1, 0.3, 1)
+    )
+    avail = parse_sweep('sim.availability=[{kind="always"}, {kind="bernoulli", p=0.5}]')
+    assert avail.values == ({"kind": "always"}, {"kind": "bernoulli", "p": 0.5})
+    assert parse_sweep("data.dataset=digits,fashion-mnist").values == ("digits", "fashion-mnist")
+    assert sweep_axes({"m": [2, 3]}) == [SweepAxis(("m",), (2, 3))]
+    for text, message in [
+        ("m", "expected KEY=V1,V2"),
+        ("m=2,2", "repeats a value"),
+        ("m=[]", "at least one value"),
+        ("a..b=1,2", "must be a dotted key"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            parse_sweep(text)
+    with pytest.raises(ConfigError, match="must be an array"):
+        sweep_axes({"m": 3})
+
+
+def test_every_point_is_a_checked_configuration_named_by_its_values() -> None:
+    config = packaged_config("quick")
+    axes = [parse_sweep("m=6,12"), parse_sweep("methods.adcs.theta=0.6,0.9")]
+    points = sweep_points(config, axes)
+    assert [c.name for _, c in points] == [
+        "00-m=6-theta=0.6", "01-m=6-theta=0.9", "02-m=12-theta=0.6", "03-m=12-theta=0.9"
+    ]  # fmt: skip
+    point, last = points[-1]
+    assert point == {"m": 12, "methods.adcs.theta": 0.9} and last.m == 12
+    assert dict(next(mc for mc in last.methods if mc.name == "adcs").params)["theta"] == 0.9
+    with pytest.raises(ConfigError, match=r"sweep m=0.*m"):
+        sweep_points(config, [parse_sweep("m=6,0")])  # refused before anything runs
+    with pytest.raises(ConfigError, match="swept twice"):
+        sweep_points(config, [parse_sweep("m=6"), parse_sweep("m=12")])
+
+
+def test_a_sweep_is_one_folder_whose_points_equal_plain_runs(tmp_path: Path) -> None:
+    config = write_config(tmp_path, CONFIG)
+    out = tmp_path / "sweep"
+    args = ["run", str(config), "--out", str(out), "--sweep", "m=2,3", "--sweep",
+            "sim.local_lr=0.01,0.5"]  # fmt: skip
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    with (out / "sweep.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 * 2  # 4 points × 2 methods × 1 seed
+    assert {(r["m"], r["sim.local_lr"]) for r in rows} == {
+        ("2", "0.01"), ("2", "0.5"), ("3", "0.01"), ("3", "0.5")
+    }  # fmt: skip
+    assert (out / "sweep.png").is_file() and "# Sweep" in (out / "report.md").read_text()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "sweep"
+    assert manifest["sweep"]["points"]["03-m=3-local_lr=0.5"] == {"m": 3, "sim.local_lr": 0.5}
+    # a point is exactly the run the same values give with --set
+    plain = tmp_path / "plain"
+    args = ["run", str(config), "--out", str(plain), "--set", "m=3", "--set", "sim.local_lr=0.5"]
+    assert runner.invoke(cli.app, args).exit_code == 0
+    point = out / "03-m=3-local_lr=0.5"
+    for name in ("metrics.csv", "selections.npz", "client_acc.npz"):
+        assert (point / name).read_bytes() == (plain / name).read_bytes(), name
+
+
+def test_a_sweep_table_in_the_file_and_bad_values_named(tmp_path: Path) -> None:
+    config = write_config(tmp_path, CONFIG + "[sweep]\nm = [2, 3]\n")
+    out = tmp_path / "table"
+    result = runner.invoke(cli.app, ["run", str(config), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["00-m=2", "01-m=3"]
+    bad = write_config(tmp_path, CONFIG + "[sweep]\nm = [2, 99]\n")
+    result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 2
+    assert "m=99 exceeds the number of clients" in one_error(result)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_the_notebook_api_sweeps_and_reads_the_swept_keys_as_columns() -> None:
+    pytest.importorskip("pandas")
+    doc = {
+        "name": "nb", "m": 2, "seeds": [0], "methods": [{"name": "uniform"}],
+        "data": {"partition": "paper_groups", "n_groups": 2, "clients_per_group": 2,
+                 "train_per_client": 30, "test_per_client": 10},
+        "sim": {"rounds": 4, "eval_every": 2},
+    }  # fmt: skip
+    res = adcs.run(doc, progress=False, sweep={"m": [2, 3]})
+    assert sorted(res.runs["m"]) == [2, 3]
+    assert set(res.metrics.groupby("m").size()) == {3}  # rounds 0, 2, 4 at each point
+    assert set(res.runs["workload"]) == {"00-m=2", "01-m=3"}
