@@ -291,7 +291,7 @@ def load_results(folder: str | Path) -> Results:
         parts = ((None, folder),)
     tables = [_read_one(path, workload) for workload, path in parts]
     points = manifest.get("sweep", {}).get("points", {})
-    for runs, metrics in tables:  # a sweep: the swept values as columns of their own
+    for runs, metrics in tables if points else ():  # a sweep: its values as columns of their own
         for frame in (runs, metrics):
             values = points.get(frame["workload"].iloc[0], {}) if len(frame) else {}
             for i, (key, value) in enumerate(values.items()):
