@@ -1,5 +1,10 @@
-"""The documentation site: generated reference pages are current, every key is documented, and the
-site builds strictly (mkdocs.yml) with the API, the results and their figures."""
+"""The documentation site: generated reference pages are current, every key is documented, every
+page of the navigation exists, and the site builds strictly (mkdocs.yml) with the API, the results
+and their figures.
+
+The full build is ``make docs`` (``make test`` runs it before pytest); here it is a slow test, since
+it takes 6 s of CPU and, on a busy machine, over 20 s.
+"""
 
 from __future__ import annotations
 
@@ -59,6 +64,29 @@ def test_the_docstring_parser_splits_shared_entries() -> None:
     assert entries["period"][1] == entries["duty"][1] and "cyclic" in entries["period"][1]
 
 
+def _nav() -> object:
+    yaml = pytest.importorskip("yaml")
+    return yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+
+
+def test_every_page_of_the_navigation_exists() -> None:
+    pytest.importorskip("mkdocs")
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    pages = list(hooks._nav_paths(_nav()))
+    assert len(pages) > 20
+    for page in pages:
+        where = ROOT if page.startswith("results/") else DOCS
+        assert (where / page).is_file(), page
+    # every results folder the repository commits (.gitignore's exceptions) has its pages
+    gitignore = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    committed = {line.split("/")[2] for line in gitignore if line.startswith("!/results/")}
+    assert {p.name for p in hooks.results_folders(_nav())} == committed
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="needs the docs extra")
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     site = tmp_path / "site"
