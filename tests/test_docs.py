@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,33 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     config = (site / "reference" / "configuration" / "index.html").read_text("utf-8")
     assert "refresh_every" in config
     assert not (site / "hooks.py").exists()
+
+
+def _python_blocks(page: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(encoding="utf-8"), re.S)
+
+
+def test_the_round_example_runs() -> None:
+    from adcs import ProbeKind
+
+    scope: dict[str, object] = {}
+    exec(compile(_python_blocks("concepts/round.md")[0], "round.md", "exec"), scope)
+    assert scope["probe"].kind is ProbeKind.UPDATES  # type: ignore[attr-defined]
+
+
+def test_the_own_scheduler_example_selects() -> None:
+    import numpy as np
+
+    from adcs import ClientStats
+    from adcs.rounds import check_selection
+
+    scope: dict[str, object] = {}
+    exec(compile(_python_blocks("how-to/own-scheduler.md")[0], "own-scheduler.md", "exec"), scope)
+    scheduler = scope["LowestIndex"](m=3, offset=1)  # type: ignore[operator]
+    available = np.array([False, True, True, True, False, True])
+    state = scheduler.init(6)
+    selection, _ = scheduler.select(
+        state, 0, ClientStats.blind(available), np.random.default_rng(0)
+    )
+    assert selection.clients.tolist() == [2, 3, 5]
+    check_selection(selection.clients, available, 3)
