@@ -1,11 +1,12 @@
-# Two entry points: `make demo` (the main job) and `make test` (lint, types, the whole test suite).
+# Two entry points: `make demo` (the main job) and `make test` (lint, types, the documentation site,
+# the whole test suite).
 # Each bootstraps its own virtual environment and installs what it needs.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-LINT_PATHS := $(wildcard src tests benchmarks examples scripts)
+LINT_PATHS := $(wildcard src tests benchmarks examples scripts docs)
 
-.PHONY: demo test lint typecheck bench wheel-check clean
+.PHONY: demo test lint typecheck docs bench wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +20,10 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev,flower,torch]"
 	touch $@ $(VENV)/.installed-base
 
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@ $(VENV)/.installed-base
+
 demo: $(VENV)/.installed-base
 	$(BIN)/adcs reproduce --quick
 
@@ -29,7 +34,11 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
-test: lint typecheck
+# The documentation site (mkdocs.yml), built strictly: a broken link or docstring fails it.
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+test: lint typecheck docs
 	$(BIN)/pytest
 
 # Build the wheel, install it in a fresh environment, run `adcs reproduce --quick` from it.
@@ -41,4 +50,4 @@ bench: $(VENV)/.installed-base
 	$(BIN)/adcs bench sim
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

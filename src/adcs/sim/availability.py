@@ -149,6 +149,9 @@ class CyclicAvailability:
 class TraceAvailability:
     """Availability read from a recorded trace: ``table[t, n]`` says whether client n is available.
 
+    Use :meth:`load` for a ``.npz`` (a bool array ``available`` of that shape) or a ``.csv`` of
+    ``round,client`` rows listing the available (round, client) pairs.
+
     Parameters
     ----------
     table : ndarray of bool, shape (n_trace_rounds, n_clients)
@@ -157,9 +160,6 @@ class TraceAvailability:
         run longer than the trace is refused.
     source : str
         Where the trace came from (for records).
-
-    Use :meth:`load` for a ``.npz`` (a bool array ``available`` of that shape) or a ``.csv`` of
-    ``round,client`` rows listing the available (round, client) pairs.
     """
 
     table: BoolArray
