@@ -198,6 +198,8 @@ def test_trained_nodes_are_the_schedulers_picks_and_the_model_is_fedavg(
                 np.testing.assert_array_equal(value, np.rint(reference[key]).astype(value.dtype))
     if phase == "adcs":
         assert kinds == {ProbeKind.UPDATES, ProbeKind.NONE}  # refreshes and blind rounds
+    picks = [(w["kind"].value, w["probed"].tolist(), w["selected"].tolist()) for w in expected]
+    print(f"\n{phase}: (probe, probed, selected) per round: {picks}")
 
 
 def test_resumed_server_ends_with_the_uninterrupted_runs_arrays(

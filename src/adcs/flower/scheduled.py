@@ -93,7 +93,8 @@ from adcs.streams import scheduler_rng, stream_key
 
 __all__ = ["ScheduledFedAvg"]
 
-logger = logging.getLogger(__name__)
+# Under Flower's logger, as FedAvg logs: its lines reach the console and `flwr log` like FedAvg's.
+logger = logging.getLogger("flwr").getChild("adcs")
 
 MetricsAggr = Callable[[list[RecordDict], str], MetricRecord]
 _SLEEP_S = 0.2
