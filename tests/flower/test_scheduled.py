@@ -178,7 +178,9 @@ def test_trained_nodes_are_the_schedulers_picks_and_the_model_is_fedavg(
     kinds = set()
     for r, want in enumerate(expected, start=1):
         kinds.add(want["kind"])
-        trained = {e["node"]: e for e in entries if (e["kind"], e["round"]) == ("train", r)}
+        trains = [e for e in entries if (e["kind"], e["round"]) == ("train", r)]
+        trained = {e["node"]: e for e in trains}
+        assert len(trains) == len(trained)  # a probed node that is picked trains once
         evaluated = {e["node"] for e in entries if (e["kind"], e["round"]) == ("evaluate", r)}
         picked = [node_of[int(c)] for c in want["selected"]]
         probed = {node_of[int(c)] for c in want["probed"]}
@@ -198,8 +200,9 @@ def test_trained_nodes_are_the_schedulers_picks_and_the_model_is_fedavg(
                 np.testing.assert_array_equal(value, np.rint(reference[key]).astype(value.dtype))
     if phase == "adcs":
         assert kinds == {ProbeKind.UPDATES, ProbeKind.NONE}  # refreshes and blind rounds
-    picks = [(w["kind"].value, w["probed"].tolist(), w["selected"].tolist()) for w in expected]
-    print(f"\n{phase}: (probe, probed, selected) per round: {picks}")
+    pid = {e["node"]: e["pid"] for e in simulation["entries"]}
+    picks = [(w["kind"].value, [pid[node_of[int(c)]] for c in w["selected"]]) for w in expected]
+    print(f"\n{phase}: (probe, partitions selected) per round: {picks}")
 
 
 def test_resumed_server_ends_with_the_uninterrupted_runs_arrays(
