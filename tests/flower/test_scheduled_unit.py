@@ -4,6 +4,7 @@ scheduler's weights, sketched updates, scheduler names and checkpoints that belo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -194,3 +195,22 @@ def test_checkpoint_of_another_run_is_refused(tmp_path: Any) -> None:
     other = ScheduledFedAvg(Uniform(m=3), N, fraction_evaluate=0.0, checkpoint_path=path)
     with pytest.raises(ValueError, match="belongs to another run \\(scheduler differ"):
         other.start(grid, initial_arrays(), 2, 5, CONFIG)
+
+
+def test_the_example_differs_from_its_fedavg_twin_by_the_strategy_only() -> None:
+    folder = Path(__file__).resolve().parents[2] / "examples" / "flower-pytorch" / "flower_pytorch"
+    twin = (folder / "server_app_fedavg.py").read_text().splitlines()
+    ours = (folder / "server_app.py").read_text().splitlines()
+    removed = [line for line in twin if line not in ours]
+    added = [line for line in ours if line not in twin]
+    assert removed[0] == "from flwr.serverapp.strategy import FedAvg"
+    assert added[0] == "from adcs.flower import ScheduledFedAvg"
+    assert removed[1] == "    strategy = FedAvg(" and added[1] == "    strategy = ScheduledFedAvg("
+    # every other changed line is an argument inside the strategy's constructor call
+    start = ours.index("    strategy = ScheduledFedAvg(")
+    call = ours[start : ours.index("    )", start)]
+    assert all(line in call for line in added[1:])
+    twin_start = twin.index("    strategy = FedAvg(")
+    twin_call = twin[twin_start : twin.index("    )", twin_start)]
+    assert all(line in twin_call for line in removed[1:])
+    assert len(twin) - len(twin_call) == len(ours) - len(call)  # nothing else added or dropped
