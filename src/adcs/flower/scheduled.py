@@ -126,6 +126,14 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         One record per round (of this run, resumed rounds included).
     node_of : dict of int to int
         Client index → node id.
+
+    Notes
+    -----
+    The scheduler is initialised before any client has replied, so it gets no data sizes
+    (``data_sizes=None``): schedulers that weight clients by size treat them as equal. A loss
+    probe's value is whatever the app's ``evaluate`` reports (its ``LossSource`` is the app's
+    choice, not the scheduler's). ``configure_train`` is not used (a round may probe before it
+    knows whom to train); every other hook is FedAvg's.
     """
 
     def __init__(
