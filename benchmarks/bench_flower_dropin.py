@@ -12,10 +12,15 @@ same federated evaluation (``fraction-evaluate``) after each:
 * ``scheduled-adcs`` — the example's ``ScheduledFedAvg(ADCS(m, θ = 0.8, R = 5))``: its first round
   is a refresh that trains every client (N updates, not m), the others are blind.
 
-Printed per strategy: round 1's time and the mean of rounds 2..T (seconds, from the end of one
-round's evaluation to the end of the next), and their difference to FedAvg's.
+The strategies take turns (``--repeats``), so a change in the machine's load hits them alike.
+Printed per strategy, over rounds 2..T (round 1 apart: ADCS's refresh trains every client): the
+median wall time of a round (from the end of one round's evaluation to the end of the next) and
+the mean CPU time of the ServerApp's thread per round (the strategy's own work: sampling or
+scheduling, messages, reply checks, aggregation; the ClientApps run in Ray's processes), each
+with its difference to FedAvg's.
 
-Run: ``python benchmarks/bench_flower_dropin.py [--rounds 5] [--clients 10] [--data DIR]``.
+Run: ``python benchmarks/bench_flower_dropin.py [--rounds 5] [--repeats 2] [--clients 10]
+[--data DIR]``.
 Timings are of this machine as it was: on a machine shared with other work they are noisy upper
 bounds, not properties of the code.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -65,8 +71,11 @@ def strategies(config: dict[str, Any]) -> dict[str, Callable[[], Any]]:
     }
 
 
-def measure(config: dict[str, Any], rounds: int, num_cpus: int) -> dict[str, list[float]]:
-    """Each strategy's round times (s), all in one Simulation Runtime."""
+def measure(
+    config: dict[str, Any], rounds: int, repeats: int, num_cpus: int
+) -> dict[str, list[tuple[float, float]]]:
+    """Each strategy's rounds: (wall s, the ServerApp thread's CPU s), all in one Simulation
+    Runtime; the strategies take turns ``repeats`` times, so load changes hit them alike."""
     import torch
     from flwr.app import ArrayRecord, ConfigRecord, Context
     from flwr.clientapp import ClientApp
@@ -87,20 +96,20 @@ def measure(config: dict[str, Any], rounds: int, num_cpus: int) -> dict[str, lis
         )
         return example_client(msg, with_config)
 
-    times: dict[str, list[float]] = {}
+    times: dict[str, list[tuple[float, float]]] = {}
     server = ServerApp()
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
         made = strategies(config)
-        runs = [("warm-up", 1)] + [(name, rounds) for name in made]
+        runs = [("warm-up", 1)] + [(name, rounds) for _ in range(repeats) for name in made]
         for name, count in runs:
             torch.manual_seed(0)
-            stamps: list[float] = [time.perf_counter()]
+            stamps = [(time.perf_counter(), time.thread_time())]
 
-            def stamp(server_round: int, arrays: Any, stamps: list[float] = stamps) -> None:
+            def stamp(server_round: int, arrays: Any, stamps: list[Any] = stamps) -> None:
                 if server_round:
-                    stamps.append(time.perf_counter())
+                    stamps.append((time.perf_counter(), time.thread_time()))
 
             strategy = made["fedavg" if name == "warm-up" else name]()
             strategy.start(
@@ -110,7 +119,8 @@ def measure(config: dict[str, Any], rounds: int, num_cpus: int) -> dict[str, lis
                 train_config=ConfigRecord({"lr": float(config["lr"])}),
                 evaluate_fn=stamp,
             )
-            times[name] = [b - a for a, b in itertools.pairwise(stamps)]
+            steady = list(itertools.pairwise(stamps))[1:]  # round 1 apart: ADCS's refresh
+            times.setdefault(name, []).extend((b[0] - a[0], b[1] - a[1]) for a, b in steady)
 
     backend = {"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": num_cpus}}
     run_simulation(server, client, int(config["num-clients"]), backend_config=backend)
@@ -121,29 +131,34 @@ def measure(config: dict[str, Any], rounds: int, num_cpus: int) -> dict[str, lis
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=2, help="turns each strategy takes")
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs for Ray (one per actor)")
     parser.add_argument(
         "--data", default=os.environ.get("ADCS_DATA_DIR", ""), help="Fashion-MNIST folder"
     )
     args = parser.parse_args(argv)
-    if args.rounds < 2 or args.clients < 2:
-        parser.error("--rounds and --clients must be at least 2")
+    if args.rounds < 2 or args.clients < 2 or args.repeats < 1:
+        parser.error("--rounds and --clients must be at least 2, --repeats at least 1")
     if not (Path(args.data) / "train-images-idx3-ubyte.gz").is_file():
         parser.error(f"no Fashion-MNIST files in {args.data!r}: pass --data")
     config = app_config({"num-clients": args.clients, "data-dir": args.data})
-    times = measure(config, args.rounds, args.num_cpus)
+    times = measure(config, args.rounds, args.repeats, args.num_cpus)
     m = max(1, round(float(config["fraction-train"]) * args.clients))
     print(
-        f"N = {args.clients}, m = {m}, {args.rounds} rounds, fraction-evaluate "
-        f"{config['fraction-evaluate']}, {config['examples-per-client']} examples per client"
+        f"N = {args.clients}, m = {m}, rounds 2..{args.rounds} of {args.repeats} turns each, "
+        f"fraction-evaluate {config['fraction-evaluate']}, "
+        f"{config['examples-per-client']} examples per client"
     )
-    base = sum(times["fedavg"][1:]) / (args.rounds - 1)
+    base_wall = statistics.median(w for w, _ in times["fedavg"])
+    base_cpu = statistics.mean(c for _, c in times["fedavg"])
     for name, values in times.items():
-        steady = sum(values[1:]) / (len(values) - 1)
+        wall = statistics.median(w for w, _ in values)
+        cpu = statistics.mean(c for _, c in values)
         print(
-            f"{name:18s} round 1 {values[0]:6.2f} s   rounds 2..{args.rounds} "
-            f"{steady:6.3f} s/round   vs fedavg {steady - base:+.3f} s/round"
+            f"{name:18s} wall {wall:6.3f} s/round (median of {len(values)}, "
+            f"{wall - base_wall:+.3f} vs fedavg)   ServerApp CPU {1000 * cpu:6.1f} ms/round "
+            f"({1000 * (cpu - base_cpu):+.1f} vs fedavg)"
         )
 
 
