@@ -156,6 +156,8 @@ class NodeIndex:
         N.
     nodes : sequence of int, optional
         Node ids already indexed, in index order (a checkpoint's).
+    log : logging.Logger, optional
+        Where to say which node became which client (the strategy's logger).
 
     Attributes
     ----------
@@ -165,13 +167,16 @@ class NodeIndex:
         Node id → client index.
     """
 
-    def __init__(self, n_clients: int, nodes: Sequence[int] = ()) -> None:
+    def __init__(
+        self, n_clients: int, nodes: Sequence[int] = (), log: logging.Logger = logger
+    ) -> None:
         if len(nodes) > n_clients:
             raise ValueError(f"{len(nodes)} nodes indexed but n_clients={n_clients}")
         self.n_clients = n_clients
         self.node_of: dict[int, int] = {c: int(n) for c, n in enumerate(nodes)}
         self.client_of: dict[int, int] = {n: c for c, n in self.node_of.items()}
         self._ignored: set[int] = set()
+        self._log = log
 
     @property
     def nodes(self) -> list[int]:
@@ -186,10 +191,10 @@ class NodeIndex:
             if len(self.node_of) < self.n_clients:
                 client = len(self.node_of)
                 self.node_of[client], self.client_of[node] = node, client
-                logger.info("node %d is client %d", node, client)
+                self._log.info("node %d is client %d", node, client)
             else:
                 self._ignored.add(node)
-                logger.warning(
+                self._log.warning(
                     "node %d is not used: all %d clients are taken", node, len(self.node_of)
                 )
         mask = np.zeros(self.n_clients, dtype=bool)

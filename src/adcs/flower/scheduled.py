@@ -166,7 +166,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         self.train_metrics_aggr_fn = train_metrics_aggr_fn or aggregate_metricrecords
         self.evaluate_metrics_aggr_fn = evaluate_metrics_aggr_fn or aggregate_metricrecords
         self.history: list[RoundRecord] = []
-        self._nodes = NodeIndex(n_clients)
+        self._nodes = NodeIndex(n_clients, log=logger)
         self._sketch: UpdateSketch | None = None
         self._eval_rng = scheduler_rng(self.settings.seed, self.settings.run_id + "/evaluate")
 
@@ -481,13 +481,13 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         path = self.settings.checkpoint_path
         checkpoint = None if path is None else load_checkpoint(Path(path), self._identity())
         if checkpoint is None:
-            self._nodes = NodeIndex(self.settings.n_clients)
+            self._nodes = NodeIndex(self.settings.n_clients, log=logger)
             self.history = []
             return initial_arrays, None, Result(arrays=initial_arrays), 1
         arrays = template.restore(checkpoint.arrays, str(path))
         restore_rng(rng, checkpoint.rng_states["scheduler"])
         restore_rng(self._eval_rng, checkpoint.rng_states["evaluate"])
-        self._nodes = NodeIndex(self.settings.n_clients, checkpoint.nodes)
+        self._nodes = NodeIndex(self.settings.n_clients, checkpoint.nodes, logger)
         self.history = list(checkpoint.history)
         result = Result(arrays=arrays)
         for name, target in (
