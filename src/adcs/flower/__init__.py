@@ -5,6 +5,9 @@ aggregate → observe) over Flower's Grid, with any adcs scheduler choosing the 
 :func:`make_client_app` builds the matching ClientApp, which computes its update with
 :func:`adcs.sim.model.local_update` so a Flower run and adcs's simulator compute the same thing.
 It runs on Flower's Simulation and Deployment Runtimes alike.
+
+:class:`ScheduledFedAvg` is the drop-in for any Flower app: Flower's ``FedAvg`` with an adcs
+scheduler choosing who trains, speaking only the app's own ``train`` and ``evaluate`` messages.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     ) from err
 
 from adcs.flower.client import ClientData, TrainDefaults, make_client_app, minibatch_indices
+from adcs.flower.scheduled import ScheduledFedAvg
 from adcs.flower.strategy import (
     EvaluationRecord,
     RejectedReply,
@@ -31,6 +35,7 @@ __all__ = [
     "EvaluationRecord",
     "RejectedReply",
     "RoundRecord",
+    "ScheduledFedAvg",
     "SchedulerStrategy",
     "ServerSettings",
     "TrainDefaults",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Set
+from collections.abc import Sequence, Set
 
 import numpy as np
 from flwr.app import Message
@@ -26,7 +26,7 @@ from adcs.flower.link import Failure, Outcome, describe_error
 from adcs.rounds import F64Array
 from adcs.schedulers.base import BoolArray
 
-__all__ = ["NodeMap"]
+__all__ = ["NodeIndex", "NodeMap"]
 
 logger = logging.getLogger(__name__)
 
@@ -139,3 +139,65 @@ def _claim(outcome: Outcome, n_clients: int) -> tuple[int, float | None]:
     if isinstance(size, bool) or not isinstance(size, (int, float)):
         return pid, None
     return pid, float(size) if math.isfinite(size) and size >= 0 else None
+
+
+class NodeIndex:
+    """Client index = order of first appearance of a Flower node, up to N (no handshake).
+
+    For apps that know nothing of adcs (:class:`~adcs.flower.ScheduledFedAvg`): the first N node
+    ids the Grid lists get indices 0..N−1 in the order they appear (nodes that appear together
+    in ascending node id); later nodes are not used. A client is available while its node is
+    connected. The mapping is saved with a checkpoint, so a restarted ServerApp on the same
+    SuperNodes (their node ids survive a ServerApp restart) keeps every client's index.
+
+    Parameters
+    ----------
+    n_clients : int
+        N.
+    nodes : sequence of int, optional
+        Node ids already indexed, in index order (a checkpoint's).
+    log : logging.Logger, optional
+        Where to say which node became which client (the strategy's logger).
+
+    Attributes
+    ----------
+    node_of : dict of int to int
+        Client index → node id.
+    client_of : dict of int to int
+        Node id → client index.
+    """
+
+    def __init__(
+        self, n_clients: int, nodes: Sequence[int] = (), log: logging.Logger = logger
+    ) -> None:
+        if len(nodes) > n_clients:
+            raise ValueError(f"{len(nodes)} nodes indexed but n_clients={n_clients}")
+        self.n_clients = n_clients
+        self.node_of: dict[int, int] = {c: int(n) for c, n in enumerate(nodes)}
+        self.client_of: dict[int, int] = {n: c for c, n in self.node_of.items()}
+        self._ignored: set[int] = set()
+        self._log = log
+
+    @property
+    def nodes(self) -> list[int]:
+        """Indexed node ids, in index order."""
+        return [self.node_of[c] for c in range(len(self.node_of))]
+
+    def available(self, connected: Set[int]) -> BoolArray:
+        """Index newly connected nodes; the availability mask of shape (n_clients,)."""
+        for node in sorted(connected):
+            if node in self.client_of or node in self._ignored:
+                continue
+            if len(self.node_of) < self.n_clients:
+                client = len(self.node_of)
+                self.node_of[client], self.client_of[node] = node, client
+                self._log.info("node %d is client %d", node, client)
+            else:
+                self._ignored.add(node)
+                self._log.warning(
+                    "node %d is not used: all %d clients are taken", node, len(self.node_of)
+                )
+        mask = np.zeros(self.n_clients, dtype=bool)
+        for client, node in self.node_of.items():
+            mask[client] = node in connected
+        return mask

@@ -74,16 +74,26 @@ from adcs.flower.client import (
     SEED,
     SERVER_ROUND,
 )
-from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
+from adcs.flower.link import Link
 from adcs.flower.nodes import NodeMap
-from adcs.rounds import F64Array, aggregation_weights, check_selection
+from adcs.flower.round import (
+    RejectedReply,
+    RoundRecord,
+    Trained,
+    account,
+    ask,
+    finite_metric,
+    history_dicts,
+    log_round,
+    one_metric_record,
+    play_round,
+)
+from adcs.rounds import F64Array, aggregation_weights
 from adcs.schedulers.base import (
     BoolArray,
-    ClientStats,
     FloatArray,
     IntArray,
-    Probe,
-    ProbeKind,
+    LossSource,
     Scheduler,
     Selection,
 )
@@ -163,53 +173,6 @@ class ServerSettings:
 
 
 @dataclass(frozen=True, eq=False)
-class RoundRecord:
-    """What happened in one round (client indices, not Flower node ids).
-
-    Attributes
-    ----------
-    server_round : int
-        Flower's round (from 1); the scheduler saw round_idx = server_round − 1.
-    probe_kind : ProbeKind
-    available : ndarray of bool, shape (n_clients,)
-        Clients with a connected, responsive node when the round began.
-    probed : ndarray of shape (n_probed,)
-        Clients asked for a probe (losses or updates), ascending.
-    selected : ndarray of shape (k,)
-        The scheduler's choice, in its order (k = min(m, available after the probe)).
-    trained : ndarray of shape (n_trained,)
-        Clients whose ``train`` reply held a valid update (probed and/or selected), ascending.
-    aggregated : ndarray of shape (n_aggregated,)
-        Selected clients whose update entered the aggregate, in selection order.
-    failed : dict of int to str
-        Client index → why its reply was excluded or never came, e.g. ``"train: no reply within
-        30 s (the reply timeout)"``.
-    client_updates : int
-        Local updates returned valid (a probed update reused for aggregation counts once).
-    loss_evals : int
-        Losses returned valid by loss probes.
-    wall_s : float
-        Seconds from the round's start (the availability check) to its aggregate, evaluation not
-        included.
-    ended_at : float
-        When the round's aggregate was done (seconds since the epoch, ``time.time()``).
-    """
-
-    server_round: int
-    probe_kind: ProbeKind
-    available: BoolArray
-    probed: IntArray
-    selected: IntArray
-    trained: IntArray
-    aggregated: IntArray
-    failed: dict[int, str]
-    client_updates: int
-    loss_evals: int
-    wall_s: float
-    ended_at: float
-
-
-@dataclass(frozen=True, eq=False)
 class EvaluationRecord:
     """Federated evaluation after one round.
 
@@ -235,19 +198,6 @@ class EvaluationRecord:
     def average_accuracy(self) -> float:
         """Mean over the clients that reported."""
         return float(np.nanmean(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
-
-
-class RejectedReply(ValueError):
-    """A reply excluded from the round; the message says why."""
-
-
-@dataclass(frozen=True, eq=False)
-class _Update:
-    """A valid ``train`` reply: Δ of shape (dim,) float32, the first-minibatch loss, data size."""
-
-    update: F32Array
-    loss: float
-    num_examples: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -364,7 +314,7 @@ class SchedulerStrategy:
                 link, server_round, started, available, model, state, rng, config
             )
             self.history.append(record)
-            _log_round(record)
+            log_round(record, logger)
             result.arrays = model.record()
             result.train_metrics_clientapp[server_round] = metrics
             every = self.settings.evaluate_every
@@ -389,85 +339,20 @@ class SchedulerStrategy:
         config: ConfigRecord,
     ) -> tuple[RoundRecord, _Model, Any, MetricRecord]:
         """One round's five steps (module docstring); returns its record, w⁽ᵗ⁺¹⁾ and state."""
-        t = server_round - 1
-        scheduler = self.scheduler
-        # 1. probe
-        probe = scheduler.probe(state, t, available, rng)
-        targets = np.unique(probe.targets(available)).astype(np.intp)
-        # 2. gather
-        stats, held, failed, loss_evals = self._gather(
-            link, probe, targets, available, model, config, server_round
+        exchanges = _Exchanges(self, link, model, config, server_round)
+        dim = model.params.size
+        outcome = play_round(
+            self.scheduler, state, server_round - 1, available, rng, exchanges, dim
         )
-        # 3. select
-        selection, state = scheduler.select(state, t, stats, rng)
-        who = f"{scheduler!r} at round {t}"
-        clients = check_selection(selection.clients, stats.available, scheduler.m, who=who)
-        # 4. train the selected clients whose update is not in yet, and aggregate
-        missing = np.asarray([c for c in clients if int(c) not in held], dtype=np.intp)
-        if missing.size:
-            more, why = self._train(link, missing, model, config, server_round)
-            held.update(more)
-            failed.update(why)
-        returned = np.asarray([int(c) in held for c in clients], dtype=bool)
-        delivered = clients[returned]
-        coef = self._coefficients(clients, returned, selection)
-        updates = _rows([held[int(c)].update for c in delivered], model.params.size)
-        losses_back = np.asarray([held[int(c)].loss for c in delivered], dtype=np.float64)
+        delivered, returned = outcome.delivered, outcome.returned
+        coef = self._coefficients(outcome.selected, returned, outcome.selection)
+        updates = _rows([outcome.held[int(c)].features for c in delivered], dim)
+        losses_back = np.asarray([outcome.held[int(c)].loss for c in delivered], dtype=np.float64)
         model = _step(model, coef[returned], updates, self.settings.server_lr)
-        # 5. observe, record
-        if scheduler.observes_updates:
-            state = scheduler.observe(state, t, delivered, updates, losses_back)
-        record = RoundRecord(
-            server_round=server_round,
-            probe_kind=probe.kind,
-            available=available,
-            probed=targets,
-            selected=clients.copy(),
-            trained=np.asarray(sorted(held), dtype=np.intp),
-            aggregated=delivered,
-            failed=dict(sorted(failed.items())),
-            client_updates=len(held),
-            loss_evals=loss_evals,
-            wall_s=time.perf_counter() - started,
-            ended_at=time.time(),
-        )
-        return record, model, state, _train_metrics(coef[returned], losses_back, len(failed))
-
-    def _gather(
-        self,
-        link: Link,
-        probe: Probe,
-        targets: IntArray,
-        available: BoolArray,
-        model: _Model,
-        config: ConfigRecord,
-        server_round: int,
-    ) -> tuple[ClientStats, dict[int, _Update], dict[int, str], int]:
-        """Step 2: what the probe asks, from ``targets``.
-
-        Returns the scheduler's statistics (clients whose probe failed made unavailable), the
-        updates held (an update probe's, reused for aggregation), the failures, and the number of
-        losses evaluated.
-        """
-        if probe.kind is ProbeKind.NONE:
-            return ClientStats.blind(available), {}, {}, 0
-        if probe.kind is ProbeKind.LOSSES:
-            losses = self._probe_losses(
-                link, targets, model, config, server_round, probe.loss_source.value
-            )
-            failed = {c: why for c, why in losses.items() if isinstance(why, str)}
-            got = np.asarray([c for c in targets if int(c) not in failed], dtype=np.intp)
-            values = np.asarray([losses[int(c)] for c in got], dtype=np.float64)
-            return ClientStats(_without(available, failed), got, values), {}, failed, got.size
-        held, failed = self._train(link, targets, model, config, server_round)
-        got = np.asarray(sorted(held), dtype=np.intp)
-        stats = ClientStats(
-            _without(available, failed),
-            got,
-            np.asarray([held[int(c)].loss for c in got], dtype=np.float64),
-            _rows([held[int(c)].update for c in got], model.params.size),
-        )
-        return stats, held, failed, 0
+        wall_s = time.perf_counter() - started
+        record = RoundRecord.of(outcome, server_round, available, wall_s, time.time())
+        metrics = _train_metrics(coef[returned], losses_back, len(outcome.failed))
+        return record, model, outcome.state, metrics
 
     def _coefficients(
         self, clients: IntArray, returned: BoolArray, selection: Selection
@@ -554,48 +439,24 @@ class SchedulerStrategy:
     ) -> dict[int, Message | str]:
         """One exchange with ``clients``: their replies, or why there is none (phase-prefixed)."""
         nodes = self._nodes
-        requests = {
-            nodes.node_of[int(c)]: Message(
-                content, nodes.node_of[int(c)], message_type, ttl=link.ttl, group_id=group
-            )
-            for c in clients
-        }
-        outcomes = link.exchange(requests)
         phase = _PHASE.get(message_type, message_type)
-        out: dict[int, Message | str] = {}
-        for node, outcome in outcomes.items():
-            client = nodes.client_of[node]
-            if _is_unanswered(outcome):
-                nodes.failed(node)
-            if isinstance(outcome, Failure):
-                out[client] = f"{phase}: {outcome.reason}"
-            elif outcome.has_error():
-                out[client] = f"{phase}: {describe_error(outcome)}"
-            else:
-                out[client] = outcome
+        out, unanswered = ask(
+            link, nodes.node_of, nodes.client_of, clients, message_type, content, group, phase
+        )
+        for node in unanswered:
+            nodes.failed(node)
         return out
 
     def _account(self, server_round: int, phase: str, replies: Mapping[int, Any]) -> None:
-        """Flower's accounting of an exchange: results, failures and each failure's reason."""
-        failures = {c: why for c, why in replies.items() if isinstance(why, str)}
-        logger.info(
-            "round %d %s: received %d results and %d failures",
-            server_round,
-            phase,
-            len(replies) - len(failures),
-            len(failures),
-        )
-        for client, why in sorted(failures.items()):
-            logger.info("\t> client %d (node %d): %s", client, self._nodes.node_of[client], why)
+        account(server_round, phase, replies, self._nodes.node_of, logger)
 
     def _train(
         self, link: Link, clients: IntArray, model: _Model, config: ConfigRecord, server_round: int
-    ) -> tuple[dict[int, _Update], dict[int, str]]:
-        """``train`` to ``clients``; their valid updates, and why the others have none."""
+    ) -> dict[int, Trained | str]:
+        """``train`` to ``clients``: their valid updates, or why there is none."""
         content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: config})
         replies = self._ask(link, clients, MessageType.TRAIN, content, str(server_round))
-        valid: dict[int, _Update] = {}
-        checked: dict[int, _Update | str] = {}
+        checked: dict[int, Trained | str] = {}
         for client, reply in replies.items():
             if isinstance(reply, str):
                 checked[client] = reply
@@ -605,11 +466,11 @@ class SchedulerStrategy:
             except RejectedReply as why:
                 checked[client] = f"train: malformed reply: {why}"
                 continue
-            valid[client] = checked[client] = got
+            checked[client] = got
             if got.num_examples >= 0:
                 self._nodes.sizes[client] = got.num_examples
         self._account(server_round, "train", checked)
-        return valid, {c: why for c, why in checked.items() if isinstance(why, str)}
+        return checked
 
     def _probe_losses(
         self,
@@ -631,7 +492,7 @@ class SchedulerStrategy:
                 out[client] = reply
                 continue
             try:
-                out[client] = _finite_metric(_read_metrics(reply, client), LOSS)
+                out[client] = finite_metric(_read_metrics(reply, client), LOSS)
             except RejectedReply as why:
                 out[client] = f"loss probe: malformed reply: {why}"
         self._account(server_round, "loss probe", out)
@@ -656,8 +517,8 @@ class SchedulerStrategy:
                 continue
             try:
                 metrics = _read_metrics(reply, client)
-                accuracy[client] = _finite_metric(metrics, ACCURACY)
-                loss[client] = _finite_metric(metrics, LOSS)
+                accuracy[client] = finite_metric(metrics, ACCURACY)
+                loss[client] = finite_metric(metrics, LOSS)
                 checked[client] = True
             except RejectedReply as why:
                 checked[client] = f"evaluate: malformed reply: {why}"
@@ -702,18 +563,23 @@ _PHASE = {
 }
 
 
-def _is_unanswered(outcome: Outcome) -> bool:
-    """No reply, or an error the SuperLink wrote because the node did not answer."""
-    if isinstance(outcome, Failure):
-        return True
-    return outcome.has_error() and outcome.metadata.src_node_id == SUPERLINK_NODE_ID
+@dataclass(frozen=True, eq=False)
+class _Exchanges:
+    """The :class:`~adcs.flower.round.Gatherer` of one round of :class:`SchedulerStrategy`."""
 
+    strategy: SchedulerStrategy
+    link: Link
+    model: _Model
+    config: ConfigRecord
+    server_round: int
 
-def _without(available: BoolArray, failed: Mapping[int, str]) -> BoolArray:
-    """``available`` less the clients whose probe just failed (not selectable this round)."""
-    out = available.copy()
-    out[list(failed)] = False
-    return out
+    def losses(self, clients: IntArray, source: LossSource) -> dict[int, float | str]:
+        return self.strategy._probe_losses(
+            self.link, clients, self.model, self.config, self.server_round, source.value
+        )
+
+    def updates(self, clients: IntArray) -> dict[int, Trained | str]:
+        return self.strategy._train(self.link, clients, self.model, self.config, self.server_round)
 
 
 def _rows(rows: list[F32Array], dim: int) -> F32Array:
@@ -774,20 +640,17 @@ def _flat_model(arrays: ArrayRecord) -> _Model:
 
 def _read_metrics(reply: Message, client: int) -> MetricRecord:
     """The reply's one MetricRecord, after checking it names the client asked."""
-    records = list(reply.content.metric_records.values())
-    if len(records) != 1:
-        raise RejectedReply(f"expected one MetricRecord, got {len(records)}")
-    metrics = records[0]
+    metrics = one_metric_record(reply)
     pid = metrics.get(PARTITION_ID)
     if pid != client or isinstance(pid, (bool, float)):
         raise RejectedReply(f"reports {PARTITION_ID}={pid!r} but the node serves {client}")
     return metrics
 
 
-def _read_update(reply: Message, client: int, model: _Model, weighting: str) -> _Update:
+def _read_update(reply: Message, client: int, model: _Model, weighting: str) -> Trained:
     """A ``train`` reply's update Δ (checked against the model), loss and data size."""
     metrics = _read_metrics(reply, client)
-    loss = _finite_metric(metrics, LOSS)
+    loss = finite_metric(metrics, LOSS)
     size = metrics.get(NUM_EXAMPLES, math.nan)
     num_examples = float(size) if isinstance(size, (int, float)) else math.nan
     if weighting == "data_size" and not num_examples >= 0:
@@ -806,46 +669,4 @@ def _read_update(reply: Message, client: int, model: _Model, weighting: str) -> 
         )
     if not np.isfinite(update).all():
         raise RejectedReply("update holds NaN or inf")
-    return _Update(update, loss, num_examples)
-
-
-def _finite_metric(metrics: Mapping[str, Any], key: str) -> float:
-    value = metrics.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise RejectedReply(f"missing or non-finite metric '{key}' (got {value!r})")
-    return float(value)
-
-
-def _log_round(record: RoundRecord) -> None:
-    """One line per round that a reader (or a test) can parse from the ServerApp's log."""
-    logger.info(
-        "adcs round %d: available %d, probed %s, selected %s, aggregated %s, failed %s, %.2f s",
-        record.server_round,
-        int(record.available.sum()),
-        record.probed.tolist(),
-        record.selected.tolist(),
-        record.aggregated.tolist(),
-        record.failed,
-        record.wall_s,
-    )
-
-
-def history_dicts(history: Iterable[RoundRecord]) -> list[dict[str, Any]]:
-    """The round records as JSON-ready dicts (client lists, reasons keyed by client)."""
-    return [
-        {
-            "server_round": r.server_round,
-            "probe_kind": r.probe_kind.name.lower(),
-            "available": np.flatnonzero(r.available).tolist(),
-            "probed": r.probed.tolist(),
-            "selected": r.selected.tolist(),
-            "trained": r.trained.tolist(),
-            "aggregated": r.aggregated.tolist(),
-            "failed": {str(c): why for c, why in r.failed.items()},
-            "client_updates": r.client_updates,
-            "loss_evals": r.loss_evals,
-            "wall_s": r.wall_s,
-            "ended_at": r.ended_at,
-        }
-        for r in history
-    ]
+    return Trained(update, loss, num_examples)

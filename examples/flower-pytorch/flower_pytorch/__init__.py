@@ -1,0 +1,1 @@
+"""Flower's PyTorch quickstart shape on Fashion-MNIST, scheduled by adcs's ScheduledFedAvg."""

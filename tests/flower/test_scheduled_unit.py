@@ -1,0 +1,216 @@
+"""ScheduledFedAvg against an in-process Grid (no Ray): untrusted replies, lost nodes, the
+scheduler's weights, sketched updates, scheduler names and checkpoints that belong elsewhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower extra (adcs[flower]) is not installed")
+pytest.importorskip("torch", reason="the torch extra is not installed")
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.supercore.task_identity import TaskIdentity
+
+from adcs.flower import ScheduledFedAvg
+from adcs.schedulers import DivFL, Uniform
+from adcs.schedulers.base import ClientStats, Probe, ProbeKind, Selection
+
+from . import quickstart_app
+from .conftest import grid_of
+
+N = 4
+CONFIG = ConfigRecord({"lr": 0.3, "phase": "unit"})
+
+
+@pytest.fixture(autouse=True)
+def task_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Flower's runtime sets before a ServerApp makes Messages."""
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
+
+
+def initial_arrays() -> ArrayRecord:
+    return ArrayRecord(quickstart_app.initial_model().state_dict())
+
+
+def faulty(inner: ClientApp, faults: dict[int, str]) -> ClientApp:
+    """``inner`` whose ``train`` replies from the partitions in ``faults`` are broken."""
+    app = ClientApp()
+
+    def handle(msg: Message, context: Context) -> Message:
+        fault = faults.get(int(context.node_config["partition-id"]))
+        if msg.metadata.message_type == "train" and fault == "raise":
+            raise RuntimeError("crashed on purpose")
+        reply = inner(msg, context)
+        if msg.metadata.message_type != "train" or fault is None:
+            return reply
+        arrays = {k: v.numpy() for k, v in reply.content["arrays"].items()}
+        metrics = dict(reply.content["metrics"])
+        if fault == "nan":
+            arrays["fc.weight"] = np.full_like(arrays["fc.weight"], np.nan)
+        elif fault == "shape":
+            arrays["fc.bias"] = arrays["fc.bias"][:-1]
+        elif fault == "dtype":
+            arrays["fc.bias"] = arrays["fc.bias"].astype(np.float64)
+        elif fault == "missing-key":
+            del arrays["bn.running_var"]
+        elif fault == "no-size":
+            del metrics["num-examples"]
+        record = ArrayRecord({k: Array(np.array(v)) for k, v in arrays.items()})
+        content = RecordDict({"arrays": record, "metrics": MetricRecord(metrics)})
+        return Message(content, reply_to=msg)
+
+    app.train()(handle)
+    app.evaluate()(handle)
+    return app
+
+
+def log_path(tmp_path: Any) -> str:
+    return str(tmp_path / "clients.jsonl")
+
+
+REASONS = {
+    "raise": "crashed on purpose",
+    "nan": "'fc.weight' holds NaN or inf",
+    "shape": "'fc.bias' is float32[2], expected float32[3]",
+    "dtype": "'fc.bias' is float64[3], expected float32[3]",
+    "missing-key": "differ from the model's",
+    "no-size": "'num-examples'",
+}
+
+
+@pytest.mark.parametrize("fault", list(REASONS))
+def test_untrusted_reply_is_excluded_with_its_reason(tmp_path: Any, fault: str) -> None:
+    app = quickstart_app.make_app(log_path(tmp_path))
+    grid = grid_of(lambda k: faulty(app, {2: fault}), N)
+    strategy = ScheduledFedAvg(Uniform(m=N), N, fraction_evaluate=0.0)
+    result = strategy.start(grid, initial_arrays(), 1, 5, CONFIG, CONFIG)
+    record = strategy.history[0]
+    bad = [c for c, node in strategy.node_of.items() if grid.nodes[node][1] == 2]
+    assert list(record.failed) == bad
+    assert REASONS[fault] in record.failed[bad[0]]
+    assert bad[0] not in record.aggregated and len(record.aggregated) == N - 1
+    assert result.train_metrics_clientapp[1]["failures"] == 1
+
+
+def test_lost_node_is_a_dropout_and_leaves_the_available_clients(tmp_path: Any) -> None:
+    grid = grid_of(lambda k: quickstart_app.make_app(log_path(tmp_path)), N)
+    strategy = ScheduledFedAvg(Uniform(m=N), N, fraction_evaluate=0.0)
+    lost = next(iter(grid.nodes))
+    grid.hung.add(lost)  # connected, never answers: no reply within the timeout
+    strategy.start(grid, initial_arrays(), 1, 0.3, CONFIG, CONFIG)
+    client = next(c for c, n in strategy.node_of.items() if n == lost)
+    assert "no reply within" in strategy.history[0].failed[client]
+    del grid.nodes[lost]  # gone: not available in the next run's rounds
+    grid.hung.clear()
+    strategy = ScheduledFedAvg(Uniform(m=N - 1), N, fraction_evaluate=0.0)
+    strategy.start(grid, initial_arrays(), 1, 5, CONFIG, CONFIG)
+    assert int(strategy.history[0].available.sum()) == N - 1
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A test scheduler: trains every available client, selects the first two with weights."""
+
+    weights: tuple[float, float] | None = (0.7, 0.3)
+    m: int = 2
+    observes_updates: bool = False
+    seen: list[tuple[int, ...]] = field(default_factory=list, compare=False, hash=False)
+
+    def init(self, n_clients: int, data_sizes: Any = None) -> None:
+        return None
+
+    def probe(self, state: Any, round_idx: int, available: Any, rng: Any) -> Probe:
+        return Probe(ProbeKind.UPDATES)
+
+    def select(
+        self, state: Any, round_idx: int, stats: ClientStats, rng: Any
+    ) -> tuple[Selection, Any]:
+        assert stats.updates is not None
+        self.seen.append(stats.updates.shape)
+        w = None if self.weights is None else np.asarray(self.weights)
+        return Selection(stats.clients[:2], w), state
+
+    def observe(self, state: Any, *args: Any) -> Any:
+        return state
+
+
+def test_scheduler_weights_replace_fedavgs(tmp_path: Any) -> None:
+    grid = grid_of(lambda k: quickstart_app.make_app(log_path(tmp_path)), N)
+    strategy = ScheduledFedAvg(Fixed(), N, fraction_evaluate=0.0)
+    replies: dict[int, dict[str, np.ndarray]] = {}
+
+    result = strategy.start(grid, initial_arrays(), 1, 5, CONFIG, CONFIG)
+    w0 = {k: v.numpy() for k, v in initial_arrays().items()}
+    for c in (0, 1):
+        node = strategy.node_of[c]
+        app, pid = grid.nodes[node]
+        context = Context(1, node, {"partition-id": pid}, RecordDict(), {})
+        config = ConfigRecord({**CONFIG, "server-round": 1})
+        content = RecordDict({"arrays": initial_arrays(), "config": config})
+        reply = app(Message(content, node, "train"), context)
+        replies[c] = {k: v.numpy() for k, v in reply.content["arrays"].items()}
+    for key in ("fc.weight", "fc.bias", "bn.running_mean"):
+        want = w0[key] + 0.7 * (replies[0][key] - w0[key]) + 0.3 * (replies[1][key] - w0[key])
+        np.testing.assert_allclose(result.arrays[key].numpy(), want, rtol=1e-6, atol=1e-7)
+
+
+def test_long_updates_reach_the_scheduler_sketched(tmp_path: Any) -> None:
+    grid = grid_of(lambda k: quickstart_app.make_app(log_path(tmp_path)), N)
+    dim = sum(v.numpy().size for v in initial_arrays().values())
+    full, sketched = Fixed(weights=None), Fixed(weights=None)
+    ScheduledFedAvg(full, N, fraction_evaluate=0.0).start(grid, initial_arrays(), 1, 5, CONFIG)
+    ScheduledFedAvg(sketched, N, fraction_evaluate=0.0, sketch_dim=8).start(
+        grid, initial_arrays(), 1, 5, CONFIG
+    )
+    assert full.seen == [(N, dim)] and sketched.seen == [(N, 8)]
+
+
+def test_divfl_by_name_and_bad_arguments() -> None:
+    strategy = ScheduledFedAvg("divfl", N, scheduler_params={"m": 2})
+    assert isinstance(strategy.scheduler, DivFL) and strategy.scheduler.m == 2
+    with pytest.raises(ValueError, match="scheduler must be one of"):
+        ScheduledFedAvg("nope", N, scheduler_params={"m": 2})
+    with pytest.raises(ValueError, match="m=5 exceeds n_clients=4"):
+        ScheduledFedAvg(Uniform(m=5), N)
+    with pytest.raises(ValueError, match="fraction_evaluate"):
+        ScheduledFedAvg(Uniform(m=2), N, fraction_evaluate=2.0)
+    with pytest.raises(ValueError, match="scheduler 'uniform'"):
+        ScheduledFedAvg("uniform", N, scheduler_params={"m": 0})
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path: Any) -> None:
+    grid = grid_of(lambda k: quickstart_app.make_app(log_path(tmp_path)), N)
+    path = str(tmp_path / "server.ckpt")
+    ScheduledFedAvg(Uniform(m=2), N, fraction_evaluate=0.0, checkpoint_path=path).start(
+        grid, initial_arrays(), 1, 5, CONFIG
+    )
+    other = ScheduledFedAvg(Uniform(m=3), N, fraction_evaluate=0.0, checkpoint_path=path)
+    with pytest.raises(ValueError, match="belongs to another run \\(scheduler differ"):
+        other.start(grid, initial_arrays(), 2, 5, CONFIG)
+
+
+def test_the_example_differs_from_its_fedavg_twin_by_the_strategy_only() -> None:
+    folder = Path(__file__).resolve().parents[2] / "examples" / "flower-pytorch" / "flower_pytorch"
+    twin = (folder / "server_app_fedavg.py").read_text().splitlines()
+    ours = (folder / "server_app.py").read_text().splitlines()
+    removed = [line for line in twin if line not in ours]
+    added = [line for line in ours if line not in twin]
+    assert removed[0] == "from flwr.serverapp.strategy import FedAvg"
+    assert added[0] == "from adcs.flower import ScheduledFedAvg"
+    assert removed[1] == "    strategy = FedAvg(" and added[1] == "    strategy = ScheduledFedAvg("
+    # every other changed line is an argument inside the strategy's constructor call
+    start = ours.index("    strategy = ScheduledFedAvg(")
+    call = ours[start : ours.index("    )", start)]
+    assert all(line in call for line in added[1:])
+    twin_start = twin.index("    strategy = FedAvg(")
+    twin_call = twin[twin_start : twin.index("    )", twin_start)]
+    assert all(line in twin_call for line in removed[1:])
+    assert len(twin) - len(twin_call) == len(ours) - len(call)  # nothing else added or dropped
