@@ -20,6 +20,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from adcs.flower import ScheduledFedAvg
 from adcs.schedulers import DivFL, Uniform
 from adcs.schedulers.base import ClientStats, Probe, ProbeKind, Selection
+from tests.plugins.my_selection import LowestIndex
 
 from . import quickstart_app
 from .conftest import grid_of
@@ -176,8 +177,12 @@ def test_long_updates_reach_the_scheduler_sketched(tmp_path: Any) -> None:
 def test_divfl_by_name_and_bad_arguments() -> None:
     strategy = ScheduledFedAvg("divfl", N, scheduler_params={"m": 2})
     assert isinstance(strategy.scheduler, DivFL) and strategy.scheduler.m == 2
-    with pytest.raises(ValueError, match="scheduler must be one of"):
+    with pytest.raises(ValueError, match="unknown scheduler 'nope'"):
         ScheduledFedAvg("nope", N, scheduler_params={"m": 2})
+    own = ScheduledFedAvg(
+        "tests.plugins.my_selection:LowestIndex", N, scheduler_params={"m": 2, "offset": 1}
+    )
+    assert own.scheduler == LowestIndex(m=2, offset=1)
     with pytest.raises(ValueError, match="m=5 exceeds n_clients=4"):
         ScheduledFedAvg(Uniform(m=5), N)
     with pytest.raises(ValueError, match="fraction_evaluate"):

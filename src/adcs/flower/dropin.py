@@ -10,7 +10,6 @@ template's key order (docs/design.md §7).
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -281,16 +280,6 @@ def resolve_scheduler(
 
 
 def _scheduler_class(name: str) -> type[Any]:
-    if name.lower() in SCHEDULERS:
-        return SCHEDULERS[name.lower()]
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            found = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as err:
-            raise ValueError(f"scheduler {name!r} cannot be imported: {err}") from err
-        if isinstance(found, type):
-            return found
-    raise ValueError(
-        f"scheduler must be one of {sorted(SCHEDULERS)} or 'package.module:Class', got {name!r}"
-    )
+    """A built-in name (any case), ``"package.module:Name"`` or an entry point's name."""
+    lowered = name.lower()
+    return SCHEDULERS.resolve(lowered if lowered in SCHEDULERS else name)
