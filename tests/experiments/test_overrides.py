@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from adcs import cli
-from adcs.experiments.config import ConfigError, config_to_dict, packaged_config
+from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict, packaged_config
 from adcs.experiments.overrides import apply_assignments, parse_assignment, with_sets
 from adcs.sim.availability import BernoulliAvailability
 from tests.test_cli import TINY, one_error, write_config
@@ -113,3 +113,15 @@ def test_the_leaderboard_checks_overrides_on_every_workload(tmp_path: Path) -> N
     assert result.exit_code == 2
     assert "(--set sim.bogus): unknown key(s) sim.bogus" in one_error(result)
     assert not (tmp_path / "lb").exists()
+
+
+def test_keys_of_the_flat_data_form_reach_the_partition_table() -> None:
+    config = packaged_config("quick")  # written in the flat form: data.dominance, ...
+    edited = with_sets(config, ["data.dominance=0.6", "data.partition_seed=3"])
+    assert edited.data.value("dominance") == 0.6 and edited.data.partition_seed == 3
+    fresh = with_sets(config, ["data.partition=dirichlet", "data.n_clients=20", "data.alpha=0.3"])
+    assert fresh.data.partition == "dirichlet" and fresh.data.total_clients == 20
+    synthetic = config_from_dict(
+        {**config_to_dict(config), "data": {"dataset": "synthetic", "n_clients": 30}}
+    )
+    assert dict(with_sets(synthetic, ["data.alpha=0.5"]).data.options)["alpha"] == 0.5  # its own

@@ -34,10 +34,16 @@ CURVES_TITLE = "Worst and average test accuracy"
 
 
 def pyplot() -> Any:
-    """matplotlib's ``pyplot`` on the non-interactive Agg backend, imported on first use."""
+    """matplotlib's ``pyplot``, imported on first use: on the non-interactive Agg backend unless a
+    backend was chosen already (``MPLBACKEND``, e.g. a notebook's inline backend, or pyplot
+    imported by the caller) — the results' figures are saved and closed either way."""
+    import os
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt

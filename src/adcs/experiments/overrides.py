@@ -17,10 +17,11 @@ from __future__ import annotations
 import copy
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from adcs.data import DATASETS
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
@@ -104,11 +105,36 @@ def _set_in(node: Any, parts: tuple[str, ...], value: Any, done: tuple[str, ...]
     _set_in(child, rest, value, (*done, head))
 
 
+def _canonical(doc: Mapping[str, Any], parts: tuple[str, ...], value: Any) -> Assignment:
+    """A key of the flat ``[data]`` form as the document writes it (``[data.partition]``).
+
+    ``data.dominance`` is ``data.partition.dominance`` (a data set's own options, such as
+    synthetic's ``alpha``, stay in ``[data]``), ``data.partition_seed`` is
+    ``data.partition.seed``, and ``data.partition = "dirichlet"`` starts a new partition table.
+    """
+    data = doc.get("data")
+    if parts[0] != "data" or len(parts) != 2 or not isinstance(data, Mapping):
+        return parts, value
+    key = parts[1]
+    if key == "partition" and isinstance(value, str):
+        return parts, {"kind": value}
+    entry = DATASETS.get(str(data.get("dataset")))
+    own = set(entry.keys) if entry is not None else set()
+    if key in own or key in ("dataset", "partition", "path"):
+        return parts, value
+    if key in ("partition_seed", "partition_per_seed"):
+        key = "seed" if key == "partition_seed" else "resample_per_seed"
+    return ("data", "partition", key), value
+
+
 def apply_assignments(doc: dict[str, Any], assignments: Sequence[Assignment]) -> dict[str, Any]:
-    """A copy of the configuration document ``doc`` with the assignments made, in order."""
+    """A copy of the configuration document ``doc`` with the assignments made, in order.
+
+    Keys of the flat ``[data]`` form are accepted too (:func:`_canonical`).
+    """
     out = copy.deepcopy(doc)
     for parts, value in assignments:
-        _set_in(out, parts, value, ())
+        _set_in(out, *_canonical(out, parts, value), ())
     return out
 
 

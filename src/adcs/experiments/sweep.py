@@ -215,11 +215,9 @@ def _finals(
 def _figure(
     path: Path, table: Mapping[str, Mapping[str, Mapping[str, float]]], names: Sequence[str]
 ) -> None:
-    import matplotlib
+    from adcs.experiments.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
     x = np.arange(len(names))
     for variant, cells in table.items():
