@@ -21,6 +21,7 @@ import importlib.util
 import logging
 import math
 import os
+import re
 import shlex
 import signal
 import sys
@@ -32,10 +33,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+import click
 import typer
+import typer.core
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -63,8 +67,46 @@ if TYPE_CHECKING:
     from adcs.experiments.leaderboard import LeaderboardOutcome
     from adcs.experiments.runner import ExperimentOutcome
 
+
+class _OneLineGroup(typer.core.TyperGroup):
+    """Usage errors of the command line itself (a bad option value, an unknown command) as the
+    one ``error:`` line and exit status 2 every other refusal gives, not Click's boxed panel."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        call = functools.partial(
+            super().main, args, prog_name, complete_var,
+            windows_expand_args=windows_expand_args, **extra,
+        )  # fmt: skip
+        if not standalone_mode:
+            return call(standalone_mode=False)
+        try:
+            code = call(standalone_mode=False)
+        except click.ClickException as exc:
+            message = exc.format_message().strip()
+            if message and not isinstance(exc, click.exceptions.NoArgsIsHelpError):
+                # Typer and Click both add the same suggestion to an unknown command
+                message = re.sub(r"( Did you mean [^?]*\?)\1+", r"\1", message).rstrip(".")
+                ctx = getattr(exc, "ctx", None)
+                hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+                _fail(message + hint, exc.exit_code)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            _fail("aborted", 1)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
     name="adcs",
+    cls=_OneLineGroup,
     help="Adaptive Determinantal Client Scheduling: reproduce the paper, run experiments, bench.",
     no_args_is_help=True,
     add_completion=False,
@@ -392,9 +434,11 @@ def _default_out(name: str) -> Path:
     return out
 
 
-def _out(out: Path | None, name: str, resume: bool) -> Path:
+def _out(out: str | None, name: str, resume: bool) -> Path:
     if out is not None:
-        return out
+        if not out.strip():
+            raise _fail("--out is empty: name the results folder (e.g. --out results/mine)")
+        return Path(out)
     if resume:
         raise _fail("--resume needs --out: the folder of the interrupted run")
     return _default_out(name)
@@ -408,9 +452,12 @@ def _apply_overrides(
     rounds: int | None,
     data: Path | None,
 ) -> ExperimentConfig:
+    from adcs.experiments.bounds import check_counts
+
     if quick:
         q = packaged_config("quick")
         config = dataclasses.replace(config, sim=q.sim, seeds=q.seeds)
+    check_counts(config, rounds=rounds, seeds=seeds)  # before the seeds are even listed
     return with_overrides(
         config,
         rounds=rounds,
@@ -483,6 +530,19 @@ def _pct(x: float, half: float = math.nan) -> str:
     return f"{100 * x:.2f}" + ("" if math.isnan(half) else f" ± {100 * half:.2f}")
 
 
+def _print_table(table: Table) -> None:
+    """A table on stdout; off a terminal (a log, a pipe) at its natural width, never cut at 80."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = Measurement.get(console, console.options.update(width=_LOG_WIDTH), table).maximum
+    console.print(table, width=max(console.width, min(natural, _LOG_WIDTH)), crop=False)
+
+
+_LOG_WIDTH = 400
+"""The widest a table is printed off a terminal (its columns never fold below their content)."""
+
+
 def _print_summary(outcome: ExperimentOutcome) -> None:
     from adcs.experiments.report import FINAL_FRACTION
 
@@ -504,16 +564,8 @@ def _print_summary(outcome: ExperimentOutcome) -> None:
             s.label, str(s.n_seeds), _pct(s.worst, s.worst_half), _pct(s.avg, s.avg_half),
             f"{s.tv:.4f}", f"{s.client_updates:,.0f}",
         )  # fmt: skip
-    console.print(table)
-    evaluated = [c for c in outcome.claims if c.verdict != "not evaluated"]
-    if evaluated:
-        claims = Table(title="The paper's claims (details in report.md)")
-        claims.add_column("claim")
-        claims.add_column("verdict")
-        for c in evaluated:
-            style = "green" if c.verdict == "holds" else "red"
-            claims.add_row(c.statement, f"[{style}]{c.verdict}[/]")
-        console.print(claims)
+    _print_table(table)
+    _print_claims(outcome)
     if outcome.is_subset:
         console.print(
             "[yellow]The shipped Fashion-MNIST subset was used: results are indicative only.[/]"
@@ -525,6 +577,28 @@ def _print_summary(outcome: ExperimentOutcome) -> None:
     if (folder / "table1.md").exists():
         console.print(f"  table:  {folder / 'table1.md'}")
     console.print(f"  report: {folder / 'report.md'}")
+
+
+def _print_claims(outcome: ExperimentOutcome) -> None:
+    """The paper's claims with their verdicts, or why this run cannot test them."""
+    from adcs.experiments.paper import CLAIMS_NEED
+
+    evaluated = [c for c in outcome.claims if c.verdict != "not evaluated"]
+    if not evaluated:
+        return
+    untested = all(c.verdict == "not tested" for c in evaluated)
+    title = (
+        f"The paper's claims: not tested by this run ({CLAIMS_NEED}; our numbers are in report.md)"
+        if untested
+        else "The paper's claims (details in report.md)"
+    )
+    claims = Table(title=title)
+    claims.add_column("claim")
+    claims.add_column("verdict")
+    styles = {"holds": "green", "does not hold": "red"}
+    for c in evaluated:
+        claims.add_row(c.statement, f"[{styles.get(c.verdict, 'yellow')}]{c.verdict}[/]")
+    _print_table(claims)
 
 
 def _run(
@@ -596,7 +670,7 @@ Rounds = Annotated[
     ),
 ]
 Out = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--out",
         metavar="DIR",
@@ -786,6 +860,8 @@ def leaderboard(
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
 
     names = None if workloads is None else [w.strip() for w in workloads.split(",") if w.strip()]
+    if names == []:
+        raise _fail(f"--workloads {workloads!r} names no workload; omit it to run the whole suite")
     configs = []
     for path in workload_paths(names):
         config = load_workload(path)
@@ -851,7 +927,7 @@ def _print_leaderboard(outcome: LeaderboardOutcome) -> None:
     for i, r in enumerate(outcome.ranks):
         table.add_row(str(i + 1), r.entry, f"{r.mean_rank:.2f}", str(r.best), str(r.tied),
                       str(r.workloads))  # fmt: skip
-    console.print(table)
+    _print_table(table)
     folder = outcome.folder
     console.print(f"Leaderboard: [bold]{folder}[/]" + (" (resumed)" if outcome.resumed else ""))
     console.print(f"  report: {outcome.report}")
