@@ -810,7 +810,8 @@ def run(
     ray_address: RayAddress = None,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
-    config = load_config(config_path)
+    # a --data in place of the file's data.path: the file's own is then not checked
+    config = load_config(config_path, data_path=None if data is None else str(data))
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data)
     folder = _out(out, config.name, resume)
     _run(
