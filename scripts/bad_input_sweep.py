@@ -193,16 +193,27 @@ def _truncate(data: Path) -> None:
     path.write_bytes(path.read_bytes()[:1000])
 
 
-def arrays(name: str = "d/good.npz") -> Setup:
+def arrays(name: str = "d/good.npz", lacking: bool = False) -> Setup:
     def setup(w: Path) -> None:
         import numpy as np
 
         rng = np.random.default_rng(0)
         (w / name).parent.mkdir(parents=True, exist_ok=True)
+        if lacking:
+            np.savez(w / name, x_train=rng.random((40, 3)))
+            return
         np.savez(w / name, x_train=rng.random((40, 3)), y_train=np.arange(40) % 2,
                  x_test=rng.random((20, 3)), y_test=np.arange(20) % 2)  # fmt: skip
 
     return setup
+
+
+def _save_npy(path: Path) -> None:
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as fh:
+        np.save(fh, np.zeros(3))
 
 
 ARRAYS_TOML = """name = "arr"
@@ -312,7 +323,7 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
     c: list[Case] = []
     add = c.append
     # -- the data
-    add(Case("data-no-folder", (*q, "--data", "{w}/nowhere"), "does not exist", 1))
+    add(Case("data-no-folder", (*q, "--data", "{w}/nowhere"), "is not a folder", 2))
     add(Case("data-empty-folder", (*q, "--data", "{w}/data"), "it is empty", 1,
              setup=lambda w: (w / "data").mkdir()))  # fmt: skip
     add(Case("data-file-missing", (*q, "--data", "{w}/data"), f"{FILES[3]} is missing", 1,
@@ -332,7 +343,7 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
     )
     add(Case("data-gunzipped", (*q, "--data", "{w}/data"), "there only decompressed", 1,
              setup=data_copy(SUBSET, _gunzip)))  # fmt: skip
-    add(Case("data-is-a-file", (*q, "--data", "{w}/tiny.toml"), "it is not a folder", 1,
+    add(Case("data-is-a-file", (*q, "--data", "{w}/tiny.toml"), "is not a folder", 2,
              setup=tiny()))  # fmt: skip
     add(Case("data-subset-files-as-full", (*q, "--data", "{w}/data"), "MD5 mismatch", 1,
              setup=data_copy(SUBSET)))  # fmt: skip
@@ -342,8 +353,11 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
              setup=data_copy(full, _truncate), needs="data"))  # fmt: skip
     add(Case("data-regzipped", (*q, "--data", "{w}/data"), None,
              setup=data_copy(full, _regzip), check=results_at("out"), needs="data"))  # fmt: skip
-    add(Case("data-env-missing", tuple(q), "$ADCS_DATA_DIR", 1,
+    add(Case("data-env-missing", tuple(q), "$ADCS_DATA_DIR '{w}/nowhere' is not a folder", 2,
              env=(("ADCS_DATA_DIR", "{w}/nowhere"),)))  # fmt: skip
+    add(Case("data-env-file-missing", tuple(q), f"{FILES[3]} is missing", 1,
+             setup=data_copy(SUBSET, _drop(FILES[3])),
+             env=(("ADCS_DATA_DIR", "{w}/data"),)))  # fmt: skip
     add(
         Case(
             "data-env-empty-folder",
@@ -359,9 +373,12 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
     add(Case("data-path-overridden", ("run", "{w}/c.toml", "--data", "{w}/d/good.npz", *OUT),
              None, setup=both(write("c.toml", ARRAYS_TOML.format(path="gone.npz")), arrays()),
              check=results_at("out")))  # fmt: skip
-    add(Case("arrays-not-npz", ("run", "{w}/c.toml", *OUT), "not a readable .npz", 1,
-             setup=both(write("c.toml", ARRAYS_TOML.format(path="bad.npz")),
-                        write("bad.npz", "not an archive"))))  # fmt: skip
+    add(Case("arrays-npy-as-npz", ("run", "{w}/c.toml", *OUT), "is not a .npz archive", 1,
+             setup=both(write("c.toml", ARRAYS_TOML.format(path="d/a.npz")),
+                        lambda w: _save_npy(w / "d" / "a.npz"))))  # fmt: skip
+    add(Case("arrays-not-npz", ("run", "{w}/c.toml", *OUT), "is not a .npz archive", 1,
+             setup=both(write("c.toml", ARRAYS_TOML.format(path="d/bad.npz")),
+                        write("d/bad.npz", "not an archive"))))  # fmt: skip
     add(
         Case(
             "arrays-lacking",
@@ -369,12 +386,12 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
             "lacks the array(s)",
             1,
             setup=both(
-                write("c.toml", ARRAYS_TOML.format(path="x.npz")),
-                lambda w: __import__("numpy").savez(w / "x.npz", x_train=[1]),
+                write("c.toml", ARRAYS_TOML.format(path="d/x.npz")),
+                arrays("d/x.npz", lacking=True),
             ),
         )
     )
-    add(Case("trace-missing", ("run", T, *OUT), "sim.availability.path", 2,
+    add(Case("trace-missing", ("run", T, *OUT), "gone.npz does not exist", 2,
              setup=tiny('[sim.availability]\nkind = "trace"\npath = "gone.npz"')))  # fmt: skip
     # -- the configuration
     add(Case("config-missing", ("run", "{w}/gone.toml", *OUT), "no such configuration file", 2))
@@ -485,8 +502,8 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
              setup=earlier_results("out"), check=results_at("out")))  # fmt: skip
     add(Case("out-inside-data", (*q[:-2], "--data", str(SUBSET), "--out", f"{SUBSET}/x"),
              "inside the data folder", 2))  # fmt: skip
-    add(Case("out-read-only-place", ("run", T, "--out", "/proc/adcs-out"), "--out", 2,
-             setup=tiny()))  # fmt: skip
+    add(Case("out-read-only-place", ("run", T, "--out", "/proc/adcs-out"),
+             "cannot create files beside --out", 1, setup=tiny()))  # fmt: skip
     add(Case("out-symlink", ("run", T, "--out", "{w}/link"), None,
              setup=both(tiny(), symlink("link", "target")),
              check=results_at("target", "link")))  # fmt: skip
@@ -694,10 +711,10 @@ def sweep(
 def report(results: Sequence[Result], skipped: Sequence[tuple[Case, str]]) -> str:
     lines = [f"{'case':32} {'outcome':13} {'exit':>4} {'s':>5}  error line / what was wrong"]
     for r in results:
-        said = r.detail if r.outcome in BAD else r.line
+        said = f"{r.detail} | {r.line}" if r.outcome in BAD else r.line
         lines.append(
             f"{r.case.name:32} {r.outcome:13} {'-' if r.rc is None else r.rc:>4} "
-            f"{r.seconds:5.1f}  {said[:150]}"
+            f"{r.seconds:5.1f}  {said[:300]}"
         )
     for case, reason in skipped:
         lines.append(f"{case.name:32} {'skipped':13} {'':>4} {'':>5}  {reason}")

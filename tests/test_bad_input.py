@@ -114,10 +114,15 @@ def test_a_wrong_data_dir_variable_is_refused_like_a_wrong_data_option(
     monkeypatch.setenv(fm.ENV_VAR, str(tmp_path / "nowhere"))
     args = ["run", str(packaged_config_path("quick")), "--rounds", "2"]
     result = runner.invoke(cli.app, [*args, "--out", str(tmp_path / "out")])
-    assert result.exit_code == 1  # before: exit 0 on the shipped subset
+    assert result.exit_code == 2  # as a --data that is no folder; before: exit 0 on the subset
     error = one_error(result.output)
-    assert f"${fm.ENV_VAR}" in error and "does not exist" in error
+    assert f"${fm.ENV_VAR} '{tmp_path / 'nowhere'}' is not a folder" in error
     assert not (tmp_path / "out").exists()
+    (tmp_path / "empty").mkdir()  # a folder without the files: a data failure, as with --data
+    monkeypatch.setenv(fm.ENV_VAR, str(tmp_path / "empty"))
+    result = runner.invoke(cli.app, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert f"${fm.ENV_VAR} {tmp_path / 'empty'}: it is empty" in one_error(result.output)
 
 
 def test_a_data_path_in_the_file_is_not_checked_when_data_overrides_it(tmp_path: Path) -> None:
@@ -354,3 +359,30 @@ def test_sigterm_while_asking_a_listener_exits_143_at_once(tmp_path: Path, not_r
     assert proc.returncode == 143
     assert time.monotonic() - start < 3
     assert one_error(err).startswith("error: terminated (SIGTERM)")
+
+
+# --------------------------------------------------------------------------------------------
+# the sweep script
+
+
+def test_the_sweep_classifies_a_few_cases() -> None:
+    from scripts.bad_input_sweep import BAD, report, sweep
+
+    names = ["rounds-huge", "out-empty", "config-bom", "config-dropout-1.0"]
+    results, skipped = sweep(names, jobs=2)
+    outcomes = {r.case.name: r.outcome for r in results}
+    assert outcomes == {"rounds-huge": "clear error", "out-empty": "clear error",
+                        "config-bom": "sensible", "config-dropout-1.0": "clear error"}  # fmt: skip
+    assert not skipped and not any(r.outcome in BAD for r in results)
+    assert "4 cases run, 0 skipped: 3 clear error, 1 sensible, 0 traceback" in report(results, [])
+
+
+def test_the_sweep_calls_an_accepted_bad_input_silently_wrong(tmp_path: Path) -> None:
+    from scripts.bad_input_sweep import Case, classify
+
+    case = Case("x", ("run",), says="sim.rounds", code=2)
+    assert classify(case, 0, "done", "", tmp_path)[0] == "silent wrong"
+    assert classify(case, None, "", "", tmp_path)[0] == "hang"
+    assert classify(case, 1, "", "Traceback (most recent call last):\n", tmp_path)[0] == "traceback"
+    assert classify(case, 2, "", "error: something else\n", tmp_path)[0] == "misleading"
+    assert classify(case, 2, "", "error: sim.rounds must be\n", tmp_path)[0] == "clear error"

@@ -458,12 +458,29 @@ def _apply_overrides(
         q = packaged_config("quick")
         config = dataclasses.replace(config, sim=q.sim, seeds=q.seeds)
     check_counts(config, rounds=rounds, seeds=seeds)  # before the seeds are even listed
+    if data is None:
+        _check_data_variable(config)
     return with_overrides(
         config,
         rounds=rounds,
         seeds=None if seeds is None else tuple(range(seeds)),
         data_path=None if data is None else str(data),
     )
+
+
+def _check_data_variable(config: ExperimentConfig) -> None:
+    """Refuse a ``$ADCS_DATA_DIR`` that names no folder as ``--data`` would be refused."""
+    from adcs.data.fashion_mnist import ENV_VAR
+
+    env = os.environ.get(ENV_VAR, "")
+    if not env or config.data.dataset != "fashion-mnist" or config.data.path is not None:
+        return
+    folder = Path(env).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"${ENV_VAR} {env!r} is not a folder (looked at {folder.absolute()}); point it at "
+            "the Fashion-MNIST folder or unset it"
+        )
 
 
 def _reproduce_config(target: Target) -> ExperimentConfig | None:

@@ -329,7 +329,12 @@ class ResultsFolder:
             fh.flush()
         except OSError as exc:
             self._remove_created()
-            raise os_error(f"cannot lock --out {self.given}", exc) from None
+            # e.g. /proc, which root may "write" but where no file can be made
+            reason = exc.strerror or str(exc)
+            raise RunError(
+                f"cannot create files beside --out {self.given} (its lock file "
+                f"{self.lock_path}): {reason}"
+            ) from None
         self._lock = fh
 
     def release(self) -> None:
