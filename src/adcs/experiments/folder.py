@@ -197,7 +197,8 @@ class ResultsFolder:
     Parameters
     ----------
     out : path
-        The results folder to write.
+        The results folder to write. A symbolic link is followed: the results, the partial
+        folder and the lock go where it points (the link stays, and so names the new results).
     data : sequence of path
         Data folders: ``out`` may be neither inside one nor contain one.
     keep : sequence of path

@@ -317,7 +317,8 @@ def sim_settings(config: ExperimentConfig, n_clients: int | None = None) -> SimC
     try:
         return config.sim.build(n_clients if n_clients is not None else 1)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{config.source}: sim: {exc}") from exc
+        where = "" if str(exc).startswith("sim.") else "sim: "  # the key when it names none
+        raise ConfigError(f"{config.source}: {where}{exc}") from exc
 
 
 def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int | None, ClientData]:
