@@ -1,6 +1,6 @@
 """A sweep of bad-input and fault cases against the ``adcs`` command line, each classified.
 
-Every case runs ``python -m adcs.cli ...`` in a temporary folder of its own (this checkout's
+Every case runs ``python -m adcs ...`` in a temporary folder of its own (this checkout's
 ``src`` first on the path) and its outcome is put in one of these classes:
 
 - ``clear error``: a non-zero exit status (the expected one where the case names it) and exactly
@@ -569,7 +569,7 @@ def _env(extra: Sequence[tuple[str, str]], w: Path | None = None) -> dict[str, s
 
 
 def _command(args: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "adcs.cli", *args]
+    return [sys.executable, "-m", "adcs", *args]
 
 
 @contextlib.contextmanager

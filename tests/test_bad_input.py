@@ -348,7 +348,7 @@ def test_sigterm_while_asking_a_listener_exits_143_at_once(tmp_path: Path, not_r
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     args = ["run", str(tiny(tmp_path)), "--out", str(tmp_path / "o"), "--ray-address", not_ray]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "adcs.cli", *args], stdout=subprocess.PIPE,
+        [sys.executable, "-m", "adcs", *args], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert proc.stdout is not None
