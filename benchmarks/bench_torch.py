@@ -38,19 +38,22 @@ from typing import Any
 
 import numpy as np
 
+from adcs.data import load_fashion_mnist, paper_groups
+from adcs.schedulers import Uniform
+from adcs.sim import FederatedData, RunResult, RunSpec, SimConfig, simulate
+from adcs.streams import minibatch_indices, stream_key
+
 try:
     import torch
     from torch import nn
     from torch.nn import functional as F
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
-except ImportError as err:  # pragma: no cover - exercised only without the extra
-    raise SystemExit("adcs bench torch needs PyTorch: pip install 'adcs[torch]'") from err
 
-from adcs.data import load_fashion_mnist, paper_groups
-from adcs.schedulers import Uniform
-from adcs.sim import FederatedData, RunResult, RunSpec, SimConfig, simulate
-from adcs.sim.torch import TorchModel, lenet5
-from adcs.streams import minibatch_indices, stream_key
+    from adcs.sim.torch import TorchModel, lenet5
+except ImportError:  # `--help` still works; a run says what to install
+    torch = None  # type: ignore[assignment]
+
+NEEDS_TORCH = "error: adcs bench torch needs PyTorch: pip install 'adcs[torch]'"
 
 M = 18
 BATCH = 16
@@ -224,6 +227,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     """Run both engines on the CPU (and CUDA when present) and print the comparison."""
     args = parse_args(argv)
+    if torch is None:
+        raise SystemExit(NEEDS_TORCH)
     data, source = load_data(args.data)
     print(
         f"workload: LeNet-5 ({TorchModel(lenet5).dim:,} parameters), Fashion-MNIST ({source}), "

@@ -18,13 +18,11 @@ import dataclasses
 import enum
 import functools
 import importlib.util
-import logging
-import math
 import os
+import re
 import shlex
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -32,23 +30,24 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+import click
 import typer
-from rich.console import Console
-from rich.logging import RichHandler
+import typer.core
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
-from rich.text import Text
 
+from adcs.cli_display import (
+    _RECEIVED,
+    Display,
+    _configure_logging,
+    _limit_blas_threads,
+    _Lines,  # noqa: F401 - the progress lines, as tests reach them (cli._Lines)
+    _print_leaderboard,
+    _print_summary,
+    _progress,
+    _Terminated,
+    console,
+    err_console,
+)
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
@@ -61,19 +60,53 @@ from adcs.rounds import SelectionError
 
 if TYPE_CHECKING:
     from adcs.experiments.distributed import ShardExecutor
-    from adcs.experiments.leaderboard import LeaderboardOutcome
-    from adcs.experiments.runner import ExperimentOutcome
     from adcs.experiments.sweep import SweepAxis
+
+
+class _OneLineGroup(typer.core.TyperGroup):
+    """Usage errors of the command line itself (a bad option value, an unknown command) as the
+    one ``error:`` line and exit status 2 every other refusal gives, not Click's boxed panel."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        call = functools.partial(
+            super().main, args, prog_name, complete_var,
+            windows_expand_args=windows_expand_args, **extra,
+        )  # fmt: skip
+        if not standalone_mode:
+            return call(standalone_mode=False)
+        try:
+            code = call(standalone_mode=False)
+        except click.ClickException as exc:
+            message = exc.format_message().strip()
+            if message and not isinstance(exc, click.exceptions.NoArgsIsHelpError):
+                # Typer and Click both add the same suggestion to an unknown command
+                message = re.sub(r"( Did you mean [^?]*\?)\1+", r"\1", message).rstrip(".")
+                ctx = getattr(exc, "ctx", None)
+                hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+                _fail(message + hint, exc.exit_code)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            _fail("aborted", 1)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
     name="adcs",
+    cls=_OneLineGroup,
     help="Adaptive Determinantal Client Scheduling: reproduce the paper, run experiments, bench.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
 
 
 class Target(str, enum.Enum):
@@ -99,8 +132,6 @@ class Bench(str, enum.Enum):
 
 
 EXPERIMENT_TARGETS = ("fig1", "fig2", "fig3", "table1")
-PROGRESS_LINE_EVERY_S = 10.0
-"""Seconds between plain-text progress lines when stderr is not a terminal."""
 EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 """Exit status after an interrupt: 128 + the signal's number, as shells report it."""
 
@@ -113,24 +144,6 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     # escaped: messages name TOML tables such as [sim.system], which are not markup
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
-
-
-_RECEIVED: list[int] = []
-"""The SIGTERMs received during the current command."""
-
-
-def _check_terminated() -> None:
-    """Raise :class:`_Terminated` after a SIGTERM: the progress callbacks call this.
-
-    The signal handler raises at once, but Python drops an exception raised while a finaliser
-    runs (it prints "Exception ignored"); the next progress report then stops the run for sure.
-    """
-    if _RECEIVED:
-        raise _Terminated
 
 
 @contextmanager
@@ -210,23 +223,6 @@ def _resume_hint(exc: Any) -> str:
     )
 
 
-class _Once(logging.Filter):
-    """Let each distinct warning through once per command (the same data warning, say)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: set[tuple[int, str]] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
-            return True
-        key = (record.levelno, record.getMessage())
-        if key in self.seen:
-            return False
-        self.seen.add(key)
-        return True
-
-
 def _print_version(value: bool) -> None:
     if value:
         from adcs import __version__
@@ -261,34 +257,6 @@ def _main(
     _limit_blas_threads(blas_threads)
 
 
-def _configure_logging(verbose: bool) -> None:
-    """Show the library's log (the ``adcs`` logger only) on stderr, each warning once."""
-    logger = logging.getLogger("adcs")
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
-    for handler in [h for h in logger.handlers if getattr(h, "_adcs_cli", False)]:
-        logger.removeHandler(handler)
-    handler = RichHandler(console=err_console, show_path=False, show_time=False)
-    handler._adcs_cli = True  # type: ignore[attr-defined]
-    handler.addFilter(_Once())
-    logger.addHandler(handler)
-    logger.propagate = False  # the root logger's handlers would print it a second time
-
-
-def _limit_blas_threads(n: int) -> None:
-    """Cap BLAS threads: the many small products run slower, not faster, on several threads,
-    and much slower when the cores are shared with other work."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        logging.getLogger(__name__).info(
-            "threadpoolctl is not installed: BLAS threads left as they are "
-            "(set OPENBLAS_NUM_THREADS=%d to cap them)",
-            n,
-        )
-        return
-    threadpool_limits(limits=n, user_api="blas")
-
-
 def default_workers() -> int:
     """Half the CPUs this process may use, at most 4, at least 1 (polite on a shared machine)."""
     try:
@@ -296,104 +264,6 @@ def default_workers() -> int:
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
     return max(1, min(4, cpus // 2))
-
-
-# ---------------------------------------------------------------------------------------------
-# progress
-
-
-class _RateColumn(ProgressColumn):
-    """Steps (simulated rounds, theory cases) per second."""
-
-    def render(self, task: Task) -> Text:
-        unit = task.fields.get("unit", "steps")
-        elapsed = task.finished_time if task.finished else task.elapsed
-        if not elapsed or not task.completed:
-            return Text(f"… {unit}/s", style="cyan")
-        return Text(f"{task.completed / elapsed:,.1f} {unit}/s", style="cyan")
-
-
-def _clock(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    s = int(seconds)
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
-
-
-class _Lines:
-    """Progress as plain lines on stderr, one at most every ``every`` seconds (not a terminal)."""
-
-    def __init__(self, every: float = PROGRESS_LINE_EVERY_S) -> None:
-        self.every = every
-
-    def tracker(self, description: str, unit: str) -> Callable[[int, int], None]:
-        """``progress(done, total)``: print at most every ``every`` s; stop after a SIGTERM."""
-        start = time.monotonic()
-        first: list[int | None] = [None]
-        last = [-math.inf]
-        shown = [-1]
-
-        def update(done: int, total: int) -> None:
-            _check_terminated()
-            now = time.monotonic()
-            if first[0] is None:
-                first[0] = done  # a resumed run starts part-way: rates count this session only
-            if done == shown[0] or (now - last[0] < self.every and done < total):
-                return
-            last[0], shown[0] = now, done
-            elapsed = now - start
-            fresh = done - (first[0] or 0)
-            rate = fresh / elapsed if elapsed > 0 and fresh > 0 else math.nan
-            eta = 0.0 if done >= total else (total - done) / rate if rate > 0 else math.nan
-            share = 100.0 * done / total if total else 100.0
-            err_console.print(
-                f"{description}: {done:,}/{total:,} {unit} ({share:.0f}%), "
-                + (f"{rate:,.1f} {unit}/s, " if math.isfinite(rate) else "")
-                + f"elapsed {_clock(elapsed)}, ETA {_clock(eta)}",
-                highlight=False,
-                soft_wrap=True,
-            )
-
-        return update
-
-
-class _Bars:
-    """Progress as rich bars on a terminal."""
-
-    def __init__(self, bar: Progress) -> None:
-        self.bar = bar
-
-    def tracker(self, description: str, unit: str) -> Callable[[int, int], None]:
-        task = self.bar.add_task(description, total=None, unit=unit)
-
-        def update(done: int, total: int) -> None:
-            _check_terminated()
-            self.bar.update(task, completed=done, total=total)
-
-        return update
-
-
-Display = _Bars | _Lines
-
-
-@contextmanager
-def _progress() -> Iterator[Display]:
-    """Bars on a terminal, plain lines every ~10 s otherwise (logs, CI, ``nohup``)."""
-    if not err_console.is_terminal:
-        yield _Lines()
-        return
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[unit]}"),
-        _RateColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=err_console, transient=False) as bar:
-        yield _Bars(bar)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,9 +280,11 @@ def _default_out(name: str) -> Path:
     return out
 
 
-def _out(out: Path | None, name: str, resume: bool) -> Path:
+def _out(out: str | None, name: str, resume: bool) -> Path:
     if out is not None:
-        return out
+        if not out.strip():
+            raise _fail("--out is empty: name the results folder (e.g. --out results/mine)")
+        return Path(out)
     if resume:
         raise _fail("--resume needs --out: the folder of the interrupted run")
     return _default_out(name)
@@ -428,16 +300,36 @@ def _apply_overrides(
     sets: Sequence[str] | None = None,
 ) -> ExperimentConfig:
     """The shipped quick settings, then the ``--set`` edits, then the dedicated options."""
+    from adcs.experiments.bounds import check_counts
+
     if quick:
         q = packaged_config("quick")
         config = dataclasses.replace(config, sim=q.sim, seeds=q.seeds)
     config = with_sets(config, sets or ())
+    check_counts(config, rounds=rounds, seeds=seeds)  # before the seeds are even listed
+    if data is None:
+        _check_data_variable(config)
     return with_overrides(
         config,
         rounds=rounds,
         seeds=None if seeds is None else tuple(range(seeds)),
         data_path=None if data is None else str(data),
     )
+
+
+def _check_data_variable(config: ExperimentConfig) -> None:
+    """Refuse a ``$ADCS_DATA_DIR`` that names no folder as ``--data`` would be refused."""
+    from adcs.data.fashion_mnist import ENV_VAR
+
+    env = os.environ.get(ENV_VAR, "")
+    if not env or config.data.dataset != "fashion-mnist" or config.data.path is not None:
+        return
+    folder = Path(env).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"${ENV_VAR} {env!r} is not a folder (looked at {folder.absolute()}); point it at "
+            "the Fashion-MNIST folder or unset it"
+        )
 
 
 def _reproduce_config(target: Target) -> ExperimentConfig | None:
@@ -492,60 +384,6 @@ def _theory_args(
             " full-participation training (one local step, batch 16, η_ℓ = 0.001)"
         ),
     }
-
-
-# ---------------------------------------------------------------------------------------------
-# the summary printed at the end
-
-
-def _pct(x: float, half: float = math.nan) -> str:
-    if math.isnan(x):
-        return "—"
-    return f"{100 * x:.2f}" + ("" if math.isnan(half) else f" ± {100 * half:.2f}")
-
-
-def _print_summary(outcome: ExperimentOutcome) -> None:
-    from adcs.experiments.report import FINAL_FRACTION
-
-    rows = outcome.summaries
-    window = f" (rounds {rows[0].tail_rounds[0]}–{rows[0].tail_rounds[1]})" if rows else ""
-    table = Table(
-        title=(
-            f"final = mean of each run's last {100 * FINAL_FRACTION:.0f}% of evaluations{window};"
-            " mean over seeds ± 95% interval; accuracy in %"
-        )
-    )
-    widest = max((len(s.label) for s in rows), default=6)
-    # a long label wraps (at 28 characters at least), the numbers never do
-    table.add_column("series", overflow="fold", min_width=min(widest, 28))
-    for col in ("seeds", "final worst acc.", "final avg acc.", "TV", "client updates"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for s in rows:
-        table.add_row(
-            s.label, str(s.n_seeds), _pct(s.worst, s.worst_half), _pct(s.avg, s.avg_half),
-            f"{s.tv:.4f}", f"{s.client_updates:,.0f}",
-        )  # fmt: skip
-    console.print(table)
-    evaluated = [c for c in outcome.claims if c.verdict != "not evaluated"]
-    if evaluated:
-        claims = Table(title="The paper's claims (details in report.md)")
-        claims.add_column("claim")
-        claims.add_column("verdict")
-        for c in evaluated:
-            style = "green" if c.verdict == "holds" else "red"
-            claims.add_row(c.statement, f"[{style}]{c.verdict}[/]")
-        console.print(claims)
-    if outcome.is_subset:
-        console.print(
-            "[yellow]The shipped Fashion-MNIST subset was used: results are indicative only.[/]"
-        )
-    folder = outcome.folder
-    console.print(f"Results: [bold]{folder}[/]" + (" (resumed)" if outcome.resumed else ""))
-    for fig in outcome.figures:
-        console.print(f"  figure: {folder / fig}")
-    if (folder / "table1.md").exists():
-        console.print(f"  table:  {folder / 'table1.md'}")
-    console.print(f"  report: {folder / 'report.md'}")
 
 
 def _run(
@@ -617,7 +455,7 @@ Rounds = Annotated[
     ),
 ]
 Out = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--out",
         metavar="DIR",
@@ -788,7 +626,8 @@ def run(
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
     from adcs.experiments.sweep import load_with_sweep, parse_sweep
 
-    config, axes = load_with_sweep(config_path)
+    # a --data in place of the file's data.path: the file's own is then not checked
+    config, axes = load_with_sweep(config_path, data_path=None if data is None else str(data))
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
     if axes:
@@ -856,6 +695,8 @@ def leaderboard(
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
 
     names = None if workloads is None else [w.strip() for w in workloads.split(",") if w.strip()]
+    if names == []:
+        raise _fail(f"--workloads {workloads!r} names no workload; omit it to run the whole suite")
     extra = [] if entries is None else [e.strip() for e in entries.split(",") if e.strip()]
     configs = []
     for path in workload_paths(names):
@@ -946,25 +787,6 @@ def _run_sweep(
     console.print(
         f"  table: {outcome.folder / 'sweep.csv'}; figure: {outcome.folder / 'sweep.png'}"
     )
-
-
-def _print_leaderboard(outcome: LeaderboardOutcome) -> None:
-    table = Table(
-        title="Overall ranks by final worst accuracy (mean rank over workloads; best or tied: "
-        "not told apart from the best by a paired t-test over seeds at 5%)"
-    )
-    table.add_column("place", justify="right")
-    table.add_column("entry", overflow="fold", min_width=14)
-    for col in ("mean rank", "best", "best or tied", "workloads"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for i, r in enumerate(outcome.ranks):
-        table.add_row(str(i + 1), r.entry, f"{r.mean_rank:.2f}", str(r.best), str(r.tied),
-                      str(r.workloads))  # fmt: skip
-    console.print(table)
-    folder = outcome.folder
-    console.print(f"Leaderboard: [bold]{folder}[/]" + (" (resumed)" if outcome.resumed else ""))
-    console.print(f"  report: {outcome.report}")
-    console.print(f"  figures: {folder / 'summary.png'} and one per workload")
 
 
 def _bench_candidates(name: str) -> list[Path]:
@@ -1089,77 +911,9 @@ def reference_markdown() -> str:
     The README holds this text between ``<!-- cli-reference -->`` markers; a test checks they
     agree, and ``python scripts/cli_reference.py`` rewrites it.
     """
-    import click
+    from adcs.cli_reference import reference_markdown as of_app
 
-    root = typer.main.get_command(app)
-    assert isinstance(root, click.Group)
-    lines = ["Options of `adcs` itself (before the command):", ""]
-    lines += _option_lines(root.params)
-    for name, command in root.commands.items():
-        usage = " ".join(
-            p.human_readable_name if isinstance(p, click.Argument) else "" for p in command.params
-        ).split()
-        lines += [
-            "",
-            f"**`adcs {name}{''.join(' ' + u for u in usage)}`** — {_first_line(command.help)}",
-            "",
-        ]
-        helps = _argument_help(name)
-        for p in command.params:
-            if isinstance(p, click.Argument):
-                choices = getattr(p.type, "choices", None)
-                what = f" (one of {', '.join(f'`{c}`' for c in choices)})" if choices else ""
-                default = p.default not in (None, ())
-                text = helps.get(p.name or "", "")
-                text = text.rstrip(".") + (f" (default `{_plain(p.default)}`)" if default else "")
-                lines.append(f"- `{p.human_readable_name}`{what}: {text}.")
-        lines += _option_lines([p for p in command.params if isinstance(p, click.Option)])
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _argument_help(command: str) -> dict[str, str]:
-    """The help texts of a command's arguments, from its function's annotations."""
-    import typing
-
-    for info in app.registered_commands:
-        callback = info.callback
-        if callback is None or (info.name or callback.__name__) != command:
-            continue
-        hints = typing.get_type_hints(callback, include_extras=True)
-        out = {}
-        for name, hint in hints.items():
-            for meta in getattr(hint, "__metadata__", ()):
-                if isinstance(meta, typer.models.ArgumentInfo) and meta.help:
-                    out[name] = meta.help
-        return out
-    return {}
-
-
-def _first_line(text: str | None) -> str:
-    return (text or "").strip().split("\n\n")[0].replace("\n", " ").replace("``", "`")
-
-
-def _plain(value: Any) -> str:
-    return value.value if isinstance(value, enum.Enum) else str(value)
-
-
-def _help(param: Any) -> str:
-    return " ".join(str(getattr(param, "help", "") or "").split())
-
-
-def _option_lines(params: Sequence[Any]) -> list[str]:
-    import click
-
-    out = []
-    for p in params:
-        if not isinstance(p, click.Option) or p.hidden:
-            continue
-        names = ", ".join(f"`{o}`" for o in p.opts)
-        if not p.is_flag:
-            names += f" `{p.metavar or p.type.name.upper()}`"
-        default = "" if p.is_flag or p.default is None else f" Default `{_plain(p.default)}`."
-        out.append(f"- {names}: {_help(p)}{default}")
-    return out
+    return of_app(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

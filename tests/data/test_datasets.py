@@ -75,8 +75,13 @@ def test_arrays_errors_name_the_file_and_the_fault(tmp_path: Path) -> None:
         load_arrays(partial)
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a zip at all")
-    with pytest.raises(DataError, match=r"not a readable \.npz"):
+    with pytest.raises(DataError, match=r"is not a \.npz archive"):
         load_arrays(junk)
+    npy = tmp_path / "array.npz"  # a .npy under a .npz name: np.load gives an array
+    with npy.open("wb") as fh:
+        np.save(fh, np.zeros(3))
+    with pytest.raises(DataError, match=r"is not a \.npz archive"):
+        load_arrays(npy)
     bad = tmp_path / "bad.npz"
     np.savez(bad, x_train=np.zeros((3, 2)), y_train=np.array([0.5, 1, 2]),
              x_test=np.zeros((1, 2)), y_test=np.zeros(1, int))  # fmt: skip

@@ -6,10 +6,11 @@ import gzip
 import hashlib
 import importlib.util
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -235,24 +236,48 @@ def test_lookup_order_explicit_env_cache_debian(
     assert fm.find_fashion_mnist() is None
 
 
-def test_incomplete_env_folder_is_skipped_with_a_warning(
-    tmp_path: Path,
-    tiny_data: TinyData,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+def test_an_incomplete_env_folder_is_refused_like_an_explicit_one(
+    tmp_path: Path, tiny_data: TinyData, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = tiny_data.write(tmp_path / "env")
     (env / fm.TRAIN_IMAGES).unlink()
-    cache = tiny_data.write(fm.cache_dir())
+    tiny_data.write(fm.cache_dir())  # a good cache must not hide the user's wrong setting
     monkeypatch.setenv(fm.ENV_VAR, str(env))
 
-    with caplog.at_level(logging.WARNING, logger=fm.__name__):
-        found = fm.find_fashion_mnist()
+    with pytest.raises(FileNotFoundError) as info:
+        fm.find_fashion_mnist()
 
-    assert found == cache
-    assert any(
-        fm.TRAIN_IMAGES in r.getMessage() and str(env) in r.getMessage() for r in caplog.records
-    )
+    message = str(info.value)
+    assert f"${fm.ENV_VAR} {env}" in message and f"{fm.TRAIN_IMAGES} is missing" in message
+
+
+@pytest.mark.parametrize(
+    "spoil, said",
+    [
+        (lambda p: p.mkdir(), "is a folder, not a file"),
+        (lambda p: os.mkfifo(p), "is a named pipe (FIFO)"),
+        (lambda p: p.with_suffix("").write_bytes(b"idx"), "there only decompressed"),
+        (lambda p: None, "is missing"),
+    ],
+    ids=["folder", "fifo", "gunzipped", "missing"],
+)
+def test_a_file_that_cannot_be_read_is_named_with_what_is_wrong(
+    tmp_path: Path, tiny_data: TinyData, spoil: Any, said: str
+) -> None:
+    folder = tiny_data.write(tmp_path / "data")
+    (folder / fm.TEST_LABELS).unlink()
+    spoil(folder / fm.TEST_LABELS)
+
+    with pytest.raises(FileNotFoundError) as info:
+        fm.load_fashion_mnist(folder)
+
+    assert f"{fm.TEST_LABELS} {said}" in str(info.value) or said in str(info.value)
+    assert fm.TEST_LABELS in str(info.value)
+
+
+def test_an_empty_folder_is_called_empty(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="it is empty"):
+        fm.load_fashion_mnist(tmp_path)
 
 
 def test_corrupt_file_in_a_lookup_location_is_not_skipped(

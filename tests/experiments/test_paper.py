@@ -155,22 +155,45 @@ def test_table1_off_the_papers_setting_has_no_paper_columns(tmp_path: Path) -> N
         assert "paper_tv" not in next(csv.reader(fh))
 
 
-def test_report_states_verdicts_and_when_they_are_indicative(tmp_path: Path) -> None:
+def test_a_run_that_cannot_test_the_claims_says_not_tested(tmp_path: Path) -> None:
     context = ReportContext(
         name="quick", rounds=1000, eval_every=100, m=18, n_clients=30, seeds=(0, 1),
         data_source="test data", is_subset=True, quick=True, figures=("fig1.png",),
     )  # fmt: skip
     claims = paper.write_report(tmp_path / "report.md", paper_like(), context)
     text = (tmp_path / "report.md").read_text()
-    assert "indicative only" in text
+    assert "not tested by this run" in text and paper.CLAIMS_NEED in text
     assert "shipped" in text and "T = 1000" in text
     assert "![fig1](fig1.png)" in text
-    assert text.count("**holds**") == sum(c.verdict == "holds" for c in claims) == 10
+    assert "**holds**" not in text and "**does not hold**" not in text
+    assert {c.verdict for c in claims} <= {"not tested", "not evaluated"}
+    assert sum(c.verdict == "not tested" for c in claims) == 10
     assert "final = mean over each run's last 10% of evaluations" in text.lower()
-    full = dataclasses.replace(
-        context, rounds=20_000, seeds=(0, 1, 2, 3, 4), is_subset=False, quick=False
-    )
+
+
+def test_a_run_that_can_test_the_claims_gets_verdicts(tmp_path: Path) -> None:
+    context = ReportContext(
+        name="fig1", rounds=20_000, eval_every=100, m=18, n_clients=30, seeds=(0, 1),
+        data_source="test data", is_subset=False, figures=("fig1.png",),
+    )  # fmt: skip
+    claims = paper.write_report(tmp_path / "report.md", paper_like(), context)
+    text = (tmp_path / "report.md").read_text()
+    assert "not tested" not in text
+    assert "indicative only" in text  # 2 seeds of the full setting's 5
+    assert text.count("**holds**") == sum(c.verdict == "holds" for c in claims) == 10
+    full = dataclasses.replace(context, seeds=(0, 1, 2, 3, 4))
     assert paper.indicative_reasons(full) == []
+
+
+@pytest.mark.parametrize(
+    "is_subset, rounds, seeds, testable",
+    [(False, 20_000, 2, True), (True, 20_000, 5, False), (False, 19_999, 5, False),
+     (False, 20_000, 1, False)],
+)  # fmt: skip
+def test_which_runs_can_test_the_claims(
+    is_subset: bool, rounds: int, seeds: int, testable: bool
+) -> None:
+    assert (paper.untested_reasons(is_subset, rounds, seeds) == []) is testable
 
 
 @pytest.mark.parametrize("name", ["fig1", "fig2", "fig3", "table1", "quick"])

@@ -28,6 +28,7 @@ import logging
 import os
 import pickle
 import tarfile
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,6 +223,14 @@ def load_arrays(path: str | os.PathLike[str]) -> Dataset:
     file = Path(path).expanduser()
     if not file.is_file():
         raise FileNotFoundError(f"arrays: no such file {file} (a .npz with x_train, y_train, ...)")
+    try:
+        archive = zipfile.is_zipfile(file)
+    except OSError as exc:
+        raise DataError(f"{file} cannot be read: {exc.strerror or exc}") from None
+    if not archive:  # np.load would read a .npy, or call any other file pickled data
+        raise DataError(
+            f"{file} is not a .npz archive (as np.savez writes) of x_train, y_train, ..."
+        )
     try:
         with np.load(file, allow_pickle=False) as npz:
             missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in npz]

@@ -3,7 +3,8 @@
 The data set of the paper's experiment (Sec. 6; Xiao, Rasul and Vollgraf 2017) is looked up, in order:
 
 1. an explicit path given by the caller (missing or corrupt files there are an error);
-2. the folder named by ``$ADCS_DATA_DIR``;
+2. the folder named by ``$ADCS_DATA_DIR`` (when set, it is used or refused like an explicit path,
+   never skipped);
 3. the user cache, ``$XDG_CACHE_HOME/adcs/fashion-mnist`` (default ``~/.cache/adcs/fashion-mnist``);
 4. Debian's package ``dataset-fashion-mnist`` (``/usr/share/datasets/fashion-mnist``);
 5. a download from the official source into the user cache, each file MD5-checked before it is
@@ -26,6 +27,7 @@ import hashlib
 import http.client
 import logging
 import os
+import stat
 import struct
 import tempfile
 import urllib.request
@@ -444,13 +446,58 @@ def _missing_files(directory: Path) -> list[str]:
     return [name for name in FILES if not (directory / name).is_file()]
 
 
-def _explicit_directory(path: str | os.PathLike[str]) -> Path:
+def _file_problem(directory: Path, name: str) -> str | None:
+    """What keeps ``directory / name`` from being read as a data file, in words (None: nothing)."""
+    path = directory / name
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"{name} is missing"
+    except OSError as exc:
+        return f"{name} cannot be inspected ({(exc.strerror or str(exc)).lower()})"
+    if stat.S_ISDIR(mode):
+        return f"{name} is a folder, not a file"
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "not a regular file"
+        return f"{name} is {kind}"
+    if not os.access(path, os.R_OK):
+        return f"{name} is not readable (permission denied)"
+    return None
+
+
+def _folder_problem(directory: Path) -> str | None:
+    """Why ``directory`` cannot be read as a Fashion-MNIST folder, naming each file (None: ok)."""
+    if not directory.exists():
+        return "it does not exist"
+    if not directory.is_dir():
+        return "it is not a folder"
+    try:
+        empty = next(os.scandir(directory), None) is None
+    except OSError as exc:
+        return f"it cannot be listed ({(exc.strerror or str(exc)).lower()})"
+    if empty:
+        return f"it is empty (it should hold {', '.join(FILES)})"
+    problems = {name: _file_problem(directory, name) for name in FILES}
+    # gunzip leaves train-images-idx3-ubyte where train-images-idx3-ubyte.gz was
+    plain = [n for n, p in problems.items() if p and p.endswith("missing") and
+             (directory / n).with_suffix("").is_file()]  # fmt: skip
+    said = [p for n, p in problems.items() if p and n not in plain]
+    if plain:
+        names = " ".join(Path(n).stem for n in plain)
+        said.append(
+            f"{', '.join(plain)} {'is' if len(plain) == 1 else 'are'} there only decompressed "
+            f"({names}): adcs reads the official .gz files; compress them again with "
+            f"`gzip -k {names}` (the content is checked against the official MD5)"
+        )
+    return "; ".join(said) if said else None
+
+
+def _explicit_directory(path: str | os.PathLike[str], description: str = "the given path") -> Path:
     directory = Path(path).expanduser()
-    missing = _missing_files(directory)
-    if missing:
-        where = "does not exist" if not directory.exists() else f"lacks {', '.join(missing)}"
+    problem = _folder_problem(directory)
+    if problem is not None:
         raise FileNotFoundError(
-            f"Fashion-MNIST not found at the given path {directory}: it {where}. {_HOW_TO_GET}"
+            f"Fashion-MNIST cannot be read from {description} {directory}: {problem}. {_HOW_TO_GET}"
         )
     return directory
 
@@ -459,13 +506,15 @@ def _find(path: str | os.PathLike[str] | None) -> tuple[str, Path] | None:
     if path is not None:
         return "explicit path", _explicit_directory(path)
     for description, directory in _lookup_locations():
+        if description == f"${ENV_VAR}":
+            # a folder the user named is used or refused, never skipped for another one
+            return description, _explicit_directory(directory, description)
         missing = _missing_files(directory)
         if not missing:
             return description, directory
-        # An explicitly configured folder that lacks files is worth a warning; the cache and
-        # the Debian folder are often simply absent.
-        log = logger.warning if description == f"${ENV_VAR}" else logger.debug
-        log("%s folder %s lacks %s; skipping it", description, directory, ", ".join(missing))
+        logger.debug(
+            "%s folder %s lacks %s; skipping it", description, directory, ", ".join(missing)
+        )
     return None
 
 
@@ -608,7 +657,9 @@ def load_fashion_mnist(
     Raises
     ------
     FileNotFoundError
-        ``path`` does not hold the files; or nothing was found and ``allow_subset`` is False.
+        ``path`` (or ``$ADCS_DATA_DIR``) does not hold the four files as readable regular files
+        (the message says what is wrong with which file); or nothing was found and
+        ``allow_subset`` is False.
     ChecksumError
         A file found (or downloaded) has the wrong MD5.
     ValueError

@@ -152,14 +152,22 @@ def _int(key: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
-def _float(key: str, value: Any, low: float, high: float, *, low_open: bool = False) -> float:
+def _float(
+    key: str,
+    value: Any,
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
     ok = (_is_int(value) or isinstance(value, float)) and math.isfinite(float(value))
     if ok:
         v = float(value)
-        ok = (v > low if low_open else v >= low) and v <= high
+        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
     if not ok:
-        bracket = "(" if low_open else "["
-        raise ConfigError(f"{key} must be a number in {bracket}{low}, {high}], got {value!r}")
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        raise ConfigError(f"{key} must be a number in {left}{low}, {high}{right}, got {value!r}")
     return float(value)
 
 
@@ -192,6 +200,17 @@ def _positive_int(key: str, value: Any) -> None:
     _int(key, value, 1)
 
 
+MAX_CLIENTS = 2**31 - 1
+"""Client indices are int32 throughout the simulator and the results files."""
+
+
+def _client_count(key: str, value: Any) -> None:
+    if _int(key, value, 1) > MAX_CLIENTS:
+        raise ConfigError(
+            f"{key} must be at most {MAX_CLIENTS:,} (clients are int32), got {value!r}"
+        )
+
+
 def _unit(key: str, value: Any) -> None:
     _float(key, value, 0.0, 1.0)
 
@@ -205,9 +224,7 @@ def _non_negative(key: str, value: Any) -> None:
 
 
 def _open_unit(key: str, value: Any) -> None:
-    _float(key, value, 0.0, 1.0, low_open=True)
-    if value >= 1.0:
-        raise ConfigError(f"{key} must be below 1, got {value!r}")
+    _float(key, value, 0.0, 1.0, low_open=True, high_open=True)
 
 
 def _partition(key: str, kind: Any) -> PartitionKind:
@@ -227,13 +244,13 @@ def _string(key: str, value: Any) -> None:
 
 _VALUE_CHECKS: dict[str, Any] = {
     "n_groups": _positive_int, "clients_per_group": _positive_int, "dominance": _unit,
-    "n_clients": _positive_int, "alpha": _positive, "size_sigma": _non_negative,
+    "n_clients": _client_count, "alpha": _positive, "size_sigma": _non_negative,
     "train_per_client": _positive_int, "test_per_client": _positive_int,
     "shards_per_client": _positive_int, "classes": _positive_int,
 }  # fmt: skip
 """Types and ranges of partition parameters (the data decide the rest when loaded)."""
 _OPTION_CHECKS: dict[str, Any] = {
-    "n_clients": _positive_int, "alpha": _non_negative, "beta": _non_negative,
+    "n_clients": _client_count, "alpha": _non_negative, "beta": _non_negative,
     "test_fraction": _open_unit, "name": _string, "features": _string, "label": _string,
     "train_split": _string, "test_split": _string,
 }  # fmt: skip
@@ -583,9 +600,7 @@ class SimSettings:
             raise ConfigError(
                 f"sim.common_minibatches must be true or false, got {self.common_minibatches!r}"
             )
-        _float("sim.dropout", self.dropout, 0.0, 1.0)
-        if self.dropout >= 1.0:
-            raise ConfigError(f"sim.dropout must be below 1, got {self.dropout!r}")
+        _float("sim.dropout", self.dropout, 0.0, 1.0, high_open=True)
         for key in ("sketch_dim", "eval_clients"):
             if getattr(self, key) is not None:
                 _int(f"sim.{key}", getattr(self, key), 1)
@@ -1084,14 +1099,21 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     if "\x00" in text:
         raise ConfigError(f"{path}: not a text configuration: it holds NUL bytes (a binary file?)")
-    try:
-        return tomllib.loads(text)
+    try:  # a byte-order mark (some Windows editors write one) is not part of the TOML
+        return tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
+def load_config(path: str | Path, *, data_path: str | None = None) -> ExperimentConfig:
     """Read and validate a TOML configuration file.
+
+    Parameters
+    ----------
+    path : str or Path
+    data_path : str, optional
+        A data path given in place of the file's ``data.path`` (``--data``): the file's own
+        path is then neither checked nor used (set it with :func:`with_overrides`).
 
     Raises
     ------
@@ -1099,7 +1121,25 @@ def load_config(path: str | Path) -> ExperimentConfig:
         If the file is missing, is not valid TOML, or fails validation.
     """
     path = Path(path)
-    return config_from_dict(read_toml(path), source=str(path), base_dir=path.parent)
+    return config_from_file(read_toml(path), path, data_path=data_path)
+
+
+def config_from_file(
+    doc: Mapping[str, Any], path: Path, *, data_path: str | None = None
+) -> ExperimentConfig:
+    """:func:`load_config` of a document already read from ``path`` (its tables resolved
+    against the file's folder)."""
+    if isinstance(doc.get("suite"), dict):
+        raise ConfigError(
+            f"{path}: an attack suite (it has a [suite] table), not an experiment "
+            f"configuration: run it with `adcs bench attacks --config {path}`"
+        )
+    data = doc.get("data")
+    if data_path is not None and isinstance(data, dict) and "path" in data:
+        given = str(Path(data_path).expanduser().absolute())
+        doc = {**doc, "data": {**data, "path": given}}
+    config = config_from_dict(doc, source=str(path), base_dir=path.parent)
+    return config if data_path is None else with_overrides(config, data_path=data_path)
 
 
 def _value_to_toml(value: Any) -> Any:

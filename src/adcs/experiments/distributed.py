@@ -200,14 +200,44 @@ def _check_listening(address: str) -> None:
         return
     host, port = match.group(1), int(match.group(2))
     try:
-        with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S):
-            pass
+        with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S) as sock:
+            speaks = _speaks_grpc(sock)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ExecutorError(
             f"cannot connect to the Ray cluster at {address}: nothing answers on {host}:{port} "
             f"({reason.lower()}); start one with `ray start --head` or check the address"
         ) from None
+    if not speaks:
+        raise ExecutorError(
+            f"cannot connect to the Ray cluster at {address}: {host}:{port} answers but is not "
+            "a Ray cluster (it does not reply as a Ray head's gRPC port does); check the "
+            "address (`ray status` on the head prints it)"
+        )
+
+
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""A client's HTTP/2 connection preface and an empty SETTINGS frame (RFC 9113 §3.4)."""
+_SETTINGS_FRAME = 4
+_REPLY_TIMEOUT_S = 2.0
+"""How long a listener is given to reply as a gRPC server (one answers in milliseconds)."""
+
+
+def _speaks_grpc(sock: socket.socket) -> bool:
+    """Whether the peer answers an HTTP/2 preface with a SETTINGS frame, as every gRPC server
+    (a Ray head's GCS port, a Ray Client server) must; other listeners are silent or say else."""
+    sock.settimeout(_REPLY_TIMEOUT_S)
+    try:
+        sock.sendall(_HTTP2_PREFACE)
+        header = b""
+        while len(header) < 9:
+            chunk = sock.recv(9 - len(header))
+            if not chunk:
+                return False
+            header += chunk
+    except OSError:  # a timeout, a reset: not a gRPC server
+        return False
+    return header[3] == _SETTINGS_FRAME
 
 
 class RayExecutor:

@@ -48,6 +48,7 @@ except ImportError:  # pragma: no cover - not on Linux or macOS
 
 __all__ = [
     "MANIFEST",
+    "OutputBusy",
     "OutputRefused",
     "ResultsFolder",
     "RunError",
@@ -74,10 +75,20 @@ class OutputRefused(RunError):
     """The results folder asked for cannot be used as it is now (checked before any work)."""
 
 
-def os_error(action: str, exc: OSError) -> RunError:
-    """A one-line :class:`RunError` for an OS failure: what was being done, and why it failed."""
+class OutputBusy(RunError):
+    """Another run is writing the results folder now: a failure of this run, not bad input
+    (the same command succeeds once the other run is done)."""
+
+
+def os_error(action: str, exc: OSError, folder: Path | None = None) -> RunError:
+    """A one-line :class:`RunError` for an OS failure: what was being done, and why it failed.
+
+    The file is named when the error names one, else ``folder`` (a write to an open file, such
+    as one that fills the disk, names none).
+    """
     reason = exc.strerror or str(exc)
-    where = f" {exc.filename}" if exc.filename else ""
+    filename = exc.filename if exc.filename else folder
+    where = f" {filename}" if filename else ""
     return RunError(f"{action}:{where}: {reason}" if where else f"{action}: {reason}")
 
 
@@ -186,7 +197,8 @@ class ResultsFolder:
     Parameters
     ----------
     out : path
-        The results folder to write.
+        The results folder to write. A symbolic link is followed: the results, the partial
+        folder and the lock go where it points (the link stays, and so names the new results).
     data : sequence of path
         Data folders: ``out`` may be neither inside one nor contain one.
     keep : sequence of path
@@ -199,6 +211,14 @@ class ResultsFolder:
     ) -> None:
         given = Path(out).expanduser()
         absolute = Path(os.path.abspath(given))
+        self._link_problem: str | None = None
+        if absolute.is_symlink():  # a link is followed: the results land where it points
+            try:
+                absolute = absolute.resolve()
+            except (OSError, RuntimeError) as exc:  # a loop (RuntimeError before Python 3.13)
+                self._link_problem = (
+                    f"--out {given} is a symbolic link that cannot be followed ({exc})"
+                )
         parent = absolute.parent
         with contextlib.suppress(OSError):
             parent = parent.resolve()
@@ -225,6 +245,8 @@ class ResultsFolder:
             its nearest existing parent is not a writable folder.
         """
         out, shown = self.out, self.given
+        if self._link_problem is not None:
+            raise OutputRefused(self._link_problem)
         if self.out.name in ("", ".", ".."):
             raise OutputRefused(f"--out {shown} names no folder")
         guarded = [
@@ -249,9 +271,14 @@ class ResultsFolder:
                 raise os_error(f"cannot read --out {shown}", exc) from None
             if entries is not None:
                 if not is_results_folder(out):
+                    why = (
+                        f"its {MANIFEST} is not one adcs wrote (it names no adcs version)"
+                        if (out / MANIFEST).exists()
+                        else f"no {MANIFEST}"
+                    )
                     raise OutputRefused(
-                        f"--out {shown} is a non-empty folder that adcs did not write (no "
-                        f"{MANIFEST}); --force replaces only adcs results folders"
+                        f"--out {shown} is a non-empty folder that adcs did not write ({why}); "
+                        "--force replaces only adcs results folders"
                     )
                 if not force:
                     raise OutputRefused(
@@ -303,7 +330,12 @@ class ResultsFolder:
             fh.flush()
         except OSError as exc:
             self._remove_created()
-            raise os_error(f"cannot lock --out {self.given}", exc) from None
+            # e.g. /proc, which root may "write" but where no file can be made
+            reason = exc.strerror or str(exc)
+            raise RunError(
+                f"cannot create files beside --out {self.given} (its lock file "
+                f"{self.lock_path}): {reason}"
+            ) from None
         self._lock = fh
 
     def release(self) -> None:
@@ -405,8 +437,8 @@ class ResultsFolder:
             return None
         return None
 
-    def _busy(self, holder: str) -> OutputRefused:
-        return OutputRefused(
+    def _busy(self, holder: str) -> OutputBusy:
+        return OutputBusy(
             f"--out {self.given} is being written by another adcs run ({holder}); wait for it "
             "or choose another --out"
         )
@@ -490,7 +522,7 @@ class ResultsFolder:
                 old = self.out.with_name(f".{self.out.name}.old-{os.getpid()}")
                 self.out.rename(old)
                 self.partial.rename(self.out)
-                shutil.rmtree(old, ignore_errors=True)
+                _remove(old)
             else:
                 self.partial.rename(self.out)
             _fsync_dir(self.out.parent)
@@ -513,6 +545,16 @@ class ResultsFolder:
             return True
         shutil.rmtree(self.partial, ignore_errors=True)
         return False
+
+
+def _remove(path: Path) -> None:
+    """Remove a replaced results folder (a link itself, never what it points to); say if it stays."""
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+    if path.exists() or path.is_symlink():
+        logger.warning("could not remove the replaced results %s; remove it by hand", path)
 
 
 def _versions() -> dict[str, str | None]:

@@ -74,6 +74,7 @@ from adcs.data import Dataset, FashionMNIST, Partition, partition_data
 from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
 from adcs.experiments import paper
 from adcs.experiments.adversary import adversarial_run
+from adcs.experiments.bounds import check_clients
 from adcs.experiments.config import (
     ConfigError,
     DataConfig,
@@ -316,7 +317,8 @@ def sim_settings(config: ExperimentConfig, n_clients: int | None = None) -> SimC
     try:
         return config.sim.build(n_clients if n_clients is not None else 1)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{config.source}: sim: {exc}") from exc
+        where = "" if str(exc).startswith("sim.") else "sim: "  # the key when it names none
+        raise ConfigError(f"{config.source}: {where}{exc}") from exc
 
 
 def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int | None, ClientData]:
@@ -984,6 +986,7 @@ def _prepare(
         raise ConfigError(
             f"{config.source}: m={config.m} exceeds the number of clients N={first.n_clients}"
         )
+    check_clients(config, first.n_clients)  # eval_clients ≤ N; the records fit with the real N
     if config.data.total_clients is None:  # a trace is checked against the real N
         sim_config = sim_settings(config, first.n_clients)
     for data in fed.values():
@@ -1270,7 +1273,8 @@ def _run_in(
                                  progress=where) from exc  # fmt: skip
         if isinstance(exc, OSError):
             hint = f" (the checkpoint, {where}, is kept: --resume continues)" if kept else ""
-            raise RunError(str(os_error("cannot write the results", exc)) + hint) from exc
+            error = os_error("cannot write the results", exc, folder.partial)
+            raise RunError(f"{error}{hint}") from exc
         raise
 
 

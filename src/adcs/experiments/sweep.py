@@ -29,6 +29,7 @@ from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
     config_from_dict,
+    config_from_file,
     config_to_dict,
     read_toml,
 )
@@ -103,8 +104,11 @@ def sweep_axes(table: Mapping[str, Any]) -> list[SweepAxis]:
     return axes
 
 
-def load_with_sweep(path: str | Path) -> tuple[ExperimentConfig, list[SweepAxis]]:
-    """A configuration file and the axes of its ``[sweep]`` table (none without one)."""
+def load_with_sweep(
+    path: str | Path, *, data_path: str | None = None
+) -> tuple[ExperimentConfig, list[SweepAxis]]:
+    """A configuration file and the axes of its ``[sweep]`` table (none without one);
+    ``data_path`` as for :func:`~adcs.experiments.config.load_config`."""
     path = Path(path)
     raw = read_toml(path)
     table = raw.pop("sweep", {})
@@ -114,7 +118,7 @@ def load_with_sweep(path: str | Path) -> tuple[ExperimentConfig, list[SweepAxis]
         axes = sweep_axes(table)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    return config_from_dict(raw, source=str(path), base_dir=path.parent), axes
+    return config_from_file(raw, path, data_path=data_path), axes
 
 
 def _label(value: Any) -> str:

@@ -13,20 +13,42 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from adcs.data import Dataset, FashionMNIST, load_dataset, partition_data
+from adcs.data import DataError, Dataset, FashionMNIST, load_dataset, partition_data
 from adcs.data.synthetic import Synthetic
 from adcs.experiments.config import DataConfig
 from adcs.sim.data import ClientData, FederatedData
 
-__all__ = ["DataSource", "federate", "load_data"]
+__all__ = ["DataSource", "DataUnavailable", "federate", "load_data"]
 
 DataSource = Dataset | FashionMNIST | Synthetic
 """What a loader gives: samples in memory, or a generated population."""
 
 
+class DataUnavailable(DataError):
+    """The data cannot be read (missing, unreadable, not a file): a failure of the input data,
+    never of the results folder, whatever operating-system error it came as."""
+
+
 def load_data(data: DataConfig) -> DataSource:
-    """The configured data set, loaded (files checked as each loader does)."""
-    return load_dataset(data.dataset, **data.dataset_options)
+    """The configured data set, loaded (files checked as each loader does).
+
+    Raises
+    ------
+    DataUnavailable
+        A file or folder of the data cannot be read (the message names it and says why).
+    ChecksumError, DataError
+        From the loader: a file is not the expected one, or is malformed.
+    """
+    try:
+        return load_dataset(data.dataset, **data.dataset_options)
+    except FileNotFoundError as exc:
+        if exc.filename is None:  # the loaders' own messages name the file and what is wrong
+            raise DataUnavailable(str(exc)) from exc
+        raise DataUnavailable(f"cannot read {exc.filename}: {exc.strerror}") from exc
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        where = f" {exc.filename}" if exc.filename else ""
+        raise DataUnavailable(f"cannot read the data{where}: {reason}") from exc
 
 
 def _split(source: DataSource, data: DataConfig, rng: np.random.Generator) -> ClientData:
