@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adcs.dpp import alpha_of
 from adcs.schedulers.adcs import ADCS, ADCSState, Quality
+from adcs.schedulers.adcs2 import ADCS2, ADCS2State, QualityScale
 from adcs.schedulers.base import (
     NO_PROBE,
     ClientStats,
@@ -41,17 +42,20 @@ SCHEDULERS: dict[str, type] = {
     "oort": Oort,
     "fedcor": FedCor,
     "kdpp": KDPP,
+    "adcs2": ADCS2,
 }
 """The one name → class table used by configs and the command line."""
 
 __all__ = [
     "ADCS",
+    "ADCS2",
     "DELTA",
     "KDPP",
     "MD",
     "NO_PROBE",
     "OCS",
     "SCHEDULERS",
+    "ADCS2State",
     "ADCSState",
     "ClientStats",
     "ClusteredSimilarity",
@@ -65,6 +69,7 @@ __all__ = [
     "Probe",
     "ProbeKind",
     "Quality",
+    "QualityScale",
     "Scheduler",
     "Selection",
     "StaticDPP",

@@ -1,0 +1,17 @@
+#!/bin/sh
+# How results/successor/ was made (issue 23), from the repository root, with ADCS_DATA_DIR set
+# to the Fashion-MNIST folder; one core (--workers 1).
+set -e
+# 1. the diagnosis (reads results/leaderboard; a T = 1 000 run of ADCS per workload)
+python scripts/diagnose_adcs.py --leaderboard results/leaderboard > /tmp/diagnosis.md
+# 2. ADCS-2 and PowerOfChoice on the leaderboard's six workloads, seeds 0-2, T = 4 000; the
+#    PowerOfChoice runs check that this checkout reproduces the committed leaderboard exactly
+python scripts/successor_configs.py experiments/successor --seeds 0,1,2 \
+    --method adcs2 --method powerofchoice
+for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
+    adcs run "experiments/successor/$w.toml" --out "results/successor/leaderboard/$w" --workers 1
+done
+python scripts/successor_compare.py --committed results/leaderboard \
+    --new results/successor/leaderboard --entry adcs2 > results/successor/comparison.md
+# 3. the paper's setting at T = 20 000, 5 seeds (compare with results/paper's ADCS)
+adcs run experiments/successor/paper20k.toml --out results/successor/paper20k --workers 1
