@@ -3,11 +3,13 @@
 # to the Fashion-MNIST folder; one core (--workers 1).
 set -e
 # 1. the diagnosis (reads results/leaderboard; a T = 1 000 run of ADCS per workload)
-python scripts/diagnose_adcs.py --leaderboard results/leaderboard > /tmp/diagnosis.md
-# 2. ADCS-2 and PowerOfChoice on the leaderboard's six workloads, seeds 0-2, T = 4 000; the
-#    PowerOfChoice runs check that this checkout reproduces the committed leaderboard exactly
+python scripts/diagnose_adcs.py --leaderboard results/leaderboard  # its tables are in DIAGNOSIS.md
+# 2. ADCS-2 on the leaderboard's six workloads, seeds 0-2, T = 4 000; with PowerOfChoice on m6
+#    and bernoulli, to check that this checkout reproduces the committed leaderboard exactly
 python scripts/successor_configs.py experiments/successor --seeds 0,1,2 \
-    --method adcs2 --method powerofchoice
+    --workloads m6,bernoulli --method adcs2 --method powerofchoice
+python scripts/successor_configs.py experiments/successor --seeds 0,1,2 \
+    --workloads paper,dirichlet,soft_skew,clients100 --method adcs2
 for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
     adcs run "experiments/successor/$w.toml" --out "results/successor/leaderboard/$w" --workers 1
 done
