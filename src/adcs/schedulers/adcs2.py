@@ -17,9 +17,10 @@ kernel and the quality are built from, one change per failure mode measured in
   unchanged when every loss is multiplied by c > 0 or shifted, so θ weighs quality against
   diversity the same way on every workload and at every point of training.
 * **Slots per group** — with standardised quality the quality term's spread no longer shrinks
-  with the losses' scale; at the default θ one standard deviation of loss is worth more log-det
-  than a second client of a group costs (about 3.6–4 in log d², diagnosis part 3), so a group far
-  behind the others can take several slots in one round.
+  with the losses' scale: at the default θ = 0.7 one standard deviation of loss is worth
+  2α = 2.33 in log weight, so a group 1.5–2 standard deviations above the rest outweighs what a
+  second client of the same group costs in log det (about 3–4 in log d², diagnosis part 3) and
+  can take several slots in one round.
 
 Algorithm, round t (available clients A_t, |A_t| = n):
 
@@ -36,11 +37,11 @@ Cost per round (client computations): n loss evaluations and m updates, as Power
 rounds of step 1's update probe, n updates instead of the n loss evaluations (a handful of rounds
 at the start, when every client is seen for the first time, plus n every R rounds with
 ``refresh_every = R``). Server: O(m · n · dim) for the greedy (features path, no n × n matrix)
-and O(n log n) for the ranks.
+and O(n) for the z-scores (O(n log n) for ranks).
 
-What it gives up: (i) memory of O(N · dim) for the cache of directions — the design's
-"O(active · dim)" rule is kept only with the simulator's ``sketch_dim`` (the scheduler then caches
-k-dimensional sketches) or small N; (ii) a client rarely selected keeps an old direction (the
+What it gives up: (i) memory of O(N · dim) for the cache of directions, against the design's
+"O(active · dim)" rule (docs/design.md §4) — O(N · k) with the simulator's ``sketch_dim = k``
+(the scheduler then sees and caches k-dimensional sketches); (ii) a client rarely selected keeps an old direction (the
 kernel is as stale as the client is unpopular); (iii) like PowerOfChoice it trusts the clients'
 reported losses and is biased by design (no reweighting: the aggregate is not an unbiased
 estimate of the full gradient); (iv) standardising amplifies noise when all clients' true losses
