@@ -60,9 +60,12 @@ def _pm(score: lb.Score, metric: str) -> str:
 
 
 def workload_rows(committed: Path, new: Path, name: str, entries: list[str]) -> dict[str, Any]:
-    old_records, old_acc = lb.workload_scores(committed, name)
-    new_records, new_acc = lb.workload_scores(new, name)
-    check = reproduced(new / name, new_records, committed / name, old_records)
+    """Scores and placings of one workload; ``name`` is a folder of both, or ``OLD:NEW``."""
+    old_name, _, new_name = name.partition(":")
+    new_name = new_name or old_name
+    old_records, old_acc = lb.workload_scores(committed, old_name)
+    new_records, new_acc = lb.workload_scores(new, new_name)
+    check = reproduced(new / new_name, new_records, committed / old_name, old_records)
     added = [r for r in new_records if r.method in entries]
     records = old_records + added
     scores, _ = lb.scores_of(name, records, {**old_acc, **new_acc})
@@ -130,7 +133,11 @@ def main() -> None:
     parser.add_argument("--committed", type=Path, default=Path("results/leaderboard"))
     parser.add_argument("--new", type=Path, required=True)
     parser.add_argument("--entry", action="append", required=True, help="method name(s) to add")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help="folder names in both, or OLD:NEW pairs (e.g. paper:paper20k)",
+    )
     args = parser.parse_args()
     print("\n".join(report(args.committed, args.new, args.entry, args.workloads.split(","))))
 

@@ -17,3 +17,5 @@ python scripts/successor_compare.py --committed results/leaderboard \
     --new results/successor/leaderboard --entry adcs2 > results/successor/comparison.md
 # 3. the paper's setting at T = 20 000, 5 seeds (compare with results/paper's ADCS)
 adcs run experiments/successor/paper20k.toml --out results/successor/paper20k --workers 1
+python scripts/successor_compare.py --committed results --new results/successor \
+    --workloads paper:paper20k --entry adcs2 > results/successor/paper20k.md
