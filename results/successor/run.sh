@@ -19,3 +19,11 @@ python scripts/successor_compare.py --committed results/leaderboard \
 adcs run experiments/successor/paper20k.toml --out results/successor/paper20k --workers 1
 python scripts/successor_compare.py --committed results --new results/successor \
     --workloads paper:paper20k --entry adcs2 > results/successor/paper20k.md
+# 4. seeds 3-4 on the two workloads where ADCS-2 ties the best (PowerOfChoice) with 3 seeds
+python scripts/successor_configs.py experiments/successor/seeds34 --seeds 3,4 \
+    --workloads dirichlet,clients100 --method adcs2 --method powerofchoice
+for w in dirichlet clients100; do
+    adcs run "experiments/successor/seeds34/$w.toml" --out "results/successor/seeds34/$w" --workers 1
+    python scripts/successor_paired.py --a adcs2 --b powerofchoice results/leaderboard/$w \
+        "results/successor/leaderboard/$w" "results/successor/seeds34/$w"
+done
