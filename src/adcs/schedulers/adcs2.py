@@ -40,12 +40,12 @@ at the start, when every client is seen for the first time, plus n every R round
 and O(n) for the z-scores (O(n log n) for ranks).
 
 What it gives up: (i) memory of O(N · dim) for the cache of directions, against the design's
-"O(active · dim)" rule (docs/design.md §4) — O(N · k) with the simulator's ``sketch_dim = k``
-(the scheduler then sees and caches k-dimensional sketches); (ii) a client rarely selected keeps an old direction (the
-kernel is as stale as the client is unpopular); (iii) like PowerOfChoice it trusts the clients'
-reported losses and is biased by design (no reweighting: the aggregate is not an unbiased
-estimate of the full gradient); (iv) standardising amplifies noise when all clients' true losses
-are equal (then the choice is close to random, as it should be).
+"O(active · dim)" rule (docs/design.md §4) — O(N · k) with the simulator's ``sketch_dim = k`` (the
+scheduler then sees and caches k-dimensional sketches); (ii) a client rarely selected keeps an old
+direction (the kernel is as stale as the client is unpopular); (iii) like PowerOfChoice it trusts
+the clients' reported losses and is biased by design (no reweighting: the aggregate is not an
+unbiased estimate of the full gradient); (iv) standardising amplifies noise when all clients' true
+losses are equal (then the choice is close to random, as it should be).
 """
 
 from __future__ import annotations
