@@ -312,3 +312,23 @@ def test_the_summary_can_be_rewritten_from_the_workloads_alone(tmp_path: Path, b
     lb.summarize_leaderboard(copy)
     for name in ("leaderboard.csv", "ranks.csv", "summary.json", "report.md"):
         assert (copy / name).read_bytes() == (board / name).read_bytes(), name
+
+
+def test_a_table_row_without_runs_is_named_in_the_report_not_claimed(
+    tmp_path: Path, board: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a leaderboard runs every row of the table; a row added later has no runs in an earlier
+    # leaderboard, and its report must not claim to cover it
+    import shutil
+
+    from adcs.schedulers import Uniform
+
+    assert "added to the table after this run" not in (board / "report.md").read_text()
+    copy = tmp_path / "copy"
+    shutil.copytree(board, copy)
+    monkeypatch.setitem(SCHEDULERS, "newcomer", Uniform)
+    lb.summarize_leaderboard(copy)
+    report = (copy / "report.md").read_text()
+    assert "name table at its defaults (except newcomer, added to the table after this run)" in (
+        " ".join(report.split())
+    )

@@ -10,6 +10,7 @@ import pytest
 from adcs.rounds import check_selection
 from adcs.schedulers import (
     ADCS,
+    ADCS2,
     DELTA,
     KDPP,
     OCS,
@@ -22,6 +23,7 @@ from adcs.schedulers import (
     Uniform,
 )
 from adcs.schedulers.adcs import Quality
+from adcs.schedulers.adcs2 import QualityScale
 from adcs.schedulers.clustered_similarity import Distance
 from tests.schedulers.fake_runtime import gather, run_rounds
 
@@ -56,6 +58,12 @@ VARIANTS: dict[str, list[dict]] = {
         {"theta": 0.0, "refresh_every": 1},
         {"quality": Quality.GRAD_NORM},
     ],
+    "adcs2": [
+        {},
+        {"theta": 0.0},
+        {"theta": 1.0},
+        {"quality_scale": QualityScale.NORMAL_SCORES, "refresh_every": 3},
+    ],
 }
 """Hyperparameter variants of every row of ``SCHEDULERS``; a row without one fails the table test."""
 
@@ -78,6 +86,9 @@ BAD_HYPERPARAMETERS = [
     (ADCS, {"m": 5, "candidates": 0}, "candidates"),
     (ADCS, {"m": 5, "theta": 1.2}, "theta"),
     (ADCS, {"m": 5, "theta": -0.1}, "theta"),
+    (ADCS2, {"m": 5, "theta": 1.5}, "theta"),
+    (ADCS2, {"m": 5, "quality_scale": "zscore"}, "quality_scale"),
+    (ADCS2, {"m": 5, "refresh_every": 0}, "refresh_every"),
     (ADCS, {"m": 5, "refresh_every": 0}, "refresh_every"),
     (ADCS, {"m": 5, "quality": "loss"}, "quality"),
     (ADCS, {"m": 5, "gamma": 0.3}, "comm_score"),
@@ -200,7 +211,16 @@ def test_too_few_clients_raise_and_too_few_available_are_all_selected(name):
             assert selection.weights.shape == clients.shape
 
 
-OBSERVING = {"divfl-1", "clustered_similarity", "clustered_similarity-1", "oort", "oort-1"}
+OBSERVING = {
+    "divfl-1",
+    "clustered_similarity",
+    "clustered_similarity-1",
+    "oort",
+    "oort-1",
+    "adcs2",
+    "adcs2-1",
+    "adcs2-3",
+}
 """Variants whose ``observe`` uses the selected clients' reports (the simulator calls it only then)."""
 
 

@@ -38,6 +38,7 @@ from adcs.experiments.leaderboard import (
 from adcs.experiments.report import FINAL_FRACTION, RunRecord
 from adcs.experiments.runner import _write_csv, _write_json
 from adcs.experiments.timing import TARGET_FRACTION, Estimate
+from adcs.schedulers import SCHEDULERS
 
 __all__ = ["paper_adcs", "write_summary"]
 
@@ -307,9 +308,13 @@ def _preamble(
 ) -> list[str]:
     entries = list(dict.fromkeys(s.label for w in names for s in scores[w]))
     seeds = sorted({len(c["seeds"]) for c in contexts.values()})
+    # a leaderboard runs every row of the table, so a row without runs joined it afterwards
+    ran = {s.method for w in names for s in scores[w]}
+    missing = [name for name in SCHEDULERS if name not in ran]
+    later = f" (except {_list(missing)}, added to the table after this run)" if missing else ""
     out = [
         f"{len(entries)} entries on {len(names)} workloads ({_list(names)}): every scheduler of "
-        "adcs's name table at its defaults, and ADCS at θ ∈ {"
+        f"adcs's name table at its defaults{later}, and ADCS at θ ∈ {{"
         + ", ".join(f"{t:g}" for t in THETAS)
         + f"}} (R = {REFRESH_EVERY}) and with fresh quality (θ = {PAPER_THETA:g}). Each workload's "
         "runs are in its own results folder (linked below); the methods of a seed share "

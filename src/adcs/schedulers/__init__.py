@@ -12,6 +12,7 @@ from adcs.dpp import alpha_of
 from adcs.registry import Registry
 from adcs.schedulers._common import BasicState, SchedulerBase
 from adcs.schedulers.adcs import ADCS, ADCSState, Quality
+from adcs.schedulers.adcs2 import ADCS2, ADCS2State, QualityScale
 from adcs.schedulers.base import (
     NO_PROBE,
     ClientStats,
@@ -52,6 +53,7 @@ SCHEDULERS: Registry[Scheduler] = Registry(
         "oort": Oort,
         "fedcor": FedCor,
         "kdpp": KDPP,
+        "adcs2": ADCS2,
     },
     requires=("init", "probe", "select", "observe"),
 )
@@ -60,12 +62,14 @@ SCHEDULERS: Registry[Scheduler] = Registry(
 
 __all__ = [
     "ADCS",
+    "ADCS2",
     "DELTA",
     "KDPP",
     "MD",
     "NO_PROBE",
     "OCS",
     "SCHEDULERS",
+    "ADCS2State",
     "ADCSState",
     "BasicState",
     "ClientStats",
@@ -80,6 +84,7 @@ __all__ = [
     "Probe",
     "ProbeKind",
     "Quality",
+    "QualityScale",
     "Scheduler",
     "SchedulerBase",
     "Selection",

@@ -1,0 +1,29 @@
+#!/bin/sh
+# How results/successor/ was made (issue 23), from the repository root, with ADCS_DATA_DIR set
+# to the Fashion-MNIST folder; one core (--workers 1).
+set -e
+# 1. the diagnosis (reads results/leaderboard; a T = 1 000 run of ADCS per workload)
+python scripts/diagnose_adcs.py --leaderboard results/leaderboard  # its tables are in DIAGNOSIS.md
+# 2. ADCS-2 on the leaderboard's six workloads, seeds 0-2, T = 4 000; with PowerOfChoice on m6
+#    and bernoulli, to check that this checkout reproduces the committed leaderboard exactly
+python scripts/successor_configs.py experiments/successor --seeds 0,1,2 \
+    --workloads m6,bernoulli --method adcs2 --method powerofchoice
+python scripts/successor_configs.py experiments/successor --seeds 0,1,2 \
+    --workloads paper,dirichlet,soft_skew,clients100 --method adcs2
+for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
+    adcs run "experiments/successor/$w.toml" --out "results/successor/leaderboard/$w" --workers 1
+done
+python scripts/successor_compare.py --committed results/leaderboard \
+    --new results/successor/leaderboard --entry adcs2 > results/successor/comparison.md
+# 3. the paper's setting at T = 20 000, 5 seeds (compare with results/paper's ADCS)
+adcs run experiments/successor/paper20k.toml --out results/successor/paper20k --workers 1
+python scripts/successor_compare.py --committed results --new results/successor \
+    --workloads paper:paper20k --entry adcs2 > results/successor/paper20k.md
+# 4. seeds 3-4 on the two workloads where ADCS-2 ties the best (PowerOfChoice) with 3 seeds
+python scripts/successor_configs.py experiments/successor/seeds34 --seeds 3,4 \
+    --workloads dirichlet,clients100 --method adcs2 --method powerofchoice
+for w in dirichlet clients100; do
+    adcs run "experiments/successor/seeds34/$w.toml" --out "results/successor/seeds34/$w" --workers 1
+    python scripts/successor_paired.py --a adcs2 --b powerofchoice results/leaderboard/$w \
+        "results/successor/leaderboard/$w" "results/successor/seeds34/$w"
+done

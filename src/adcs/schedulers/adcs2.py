@@ -1,0 +1,279 @@
+"""ADCS-2: per-round determinantal scheduling over the clients available now (issue 23).
+
+A successor to ADCS (:mod:`adcs.schedulers.adcs`) that keeps its objective — the greedy MAP of the
+m-DPP L = Q C Q, Q = diag(e^{α s}), α = θ / (2(1 − θ)) (paper eq. 6–9) — and changes what the
+kernel and the quality are built from, one change per failure mode measured in
+``results/successor/DIAGNOSIS.md``:
+
+* **Availability** — the selection is a fresh MAP every round over the clients available *now*,
+  never a subset frozen at a refresh and topped up at random. The diversity kernel C = ΦᵀΦ (eq. 5)
+  is built from each client's *last known* update direction φ_n = Δ_n / ‖Δ_n‖, cached: a client's
+  direction is refreshed whenever its update is seen — when it is selected (the protocol's
+  ``observe`` hands over the selected clients' updates, which are computed anyway) or probed.
+* **Stale quality** — the quality is the client's loss at the current model w⁽ᵗ⁾ on one minibatch,
+  probed every round for every available client (PowerOfChoice's probe).
+* **θ's scale** — the losses are put on a scale-free footing before α multiplies them: z-scores
+  (default) or normal scores of their ranks, over the clients available this round. Either is
+  unchanged when every loss is multiplied by c > 0 or shifted, so θ weighs quality against
+  diversity the same way on every workload and at every point of training.
+* **Slots per group** — with standardised quality the quality term's spread no longer shrinks
+  with the losses' scale: at the default θ = 0.7 one standard deviation of loss is worth
+  2α = 2.33 in log weight, so a group 1.5–2 standard deviations above the rest outweighs what a
+  second client of the same group costs in log det (about 3–4 in log d², diagnosis part 3) and
+  can take several slots in one round.
+
+Algorithm, round t (available clients A_t, |A_t| = n):
+
+1. probe — the loss of every client of A_t at w⁽ᵗ⁾ on one minibatch; or, when a client of A_t has no
+   cached direction yet (round 0; a client seen for the first time) or a periodic refresh is due
+   (``refresh_every``), the update of every client of A_t (its loss comes free with it);
+2. s = standardise(loss) over A_t; w_n = 2α (s_n − median s) (the log weights of eq. 7);
+3. S = greedy MAP (:meth:`adcs.schedulers._common.Pool.greedy_map`, the incremental-Cholesky
+   greedy of :mod:`adcs.dpp`) of size min(m, n) over A_t with the cached directions; at θ = 1 the
+   top m by loss (exactly PowerOfChoice);
+4. observe — the returned clients' updates replace their cached directions.
+
+Cost per round (client computations): n loss evaluations and m updates, as PowerOfChoice; in the
+rounds of step 1's update probe, n updates instead of the n loss evaluations (a handful of rounds
+at the start, when every client is seen for the first time, plus n every R rounds with
+``refresh_every = R``). Server: O(m · n · dim) for the greedy (features path, no n × n matrix)
+and O(n) for the z-scores (O(n log n) for ranks).
+
+What it gives up: (i) memory of O(N · dim) for the cache of directions, against the design's
+"O(active · dim)" rule (docs/design.md §4) — O(N · k) with the simulator's ``sketch_dim = k`` (the
+scheduler then sees and caches k-dimensional sketches); (ii) a client rarely selected keeps an old
+direction (the kernel is as stale as the client is unpopular); (iii) like PowerOfChoice it trusts
+the clients' reported losses and is biased by design (no reweighting: the aggregate is not an
+unbiased estimate of the full gradient); (iv) standardising amplifies noise when all clients' true
+losses are equal (then the choice is close to random, as it should be).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+from scipy.special import ndtri
+
+from adcs._validate import check_int, check_unit_interval
+from adcs.dpp import alpha_of, unit_rows
+from adcs.schedulers._common import UPDATES_OF_ALL, BasicState, Pool, SchedulerBase, fill_from
+from adcs.schedulers.adcs import log_weights
+from adcs.schedulers.base import (
+    BoolArray,
+    ClientStats,
+    FloatArray,
+    IntArray,
+    Probe,
+    ProbeKind,
+    Selection,
+    check_available,
+    finite_rows,
+    top_m,
+)
+
+LOSSES_OF_ALL = Probe(ProbeKind.LOSSES)
+
+
+class QualityScale(enum.Enum):
+    """How the probed losses are put on a scale-free footing before α multiplies them."""
+
+    ZSCORE = "zscore"
+    """(loss − mean) / standard deviation over the available clients (0 when all are equal)."""
+    NORMAL_SCORES = "normal_scores"
+    """Φ⁻¹((rank − ½) / n): the normal quantile of each loss's rank (ties share their mean rank).
+    Bounded (|s| ≤ Φ⁻¹(1 − 1/(2n))) and blind to outliers."""
+
+
+def standardise(losses: FloatArray, scale: QualityScale) -> FloatArray:
+    """Scale-free quality scores s of shape (n,) from losses of shape (n,) (all finite).
+
+    Both forms are invariant to ``losses`` ↦ a · losses + b for any a > 0 and b.
+
+    Parameters
+    ----------
+    losses : ndarray of shape (n,)
+    scale : QualityScale
+
+    Returns
+    -------
+    ndarray of shape (n,), float64; all zeros when every loss is equal.
+    """
+    x = np.asarray(losses, dtype=np.float64)
+    if x.size == 0:
+        return x.copy()
+    if scale is QualityScale.ZSCORE:
+        centred = x - x.mean()
+        sd = float(np.sqrt(np.mean(centred**2)))
+        # below rounding of the mean, the differences are noise of the arithmetic, not of loss
+        if sd <= 1e-12 * max(1.0, float(np.abs(x).max())):
+            return np.zeros_like(x)
+        return np.asarray(centred / sd)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based mean rank of each value
+    return np.asarray(ndtri((mean_rank[inverse] - 0.5) / x.size))
+
+
+@dataclass(frozen=True, eq=False)
+class ADCS2State(BasicState):
+    """Per-run state: the cached update direction of every client seen so far.
+
+    Attributes
+    ----------
+    directions : ndarray of shape (n_clients, dim), float32, or None
+        Row n is φ_n = Δ_n / ‖Δ_n‖ of client n's last seen update (0 where none); ``None`` until
+        the first update is seen.
+    known : ndarray of bool, shape (n_clients,) or None
+        Which rows of ``directions`` hold a direction.
+    refreshed_at : int
+        Round of the last update probe of every available client (−1 before the first).
+    """
+
+    directions: FloatArray | None = None
+    known: BoolArray | None = None
+    refreshed_at: int = -1
+
+
+def _cache(state: ADCS2State, clients: IntArray, updates: FloatArray) -> ADCS2State:
+    """``state`` with the directions of ``clients`` (rows of ``updates``) replaced.
+
+    Rows that are not finite or are zero carry no direction and leave the cache as it was.
+    """
+    rows = np.asarray(updates)
+    if rows.ndim != 2 or rows.shape[0] != clients.shape[0] or rows.shape[0] == 0:
+        return state
+    idx = np.flatnonzero(finite_rows(rows))
+    if idx.size == 0:
+        return state
+    phi = unit_rows(rows[idx])
+    nonzero = np.any(phi != 0, axis=1)
+    target, phi = clients[idx[nonzero]], phi[nonzero]
+    if state.directions is None or state.directions.shape[1] != rows.shape[1]:
+        directions = np.zeros((state.n_clients, rows.shape[1]), dtype=np.float32)
+        known = np.zeros(state.n_clients, dtype=bool)
+    else:
+        directions, known = state.directions.copy(), np.asarray(state.known).copy()
+    directions[target] = phi
+    known[target] = True
+    return replace(state, directions=directions, known=known)
+
+
+@dataclass(frozen=True)
+class ADCS2(SchedulerBase[ADCS2State]):
+    """ADCS-2: the m-DPP's greedy MAP every round over the available clients (module docstring).
+
+    Parameters
+    ----------
+    m : int
+        Clients per round.
+    theta : float
+        θ ∈ [0, 1], the quality–diversity trade-off of eq. 6 on standardised quality: the log
+        weight of a client is 2α s_n with α = θ / (2(1 − θ)) and s_n its standardised loss. 0 is
+        pure diversity; 1 is top-m by loss (PowerOfChoice).
+    quality_scale : QualityScale
+        How losses are standardised over the available clients: z-scores (default: a group
+        far behind keeps the size of its lead) or normal scores of ranks (bounded, blind to
+        outliers, but a lead counts at most about one standard deviation).
+    refresh_every : int or None
+        R ≥ 1: every R rounds, probe the updates (not only the losses) of every available client
+        and refresh all their cached directions (+n updates, −n loss evaluations that round).
+        ``None`` (default): directions are refreshed only as clients are selected, and probed
+        once when first seen — PowerOfChoice's cost.
+
+    Notes
+    -----
+    Clients whose probed loss (or probed update) is missing or non-finite are chosen only to keep
+    the selection full, after every usable client.
+    """
+
+    named_params: ClassVar[tuple[str, ...]] = ("theta",)
+
+    theta: float = 0.7
+    quality_scale: QualityScale = QualityScale.ZSCORE
+    refresh_every: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_unit_interval("theta", self.theta)
+        if not isinstance(self.quality_scale, QualityScale):
+            raise ValueError(
+                f"quality_scale must be a QualityScale ({[q.value for q in QualityScale]}), "
+                f"got {self.quality_scale!r}"
+            )
+        if self.refresh_every is not None:
+            check_int("refresh_every", self.refresh_every)
+
+    @property
+    def alpha(self) -> float:
+        """α = θ / (2(1 − θ)) (eq. 7), applied to standardised quality."""
+        return alpha_of(self.theta)
+
+    @property
+    def observes_updates(self) -> bool:
+        """The selected clients' updates refresh their cached directions (none needed at θ = 1)."""
+        return self.theta < 1.0
+
+    def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> ADCS2State:
+        return ADCS2State(n_clients, self._check_init(n_clients, data_sizes))
+
+    def _refresh_due(self, state: ADCS2State, round_idx: int) -> bool:
+        return self.refresh_every is not None and (
+            state.refreshed_at < 0 or round_idx - state.refreshed_at >= self.refresh_every
+        )
+
+    def probe(
+        self, state: ADCS2State, round_idx: int, available: BoolArray, rng: np.random.Generator
+    ) -> Probe:
+        available, _ = check_available(available, state.n_clients, self.m)
+        if self.theta >= 1.0:
+            return LOSSES_OF_ALL  # top-m by loss needs no direction
+        if state.known is None or (available & ~state.known).any():
+            return UPDATES_OF_ALL
+        return UPDATES_OF_ALL if self._refresh_due(state, round_idx) else LOSSES_OF_ALL
+
+    def select(
+        self, state: ADCS2State, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, ADCS2State]:
+        available, k = check_available(stats.available, state.n_clients, self.m)
+        if stats.losses is None:
+            raise ValueError("ADCS2 needs probed losses but stats.losses is None")
+        if stats.updates is not None and stats.n_probed:
+            state = _cache(state, stats.clients, stats.updates)
+            if self.refresh_every is not None:
+                state = replace(state, refreshed_at=round_idx)
+        usable = stats.usable()
+        clients = stats.clients[usable].astype(np.intp)
+        losses = np.asarray(stats.losses, dtype=np.float64)[usable]
+        by_loss = clients[top_m(losses, clients.size)]
+        if self.theta >= 1.0 or state.known is None or clients.size == 0:
+            order = by_loss[:k]
+        else:
+            order = self._map(state, clients, losses, k)
+            rest = by_loss[~np.isin(by_loss, order)]
+            order = np.concatenate([order, rest])  # clients without a direction, by loss
+        return Selection(fill_from(order, available, k, rng, stats.non_finite())), state
+
+    def _map(self, state: ADCS2State, clients: IntArray, losses: FloatArray, k: int) -> IntArray:
+        """Greedy MAP of min(k, ·) of ``clients`` that have a direction, as client indices."""
+        assert state.directions is not None and state.known is not None
+        scores = standardise(losses, self.quality_scale)
+        has_dir = state.known[clients]
+        if not has_dir.any():
+            return np.empty(0, dtype=np.intp)
+        pool = Pool(clients[has_dir], None, state.directions[clients[has_dir]])
+        weights = log_weights(self.alpha, scores[has_dir], np.ones(pool.size, dtype=bool))
+        return pool.greedy_map(weights, np.ones(pool.size, dtype=bool), k)
+
+    def observe(
+        self,
+        state: ADCS2State,
+        round_idx: int,
+        clients: IntArray,
+        updates: FloatArray,
+        losses: FloatArray | None,
+    ) -> ADCS2State:
+        if not self.observes_updates:
+            return state
+        return _cache(state, np.asarray(clients, dtype=np.intp), updates)
