@@ -105,7 +105,8 @@ def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
     out = tmp_path / "lb"
     name = f"{PLUGIN}:LowestIndex"
     args = ["leaderboard", "--workloads", str(workload), "--entries", f"{name},uniform"]
-    result = runner.invoke(cli.app, [*args, "--set", "methods.14.offset=1", "--out", str(out)])
+    key = f'methods."{name}".offset=1'  # a method by its name, quoted: it holds dots
+    result = runner.invoke(cli.app, [*args, "--set", key, "--out", str(out)])
     assert result.exit_code == 0, result.output
     with (out / "leaderboard.csv").open() as f:
         entries = list(csv.DictReader(f))

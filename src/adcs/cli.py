@@ -671,7 +671,7 @@ def leaderboard(
             metavar="NAMES",
             help="Comma-separated schedulers to rank beside the built-in entries, at their "
             "defaults: your own by import path ('mypkg.selection:MyScheduler') or entry point "
-            "(set their parameters with --set methods.N.KEY=VALUE, N their position).",
+            "(set their parameters with --set 'methods.\"mypkg.selection:MyScheduler\".KEY=VALUE').",
         ),
     ] = None,
     seeds: Seeds = None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
@@ -56,12 +56,12 @@ def import_path(path: str) -> Any:
     return obj
 
 
-class Registry(Mapping[str, type[T]], Generic[T]):
+class Registry(MutableMapping[str, type[T]], Generic[T]):
     """A table of built-in classes by name that also resolves import paths and entry points.
 
-    Iterating, ``len`` and ``in`` see the built-in names only (the suites built from the table,
-    e.g. the leaderboard's entries, stay what the project ships); :meth:`resolve` and ``[]``
-    accept the other two forms too.
+    Iterating, ``len`` and ``in`` see the table's own names only (the suites built from the
+    table, e.g. the leaderboard's entries, stay what the project ships); :meth:`resolve` and
+    ``[]`` accept the other two forms too. ``table[name] = cls`` adds a name in this process.
 
     Parameters
     ----------
@@ -110,9 +110,11 @@ class Registry(Mapping[str, type[T]], Generic[T]):
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {sorted(self._builtins)})"
 
-    def register(self, name: str, cls: type[T]) -> None:
-        """Add a built-in name (for code that builds its own table at run time)."""
+    def __setitem__(self, name: str, cls: type[T]) -> None:
         self._builtins[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._builtins[name]
 
     def entry_points(self) -> dict[str, str]:
         """The names this group's entry points declare, with their import paths."""

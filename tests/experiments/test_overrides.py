@@ -33,6 +33,8 @@ runner = CliRunner()
             {"kind": "bernoulli", "p": 0.5},
         ),
         (" sim.rounds = 40 ", ("sim", "rounds"), 40),
+        ('methods."pkg.mod:Mine".k=2', ("methods", "pkg.mod:Mine", "k"), 2),
+        ("data.label='a=b'", ("data", "label"), "a=b"),
     ],
 )
 def test_a_value_is_toml_or_a_bare_word(text: str, parts: tuple[str, ...], value: Any) -> None:

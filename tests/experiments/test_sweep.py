@@ -27,11 +27,18 @@ def test_values_are_a_comma_list_or_a_toml_array() -> None:
     assert avail.values == ({"kind": "always"}, {"kind": "bernoulli", "p": 0.5})
     assert parse_sweep("data.dataset=digits,fashion-mnist").values == ("digits", "fashion-mnist")
     assert sweep_axes({"m": [2, 3]}) == [SweepAxis(("m",), (2, 3))]
+    nested = {"data": {"partition": {"alpha": [0.1, 1.0]}}, "methods.adcs.theta": [0.6]}
+    assert sweep_axes(nested) == [
+        SweepAxis(("data", "partition", "alpha"), (0.1, 1.0)),
+        SweepAxis(("methods", "adcs", "theta"), (0.6,)),
+    ]
+    quoted = parse_sweep('methods."pkg.mod:Mine".k=1,2')
+    assert quoted.key == ("methods", "pkg.mod:Mine", "k") and quoted.values == (1, 2)
     for text, message in [
         ("m", "expected KEY=V1,V2"),
         ("m=2,2", "repeats a value"),
         ("m=[]", "at least one value"),
-        ("a..b=1,2", "must be a dotted key"),
+        ("a..b=1,2", "expected KEY=V1,V2"),
     ]:
         with pytest.raises(ConfigError, match=message):
             parse_sweep(text)

@@ -4,7 +4,7 @@ An override is a dotted key and a TOML value: ``data.partition.alpha=0.1``,
 ``sim.availability={kind="bernoulli", p=0.5}``, ``seeds=[0, 1, 2]``. A bare word is a string
 (``data.dataset=digits``). Inside ``methods`` the second part names the methods an override
 applies to, by position (``methods.0.theta=0.9``) or by scheduler name (``methods.adcs.theta=0.9``:
-every method of that name).
+every method of that name; quote a name holding dots, ``methods."mypkg.sel:Mine".k=1``).
 
 The configuration is written back to its document (:func:`~adcs.experiments.config.config_to_dict`),
 edited, and validated again by :func:`~adcs.experiments.config.config_from_dict`, so an override
@@ -34,13 +34,20 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Assignment", "apply_assignments", "parse_assignment", "parse_value", "with_sets"]
+__all__ = [
+    "Assignment",
+    "apply_assignments",
+    "parse_assignment",
+    "parse_key",
+    "parse_value",
+    "split_assignment",
+    "with_sets",
+]
 
 Assignment = tuple[tuple[str, ...], Any]
 """A parsed override: the dotted key's parts and the value."""
 
 _BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/+-]*")
-_KEY_PART = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def parse_assignment(text: str) -> Assignment:
@@ -52,16 +59,42 @@ def parse_assignment(text: str) -> Assignment:
         Without ``=``, with an empty or malformed key, or a value that is neither TOML nor a bare
         word.
     """
-    key, sep, raw = text.partition("=")
-    key, raw = key.strip(), raw.strip()
-    parts = tuple(key.split("."))
-    if not sep or not key or not all(_KEY_PART.fullmatch(p) for p in parts):
+    key, sep, raw = split_assignment(text)
+    parts = parse_key(key) if sep and key else None
+    if parts is None:
         raise ConfigError(
             f"--set {text!r}: expected KEY=VALUE with a dotted key, e.g. data.partition.alpha=0.1"
         )
     if not raw:
         raise ConfigError(f"--set {key}: the value is missing (KEY=VALUE)")
     return parts, parse_value(raw, f"--set {key}")
+
+
+def split_assignment(text: str) -> tuple[str, str, str]:
+    """``KEY=VALUE`` at the first ``=`` outside a quoted part of the key."""
+    quote = ""
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "=":
+            return text[:i].strip(), "=", text[i + 1 :].strip()
+    return text.strip(), "", ""
+
+
+def parse_key(key: str) -> tuple[str, ...] | None:
+    """A dotted key's parts as TOML reads them (``methods."pkg.mod:Name".m`` quotes a part that
+    holds dots), or None when it is no TOML key."""
+    try:
+        node: Any = tomllib.loads(f"{key} = 0")
+    except tomllib.TOMLDecodeError:
+        return None
+    parts = []
+    while isinstance(node, dict) and len(node) == 1:
+        ((name, node),) = node.items()
+        parts.append(name)
+    return tuple(parts) if parts and node == 0 and all(parts) else None
 
 
 def parse_value(raw: str, where: str) -> Any:

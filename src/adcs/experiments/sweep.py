@@ -34,7 +34,7 @@ from adcs.experiments.config import (
     read_toml,
 )
 from adcs.experiments.leaderboard import LeaderboardOutcome, run_leaderboard
-from adcs.experiments.overrides import apply_assignments, parse_value
+from adcs.experiments.overrides import apply_assignments, parse_key, parse_value, split_assignment
 
 __all__ = [
     "SweepAxis",
@@ -48,7 +48,6 @@ __all__ = [
 
 SWEEP_CSV = "sweep.csv"
 SWEEP_FIGURE = "sweep.png"
-_KEY_PART = re.compile(r"[A-Za-z0-9_-]+")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+-]+")
 
 
@@ -68,7 +67,7 @@ class SweepAxis:
 
     def __post_init__(self) -> None:
         name = ".".join(self.key)
-        if not self.key or not all(_KEY_PART.fullmatch(p) for p in self.key):
+        if not self.key or not all(self.key):
             raise ConfigError(f"sweep key {name!r} must be a dotted key, e.g. data.partition.alpha")
         if not self.values:
             raise ConfigError(f"sweep {name}: give at least one value")
@@ -82,25 +81,30 @@ class SweepAxis:
 
 def parse_sweep(text: str) -> SweepAxis:
     """``"data.partition.alpha=0.1,0.3,1"`` (or ``KEY=[…]``, a TOML array) → :class:`SweepAxis`."""
-    key, sep, raw = text.partition("=")
-    key, raw = key.strip(), raw.strip()
-    if not sep or not raw:
+    key, sep, raw = split_assignment(text)
+    parts = parse_key(key) if sep and raw else None
+    if parts is None:
         raise ConfigError(f"--sweep {text!r}: expected KEY=V1,V2,… (or KEY=[V1, V2])")
     where = f"--sweep {key}"
     if raw.startswith("["):
         values = parse_value(raw, where)
     else:
         values = [parse_value(v.strip(), where) for v in raw.split(",") if v.strip()]
-    return SweepAxis(tuple(key.split(".")), tuple(values))
+    return SweepAxis(parts, tuple(values))
 
 
-def sweep_axes(table: Mapping[str, Any]) -> list[SweepAxis]:
-    """A ``[sweep]`` table (``"data.partition.alpha" = [0.1, 0.3]``) as axes, in order."""
+def sweep_axes(table: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[SweepAxis]:
+    """A ``[sweep]`` table as axes, in order: ``"data.partition.alpha" = [0.1, 0.3]``, or the
+    same key written as nested tables (``data.partition.alpha = [...]`` unquoted)."""
     axes = []
     for key, values in table.items():
-        if not isinstance(values, list):
-            raise ConfigError(f"sweep.{key} must be an array of values, got {values!r}")
-        axes.append(SweepAxis(tuple(key.split(".")), tuple(values)))
+        parts = (*prefix, *key.split("."))
+        if isinstance(values, Mapping):
+            axes.extend(sweep_axes(values, parts))
+        elif isinstance(values, list):
+            axes.append(SweepAxis(parts, tuple(values)))
+        else:
+            raise ConfigError(f"sweep.{'.'.join(parts)} must be an array of values, got {values!r}")
     return axes
 
 
