@@ -1,9 +1,7 @@
-"""Rewrite the command-line reference in ``README.md`` and the site's page from the ``adcs`` app.
+"""Rewrite the site's command-line reference page, ``docs/reference/cli.md``, from the ``adcs`` app.
 
-In the README the reference sits between the ``<!-- cli-reference:start -->`` and
-``<!-- cli-reference:end -->`` markers; on the documentation site it is the page
-``docs/reference/cli.md``. :func:`adcs.cli.reference_markdown` generates both, and
-``tests/test_readme.py`` and ``tests/test_docs.py`` fail when either holds another text.
+:func:`adcs.cli.reference_markdown` generates it; ``tests/test_readme.py`` and
+``tests/test_docs.py`` fail when the page holds another text.
 
 Usage::
 
@@ -19,16 +17,7 @@ from pathlib import Path
 from adcs.cli import reference_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 PAGE = ROOT / "docs" / "reference" / "cli.md"
-START, END = "<!-- cli-reference:start -->\n", "<!-- cli-reference:end -->"
-
-
-def rewrite(text: str) -> str:
-    """``text`` with the reference between the markers replaced by the generated one."""
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return head + START + reference_markdown() + END + tail
 
 
 def page() -> str:
@@ -46,19 +35,14 @@ def page() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--check", action="store_true", help="fail if the README or the page is out of date"
-    )
+    parser.add_argument("--check", action="store_true", help="fail if the page is out of date")
     args = parser.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
-    new = rewrite(text)
     old_page = PAGE.read_text(encoding="utf-8") if PAGE.is_file() else ""
     if args.check:
-        stale = [p.name for p, ok in ((README, new == text), (PAGE, old_page == page())) if not ok]
-        for name in stale:
-            print(f"{name}: the command-line reference is out of date", file=sys.stderr)
-        return 1 if stale else 0
-    README.write_text(new, encoding="utf-8")
+        if old_page != page():
+            print(f"{PAGE.name}: the command-line reference is out of date", file=sys.stderr)
+            return 1
+        return 0
     PAGE.write_text(page(), encoding="utf-8")
     return 0
 

@@ -1,6 +1,6 @@
-"""The README's command-line reference, generated from the Typer app of :mod:`adcs.cli`.
+"""The command-line reference page, generated from the Typer app of :mod:`adcs.cli`.
 
-``python scripts/cli_reference.py`` writes it between the README's ``cli-reference`` markers;
+``python scripts/cli_reference.py`` writes it to ``docs/reference/cli.md``;
 ``tests/test_readme.py`` fails when they disagree.
 """
 
@@ -18,8 +18,8 @@ __all__ = ["reference_markdown"]
 def reference_markdown(app: typer.Typer) -> str:
     """The command-line reference (every command, argument and option), as markdown.
 
-    The README holds this text between ``<!-- cli-reference -->`` markers; a test checks they
-    agree, and ``python scripts/cli_reference.py`` rewrites it.
+    ``docs/reference/cli.md`` holds this text; a test checks they agree, and
+    ``python scripts/cli_reference.py`` rewrites it.
     """
     import click
 
