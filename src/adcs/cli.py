@@ -23,7 +23,7 @@ import re
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -33,20 +33,23 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import click
 import typer
 import typer.core
-from rich.markup import escape
 
 from adcs.cli_display import (
     _RECEIVED,
-    Display,
     _configure_logging,
     _limit_blas_threads,
     _Lines,  # noqa: F401 - the progress lines, as tests reach them (cli._Lines)
-    _print_leaderboard,
-    _print_summary,
-    _progress,
     _Terminated,
     console,
-    err_console,
+    fail,
+)
+from adcs.cli_runs import (
+    _reproduce_theory,
+    default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
+    _run,
+    _run_leaderboard,
+    _run_sweep,
+    _theory_writer,
 )
 from adcs.experiments.config import (
     ConfigError,
@@ -59,8 +62,7 @@ from adcs.experiments.overrides import with_sets
 from adcs.rounds import SelectionError
 
 if TYPE_CHECKING:
-    from adcs.experiments.distributed import ShardExecutor
-    from adcs.experiments.sweep import SweepAxis
+    pass
 
 
 class _OneLineGroup(typer.core.TyperGroup):
@@ -140,10 +142,7 @@ EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 # errors, signals, logging
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    # escaped: messages name TOML tables such as [sim.system], which are not markup
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
+_fail = fail
 
 
 @contextmanager
@@ -257,15 +256,6 @@ def _main(
     _limit_blas_threads(blas_threads)
 
 
-def default_workers() -> int:
-    """Half the CPUs this process may use, at most 4, at least 1 (polite on a shared machine)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus // 2))
-
-
 # ---------------------------------------------------------------------------------------------
 # configurations
 
@@ -338,104 +328,6 @@ def _reproduce_config(target: Target) -> ExperimentConfig | None:
     if target is Target.all:
         return merge_configs([packaged_config(n) for n in EXPERIMENT_TARGETS], name="all")
     return packaged_config(target.value)
-
-
-TheoryWriter = Callable[[Path, Display], Mapping[str, Any]]
-
-
-REAL_PROBE_ROUNDS = {True: 50, False: 200}
-"""Rounds of full-participation training before the real Fashion-MNIST updates are probed."""
-
-
-def _theory_writer(quick: bool, seed: int, *, data: Path | None = None) -> TheoryWriter:
-    """A function writing the theory check into a folder, with progress on the given display.
-
-    Besides the synthetic grid, the check measures the paper's quantities on real Fashion-MNIST
-    updates of the paper's setting (groups as clusters), probed after a few training rounds.
-    """
-    try:
-        from adcs.experiments.theory_check import fashion_mnist_probe
-    except ImportError as exc:
-        raise _fail(f"the theory check is not available: {exc}", code=1) from exc
-
-    def write(folder: Path, display: Display) -> Mapping[str, Any]:
-        from adcs.experiments.theory_check import write_theory_check
-
-        rounds = REAL_PROBE_ROUNDS[quick]
-        probe = fashion_mnist_probe(rounds, seed, data_path=data)
-        report = write_theory_check(folder, **_theory_args(quick, seed, probe, rounds, display))
-        return {"theory": {"report": str(Path(report).relative_to(folder.parent))}}
-
-    return write
-
-
-def _theory_args(
-    quick: bool, seed: int, probe: Any, rounds: int, display: Display
-) -> dict[str, Any]:
-    return {
-        "quick": quick,
-        "seed": seed,
-        "progress": display.tracker("theory", "cases"),
-        "real_updates": probe.updates,
-        "real_groups": probe.groups,
-        "real_quality": probe.losses,
-        "real_description": (
-            f"Fashion-MNIST, the paper's setting, probed after {rounds} rounds of"
-            " full-participation training (one local step, batch 16, η_ℓ = 0.001)"
-        ),
-    }
-
-
-def _run(
-    config: ExperimentConfig,
-    out: Path,
-    *,
-    force: bool,
-    resume: bool,
-    quick: bool,
-    workers: int | None,
-    checkpoint_every: int | None,
-    theory: TheoryWriter | None = None,
-    ray_address: str | None = None,
-) -> None:
-    from adcs.experiments.runner import check_output, expand_runs, run_experiment
-
-    check_output(config, out, force=force, resume=resume)
-    n_runs = len(expand_runs(config))
-    console.print(
-        f"[bold]{config.name}[/]: {n_runs} distinct runs × {config.sim.rounds} rounds, "
-        f"seeds {list(config.seeds)}, m = {config.m}" + _where(workers, ray_address)
-    )
-    command = shlex.join(["adcs", *sys.argv[1:]])
-    with _executor(ray_address) as executor, _progress() as display:
-        finalize = None if theory is None else (lambda tmp: theory(tmp / "theory", display))
-        outcome = run_experiment(
-            config, out, overwrite=force, resume=resume, quick=quick, finalize=finalize,
-            workers=workers if workers is not None or resume else default_workers(),
-            checkpoint_every=checkpoint_every, command=command,
-            progress=display.tracker(config.name, "rounds"),
-            extra_manifest={"command": command}, executor=executor,
-        )  # fmt: skip
-    _print_summary(outcome)
-
-
-def _where(workers: int | None, ray_address: str | None) -> str:
-    """What the first line says of where the runs go: the workers asked for, or the cluster."""
-    if ray_address is not None:
-        return f", shards on the Ray cluster at {ray_address}"
-    return f", {workers} worker(s)" if workers is not None else ""
-
-
-@contextmanager
-def _executor(address: str | None) -> Iterator[ShardExecutor | None]:
-    """No executor (a local run), or a connection to the Ray cluster at ``address``."""
-    if address is None:
-        yield None
-        return
-    from adcs.experiments.distributed import RayExecutor
-
-    with RayExecutor(address) as executor:
-        yield executor
 
 
 # ---------------------------------------------------------------------------------------------
@@ -579,22 +471,6 @@ def reproduce(
     )  # fmt: skip
 
 
-def _reproduce_theory(out: Path, *, quick: bool, data: Path | None, force: bool) -> None:
-    from adcs.experiments.theory_check import fashion_mnist_probe, run_theory_check
-
-    rounds = REAL_PROBE_ROUNDS[quick]
-    with _progress() as display:
-        probe = fashion_mnist_probe(rounds, 0, data_path=data)
-        try:
-            report = run_theory_check(
-                out, overwrite=force, command=shlex.join(["adcs", *sys.argv[1:]]),
-                **_theory_args(quick, 0, probe, rounds, display),
-            )  # fmt: skip
-        except ValueError as exc:
-            raise _fail(str(exc), code=1) from None
-    console.print(f"Theory check: [bold]{report.parent}[/]\n  report: {report}")
-
-
 @app.command()
 @_one_line_errors
 def run(
@@ -711,82 +587,6 @@ def leaderboard(
         configs, folder, quick=quick, force=force, resume=resume, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
     )  # fmt: skip
-
-
-def _run_leaderboard(
-    configs: Sequence[ExperimentConfig],
-    out: Path,
-    *,
-    quick: bool,
-    force: bool,
-    resume: bool,
-    workers: int | None,
-    checkpoint_every: int | None,
-    ray_address: str | None,
-) -> None:
-    from adcs.experiments.leaderboard import run_leaderboard
-    from adcs.experiments.runner import expand_runs
-
-    n_runs = sum(len(expand_runs(c)) for c in configs)
-    console.print(
-        f"[bold]leaderboard[/]: {len(configs)} workloads, {n_runs} distinct runs"
-        + _where(workers, ray_address)
-    )
-    for c in configs:
-        console.print(f"  {c.name}: {len(expand_runs(c))} runs × {c.sim.rounds} rounds, "
-                      f"seeds {list(c.seeds)}, m = {c.m}")  # fmt: skip
-    command = shlex.join(["adcs", *sys.argv[1:]])
-
-    def announce(name: str, state: str) -> None:
-        if state == "done":
-            console.print(f"{name}: finished earlier, kept")
-        elif state == "resume":
-            console.print(f"{name}: resuming from its checkpoint")
-
-    with _executor(ray_address) as executor, _progress() as display:
-        outcome = run_leaderboard(
-            configs, out, quick=quick, force=force, resume=resume, executor=executor,
-            workers=workers if workers is not None or resume else default_workers(),
-            checkpoint_every=checkpoint_every, command=command, on_workload=announce,
-            progress=lambda name: display.tracker(name, "rounds"),
-        )  # fmt: skip
-    _print_leaderboard(outcome)
-
-
-def _run_sweep(
-    config: ExperimentConfig,
-    axes: Sequence[SweepAxis],
-    out: Path,
-    *,
-    force: bool,
-    resume: bool,
-    workers: int | None,
-    checkpoint_every: int | None,
-    ray_address: str | None,
-) -> None:
-    from adcs.experiments.runner import expand_runs
-    from adcs.experiments.sweep import run_sweep, sweep_points
-
-    points = sweep_points(config, axes)
-    n_runs = sum(len(expand_runs(c)) for _, c in points)
-    swept = ", ".join(a.name for a in axes)
-    console.print(
-        f"[bold]{config.name}[/]: a sweep over {swept}: {len(points)} points, {n_runs} distinct "
-        f"runs × {config.sim.rounds} rounds" + _where(workers, ray_address)
-    )
-    command = shlex.join(["adcs", *sys.argv[1:]])
-    with _executor(ray_address) as executor, _progress() as display:
-        outcome = run_sweep(
-            config, axes, out, force=force, resume=resume, executor=executor,
-            workers=workers if workers is not None or resume else default_workers(),
-            checkpoint_every=checkpoint_every, command=command,
-            progress=lambda name: display.tracker(name, "rounds"),
-        )  # fmt: skip
-    console.print(f"Sweep: [bold]{outcome.folder}[/]" + (" (resumed)" if outcome.resumed else ""))
-    console.print(f"  report: {outcome.report}")
-    console.print(
-        f"  table: {outcome.folder / 'sweep.csv'}; figure: {outcome.folder / 'sweep.png'}"
-    )
 
 
 def _bench_candidates(name: str) -> list[Path]:

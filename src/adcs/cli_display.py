@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
@@ -36,6 +38,15 @@ if TYPE_CHECKING:
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print the one ``error:`` line and return the exit to raise (2: bad input, 1: failed)."""
+    # escaped: messages name TOML tables such as [sim.system], which are not markup
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
 PROGRESS_LINE_EVERY_S = 10.0
 """Seconds between plain-text progress lines when stderr is not a terminal."""
 
