@@ -45,11 +45,11 @@ from adcs.cli_display import (
 )
 from adcs.cli_runs import (
     _reproduce_theory,
-    default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
     _run,
     _run_leaderboard,
     _run_sweep,
     _theory_writer,
+    default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
 )
 from adcs.experiments.config import (
     ConfigError,
