@@ -518,3 +518,20 @@ def test_make_subset_script_is_deterministic(
     assert subset.is_subset and subset.checksums == first
     assert np.bincount(subset.train_labels).tolist() == [2] * 10
     np.testing.assert_array_equal(subset.test_images, data.test_images[:10])
+
+
+@pytest.mark.parametrize("sub", [("FashionMNIST", "raw"), ("raw",)])
+def test_torchvisions_layout_is_found_under_the_given_folder(
+    tmp_path: Path, sub: tuple[str, ...]
+) -> None:
+    from tests.paths import FILES, full_data_dir, has_full_data
+
+    if not has_full_data():
+        pytest.skip("the full Fashion-MNIST files are not in this workplace")
+    raw = tmp_path.joinpath(*sub)
+    raw.mkdir(parents=True)
+    for name in FILES:  # what torchvision.datasets.FashionMNIST(root, download=True) leaves
+        (raw / name).symlink_to(full_data_dir() / name)
+    assert fm.find_fashion_mnist(tmp_path) == raw
+    data = fm.load_fashion_mnist(tmp_path)
+    assert data.train_images.shape == (60000, 784) and not data.is_subset

@@ -12,7 +12,9 @@ The data set of the paper's experiment (Sec. 6; Xiao, Rasul and Vollgraf 2017) i
 6. offline, the small real subset shipped with the package (with a logged warning; the returned
    :class:`FashionMNIST` has ``is_subset=True``).
 
-A location counts as found when it holds all four official ``.gz`` files. Every file read is
+A location counts as found when it holds all four official ``.gz`` files, itself or in
+torchvision's layout below it (``FashionMNIST/raw/`` or ``raw/``, as
+``torchvision.datasets.FashionMNIST(root, download=True)`` leaves them). Every file read is
 verified against the official MD5 of the ``.gz`` file; a re-compressed copy (Debian rewrites the gzip
 header) is accepted when the MD5 of its decompressed content matches the official one. A file that
 fails both checks is an error naming the file and both sums: a corrupt full data set is never
@@ -492,8 +494,23 @@ def _folder_problem(directory: Path) -> str | None:
     return "; ".join(said) if said else None
 
 
+_TORCHVISION_LAYOUT = (Path("FashionMNIST", "raw"), Path("raw"))
+"""Where torchvision's ``FashionMNIST(root, download=True)`` keeps the official files."""
+
+
+def _layout(directory: Path) -> Path:
+    """``directory``, or torchvision's ``FashionMNIST/raw/`` (or ``raw/``) inside it when that
+    holds the four files and ``directory`` itself does not."""
+    if not _missing_files(directory):
+        return directory
+    for sub in _TORCHVISION_LAYOUT:
+        if not _missing_files(directory / sub):
+            return directory / sub
+    return directory
+
+
 def _explicit_directory(path: str | os.PathLike[str], description: str = "the given path") -> Path:
-    directory = Path(path).expanduser()
+    directory = _layout(Path(path).expanduser())
     problem = _folder_problem(directory)
     if problem is not None:
         raise FileNotFoundError(
@@ -509,6 +526,7 @@ def _find(path: str | os.PathLike[str] | None) -> tuple[str, Path] | None:
         if description == f"${ENV_VAR}":
             # a folder the user named is used or refused, never skipped for another one
             return description, _explicit_directory(directory, description)
+        directory = _layout(directory)
         missing = _missing_files(directory)
         if not missing:
             return description, directory
