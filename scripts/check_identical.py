@@ -6,8 +6,9 @@ they write byte for byte:
 
 - every ``experiments/*.toml`` except ``attacks.toml``, through ``adcs run``;
 - the leaderboard suite (every file of ``experiments/leaderboard/``, each with all the
-  leaderboard's entries), through ``adcs leaderboard --quick``, and its optional workloads
-  (``experiments/leaderboard/optional/``) in a second, shorter call;
+  leaderboard's entries), through ``adcs leaderboard --quick`` at 40 rounds, and with
+  ``--optional`` its optional workloads (``experiments/leaderboard/optional/``: LeNet-5, 17
+  entries, minutes even at 4 rounds) in a second call;
 - ``experiments/attacks.toml`` through ``adcs bench attacks``.
 
 The old version is a commit, written out of git into a temporary folder (``git archive``: the
@@ -91,8 +92,9 @@ class Check:
     args: tuple[str, ...]
 
 
-def shipped_checks(tree: Path) -> list[Check]:
-    """Every shipped configuration of ``tree``, at the reduced length."""
+def shipped_checks(tree: Path, with_optional: bool = False) -> list[Check]:
+    """Every shipped configuration of ``tree``, at the reduced length (``with_optional``: and the
+    leaderboard's optional workloads)."""
     checks = []
     common = ["--checkpoint-every", str(CHECKPOINT_EVERY), "--workers", str(WORKERS)]
     for path in sorted((tree / "experiments").glob("*.toml")):
@@ -108,9 +110,9 @@ def shipped_checks(tree: Path) -> list[Check]:
     suite = ",".join(sorted(p.stem for p in board.glob("*.toml")))
     optional = ",".join(sorted(p.stem for p in (board / "optional").glob("*.toml")))
     quick = ["leaderboard", "--quick", "--out", "{out}", "--checkpoint-every", "25"]
-    length = ["--rounds", "60", "--seeds", str(SEEDS), "--workers", str(WORKERS)]
+    length = ["--rounds", "40", "--seeds", str(SEEDS), "--workers", str(WORKERS)]
     checks.append(Check("leaderboard", (*quick, "--workloads", suite, *length)))
-    if optional:  # run only when named; LeNet-5 again, so shorter still
+    if optional and with_optional:  # run only when named; LeNet-5 again, so shorter still
         length = ["--rounds", "4", "--seeds", "1", "--workers", "1"]
         checks.append(Check("leaderboard optional", (*quick, "--workloads", optional, *length)))
     attacks = ["bench", "attacks", "--out", "{out}", "--rounds", "60", "--seeds", "0,1"]
@@ -220,6 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--data", default=None, help="Fashion-MNIST folder, as $ADCS_DATA_DIR (default: the lookup)"
     )
     parser.add_argument("--only", default=None, help="comma-separated substrings of check names")
+    parser.add_argument(
+        "--optional", action="store_true", help="also the leaderboard's optional workloads (slow)"
+    )
     parser.add_argument("--keep", default=None, help="work in this new folder and keep it")
     args = parser.parse_args(argv)
     repo = Path(__file__).resolve().parents[1]
@@ -227,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = Path(args.keep) if args.keep else Path(scratch)
         old_tree = export_commit(repo, args.old, work / "old-tree")
         new_tree = repo if args.new is None else export_commit(repo, args.new, work / "new-tree")
-        checks = shipped_checks(new_tree)
+        checks = shipped_checks(new_tree, args.optional)
         if args.only:
             wanted = args.only.split(",")
             checks = [c for c in checks if any(w in c.name for w in wanted)]
