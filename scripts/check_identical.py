@@ -28,9 +28,10 @@ Compared files (:data:`DATA_SUFFIXES`): every ``.csv``, ``.npz`` and ``.json`` a
 ``leaderboard.csv`` and ``ranks.csv`` — byte for byte, with one exception: ``manifest.json``
 records when, where and with what a run was made, so it is compared with the keys of
 :data:`VOLATILE_MANIFEST_KEYS` removed (times, wall seconds, the command line and output paths,
-package versions, the git commit, the platform); every other key — the configuration, the seeds,
-the runs, the data checksums — must be equal. Not compared: text reports (``.md``, which quote
-wall times) and figures (``.png``). A data file present on one side only is a difference.
+package versions, the git commit, the platform, the machine's load); every other key — the
+configuration, the seeds, the runs, the data checksums — must be equal. Not compared: text
+reports (``.md``, which quote wall times) and figures (``.png``). A data file present on one
+side only is a difference.
 
 Usage::
 
@@ -71,6 +72,7 @@ VOLATILE_MANIFEST_KEYS = frozenset(
         "simulation_wall_s",
         "run_wall_s",
         "sessions",  # start times, pids and wall seconds of each session
+        "load_average",  # the machine's load while the attack bench ran
     }
 )
 """Top-level keys of ``manifest.json`` that record how a run was made, not what it computed."""
