@@ -65,7 +65,7 @@ import numpy as np
 from adcs.adversary import capture_ratio, honest_accuracy, selection_rates
 from adcs.experiments.adversary import AttackSettings, DefenceSettings, adversarial_run
 from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
-from adcs.experiments.runner import _federated_data, expand_runs
+from adcs.experiments.plan import _federated_data, expand_runs
 from adcs.experiments.workload import DataSource, load_data
 from adcs.sim import RunResult, RunSpec, simulate
 

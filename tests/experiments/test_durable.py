@@ -13,7 +13,7 @@ import pytest
 
 from adcs.data import FashionMNIST
 from adcs.experiments import folder as folder_module
-from adcs.experiments import runner
+from adcs.experiments import plan
 from adcs.experiments.config import ConfigError, config_from_dict
 from adcs.experiments.folder import ResultsFolder, RunError, write_npz
 from adcs.experiments.runner import RunInterrupted, load_records, run_experiment
@@ -90,7 +90,7 @@ def test_a_run_stopped_right_after_a_checkpoint_resumes_to_identical_files(
         if count[0] == 3:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "MEMORY_BUDGET_BYTES", 1)  # one run per batch: 10 batches
+    monkeypatch.setattr(plan, "MEMORY_BUDGET_BYTES", 1)  # one run per batch: 10 batches
     config = config_from_dict(DOC)
     split = tmp_path / "split"  # batches share no products: the numbers differ in the last bits
     run_experiment(config, split, dataset=synthetic, checkpoint_every=0)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from adcs.data import FashionMNIST
-from adcs.experiments import runner
+from adcs.experiments import execute, runner
 from adcs.experiments.config import (
     ConfigError,
     ModelSettings,
@@ -157,7 +157,7 @@ def test_a_bad_factory_stops_the_run_before_any_round(
     def no_rounds(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a round ran")
 
-    monkeypatch.setattr(runner, "simulate", no_rounds)
+    monkeypatch.setattr(execute, "simulate", no_rounds)
     config = config_from_dict(with_model({"kind": "torch", "factory": factory}))
     out = tmp_path / "results" / "t"
     with pytest.raises(ConfigError) as err:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from adcs.data import FashionMNIST
-from adcs.experiments import runner
+from adcs.experiments import execute, plan
 from adcs.experiments.config import (
     ConfigError,
     config_from_dict,
@@ -211,7 +211,7 @@ def test_existing_output_is_refused_before_any_work(
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("simulate must not be called")
 
-    monkeypatch.setattr(runner, "simulate", boom)
+    monkeypatch.setattr(execute, "simulate", boom)
     with pytest.raises(RunError, match="adcs did not write"):
         run_experiment(config_from_dict(TINY), out, dataset=synthetic)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
@@ -232,7 +232,7 @@ def test_a_failed_run_leaves_nothing(
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("simulated crash")
 
-    monkeypatch.setattr(runner, "simulate", fail)
+    monkeypatch.setattr(execute, "simulate", fail)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_experiment(config_from_dict(TINY), tmp_path / "new" / "out", dataset=synthetic)
     assert list(tmp_path.iterdir()) == []
@@ -262,7 +262,7 @@ def test_overwrite_replaces_only_an_adcs_results_folder(
 def test_batches_split_by_memory_budget_change_nothing(
     tmp_path: Path, synthetic: FashionMNIST, tiny_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runner, "MEMORY_BUDGET_BYTES", 1)  # one run per batch
+    monkeypatch.setattr(plan, "MEMORY_BUDGET_BYTES", 1)  # one run per batch
     calls: list[tuple[int, int]] = []
     run_experiment(
         config_from_dict({**TINY, "outputs": []}), tmp_path / "split", dataset=synthetic,

@@ -144,7 +144,7 @@ def test_non_finite_statistics_are_counted_and_logged_once(
     data: FederatedData, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = SimConfig(rounds=5, batch_size=4, local_lr=1e38, eval_every=5)  # diverges at once
-    with caplog.at_level(logging.WARNING, logger="adcs.sim.engine"):
+    with caplog.at_level(logging.WARNING, logger="adcs.sim"):
         (result,) = simulate([RunSpec(BrokenProbe(m=2), 0, "broken")], data, config)
     warnings = [r for r in caplog.records if "NaN or infinite" in r.getMessage()]
     assert len(warnings) == 1

@@ -12,7 +12,7 @@ from adcs.data.synthetic import Synthetic
 from adcs.schedulers import ADCS, OCS, DivFL, PowerOfChoice, Uniform
 from adcs.schedulers.base import ClientStats, Probe, ProbeKind, Selection
 from adcs.sim import BernoulliAvailability, RunSpec, SimConfig, simulate
-from adcs.sim import engine as engine_module
+from adcs.sim import evaluate as evaluate_module
 
 from .conftest import make_data
 
@@ -77,8 +77,8 @@ def test_blockwise_evaluation_equals_the_kept_one(monkeypatch: pytest.MonkeyPatc
     spec = [RunSpec(ADCS(m=4, refresh_every=2), 0, "a"), RunSpec(Uniform(m=4), 0, "u")]
     config = SimConfig(rounds=6, eval_every=3, local_lr=0.05)
     kept = simulate(spec, data, config)
-    monkeypatch.setattr(engine_module, "_EVAL_CACHE_BYTES", 0)
-    monkeypatch.setattr(engine_module, "_EVAL_BLOCK_ROWS", 17)  # blocks cut through clients
+    monkeypatch.setattr(evaluate_module, "_EVAL_CACHE_BYTES", 0)
+    monkeypatch.setattr(evaluate_module, "_EVAL_BLOCK_ROWS", 17)  # blocks cut through clients
     blocks = simulate(spec, data, config)
     for a, b in zip(kept, blocks, strict=True):
         np.testing.assert_array_equal(a.client_acc, b.client_acc)

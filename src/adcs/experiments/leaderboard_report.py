@@ -36,7 +36,7 @@ from adcs.experiments.leaderboard import (
     workload_scores,
 )
 from adcs.experiments.report import FINAL_FRACTION, RunRecord
-from adcs.experiments.runner import _write_csv, _write_json
+from adcs.experiments.results import _write_csv, _write_json
 from adcs.experiments.timing import TARGET_FRACTION, Estimate
 from adcs.schedulers import SCHEDULERS
 

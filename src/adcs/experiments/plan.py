@@ -1,0 +1,354 @@
+"""Plan an experiment: its configuration → distinct runs, the data they run on, batches.
+
+:func:`expand_runs` turns a configuration into distinct runs — one :class:`~adcs.sim.RunSpec` per
+(method, hyperparameters, seed); the same run asked for twice (e.g. ADCS θ = 0.8, R = 20 by
+Figures 1, 2 and 3) is made once. :func:`_prepare` loads and partitions the data, checks the
+simulator's settings against them, builds the model and cuts the runs into *batches* (runs
+simulated together by one :func:`~adcs.sim.engine.simulate` call: the runs of one seed share
+minibatches, and memory bounds a batch's size). :func:`resume_identity` and
+:func:`config_differences` say what a resume compares.
+
+Words: a *batch* is what one ``simulate`` call advances; a *shard* (:mod:`adcs.experiments.execute`)
+is one seed of one batch, the unit an executor runs elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adcs.data import Dataset, FashionMNIST, Partition, partition_data
+from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
+from adcs.experiments.adversary import adversarial_run
+from adcs.experiments.bounds import check_clients
+from adcs.experiments.config import ConfigError, DataConfig, ExperimentConfig, config_to_dict
+from adcs.experiments.workload import DataSource, federate, load_data
+from adcs.schedulers.base import Scheduler
+from adcs.sim.data import ClientData
+from adcs.sim.engine import RunSpec, SimConfig, check_simulation
+from adcs.sim.model import Model
+
+__all__ = [
+    "MEMORY_BUDGET_BYTES",
+    "config_differences",
+    "data_folders",
+    "expand_runs",
+    "make_partition",
+    "resume_identity",
+    "sim_settings",
+]
+
+MEMORY_BUDGET_BYTES = 1 << 30
+"""Rough memory allowed per batch of runs; larger grids are split into several batches."""
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-able, comparable form of a hyperparameter value."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    digest = hashlib.sha1(json.dumps(value, sort_keys=True).encode()).hexdigest()[:8]
+    return f"h{digest}"
+
+
+def _resolved_params(scheduler: Scheduler) -> dict[str, Any]:
+    """Every hyperparameter of a built scheduler except ``m``, canonicalised."""
+    if not dataclasses.is_dataclass(scheduler):
+        return {}
+    return {
+        f.name: _canonical(getattr(scheduler, f.name))
+        for f in dataclasses.fields(scheduler)
+        if f.init and f.name != "m"
+    }
+
+
+def _default_params(cls: type[Any]) -> dict[str, Any]:
+    if not dataclasses.is_dataclass(cls):
+        return {}
+    return {
+        f.name: _canonical(f.default)
+        for f in dataclasses.fields(cls)
+        if f.init and f.default is not dataclasses.MISSING
+    }
+
+
+def _variant_name(
+    method: str, params: Mapping[str, Any], defaults: Mapping[str, Any], named: Sequence[str]
+) -> str:
+    """The method, its named hyperparameters, then any other off its default (sorted)."""
+    parts = [method]
+    for key in named:
+        if key in params:
+            parts.append(f"{key}={_fmt_value(params[key])}")
+    for key in sorted(params):
+        if key not in named and (key not in defaults or params[key] != defaults[key]):
+            parts.append(f"{key}={_fmt_value(params[key])}")
+    return "-".join(parts)
+
+
+def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
+    """Every distinct run of ``config``: methods × hyperparameter grid × seeds, duplicates removed.
+
+    Two entries giving the same hyperparameters (explicitly or by default) yield one run. Order:
+    configuration order of the first appearance, seeds innermost. Each run's ``meta`` holds its
+    ``method``, ``variant`` (the run id without the seed) and ``params`` (every hyperparameter
+    but ``m``, JSON-able).
+    """
+    planned: dict[tuple[str, str, int], RunSpec] = {}
+    for method in config.methods:
+        cls = method.scheduler_class
+        defaults = _default_params(cls)
+        named = tuple(getattr(cls, "named_params", ()))
+        for point in method.grid():
+            scheduler = method.build(config.m, point)
+            params = _resolved_params(scheduler)
+            variant = _variant_name(method.name, params, defaults, named)
+            identity = json.dumps(params, sort_keys=True, default=str)
+            for seed in config.seeds:
+                key = (method.name, identity, seed)
+                if key not in planned:
+                    meta = {"method": method.name, "variant": variant, "params": params}
+                    spec = RunSpec(scheduler, seed, f"{variant}-seed={seed}", meta)
+                    planned[key] = _adversarial(spec, config)
+    runs = list(planned.values())
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):  # two identities formatted alike: should not happen
+        raise ConfigError(f"run identifiers collide: {sorted(i for i in ids if ids.count(i) > 1)}")
+    return runs
+
+
+def _adversarial(spec: RunSpec, config: ExperimentConfig) -> RunSpec:
+    """The run under the configuration's ``[sim.attack]`` and ``[sim.defence]`` (if any).
+
+    The scheduler is wrapped (lies told to a defended server) and the aggregation hook set (a
+    poison, a robust rule); ``meta["malicious"]`` lists the run's malicious clients.
+    """
+    attack, defence = config.sim.attack, config.sim.defence
+    if attack is None and defence is None:
+        return spec
+    n = config.data.total_clients
+    if n is None:  # the malicious set is drawn before the data are loaded
+        raise ConfigError(
+            "[sim.attack] and [sim.defence] need a configuration that fixes N "
+            f"(dataset {config.data.dataset!r} with partition {config.data.partition!r} does not)"
+        )
+    scheduler, aggregator = adversarial_run(spec.scheduler, spec.seed, n, attack, defence)
+    malicious = [] if attack is None else list(attack.malicious(spec.seed, n))
+    meta = {**spec.meta, "malicious": malicious}
+    return dataclasses.replace(spec, scheduler=scheduler, meta=meta, aggregator=aggregator)
+
+
+def make_partition(
+    dataset: Dataset | FashionMNIST, data: DataConfig, rng: np.random.Generator
+) -> Partition:
+    """The clients' shares of ``dataset`` that ``data`` describes, drawn with ``rng``.
+
+    The partition of :data:`adcs.data.PARTITIONS` named by ``data.partition``, with its
+    parameters.
+    """
+    return partition_data(str(data.partition), dataset, rng, **data.partition_params)
+
+
+def _partition_error(exc: ValueError, data: DataConfig) -> str:
+    """A partition's refusal, naming the configuration key the user can change."""
+    text = str(exc)
+    where = "data" if data.flat else "data.partition"
+    for key in ("train_per_client", "test_per_client"):
+        if text.startswith(key) and key in data.partition_params:
+            return f"{where}.{text}"
+    if text.startswith("n_clients="):
+        count = (
+            f"{where}.n_groups × {where}.clients_per_group"
+            if data.partition == "paper_groups"
+            else f"{where}.n_clients"
+        )
+        return f"{count} = {data.total_clients}: {text.split(': ', 1)[1]}"
+    return f"data: partition {data.partition!r}: {text}"
+
+
+def sim_settings(config: ExperimentConfig, n_clients: int | None = None) -> SimConfig:
+    """The simulator's configuration of ``config`` (a trace or device profile is read here).
+
+    ``n_clients``: the population, when the data decide it (FEMNIST's writers); default the
+    configured one (1 while unknown: a trace is checked again once the data are read).
+
+    Raises
+    ------
+    ConfigError
+        The ``[sim]`` table cannot be built (e.g. an unreadable trace).
+    """
+    if n_clients is None:
+        n_clients = config.data.total_clients
+    try:
+        return config.sim.build(n_clients if n_clients is not None else 1)
+    except (TypeError, ValueError) as exc:
+        where = "" if str(exc).startswith("sim.") else "sim: "  # the key when it names none
+        raise ConfigError(f"{config.source}: {where}{exc}") from exc
+
+
+def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int | None, ClientData]:
+    """Client data: one entry (key None) shared by every run, or one per training seed."""
+    try:
+        return federate(dataset, config.data, config.seeds)
+    except ValueError as exc:
+        raise ConfigError(f"{config.source}: {_partition_error(exc, config.data)}") from exc
+
+
+def _runs_per_batch(data: ClientData, config: SimConfig, m: int, dim: int) -> int:
+    """How many runs fit one batch under :data:`MEMORY_BUDGET_BYTES` (a rough, generous estimate).
+
+    Per run: its weights, the updates of a probe of every client available in a round and their
+    gradients (n_available × dim each, float32, the worst case; ``dim`` is the model's; cost
+    follows the active clients),
+    its selection records, and its logits on the evaluated clients' test data.
+    """
+    n_eval = min(data.n_clients if config.eval_clients is None else config.eval_clients,
+                 data.n_clients)  # fmt: skip
+    n_test = int(data.test_sizes.mean() * n_eval)  # the evaluated clients' test samples
+    active = int(config.availability.mask(0, 0, data.groups).sum())
+    records = 5 * config.rounds * m + 8 * config.eval_rounds.size * n_eval
+    per_run = 4 * dim * (3 * active + 8) + 8 * n_test * data.n_classes * 3 + records
+    return max(1, min(512, MEMORY_BUDGET_BYTES // per_run))
+
+
+def _batches(
+    plan: Sequence[RunSpec],
+    fed: Mapping[int | None, ClientData],
+    sim_config: SimConfig,
+    dim: int,
+) -> list[tuple[ClientData, list[RunSpec]]]:
+    """The plan in batches: runs of one seed together (they share minibatches), memory bounded."""
+    out: list[tuple[ClientData, list[RunSpec]]] = []
+    m = max(int(r.scheduler.m) for r in plan)
+    for key, data in fed.items():
+        runs = sorted((r for r in plan if key is None or r.seed == key), key=lambda r: r.seed)
+        size = _runs_per_batch(data, sim_config, m, dim)
+        for i in range(0, len(runs), size):
+            out.append((data, runs[i : i + size]))
+    return out
+
+
+def data_folders(config: ExperimentConfig) -> list[Path]:
+    """The data folders a run of ``config`` may read (results must keep clear of them)."""
+    data = config.data
+    if data.dataset == "fashion-mnist":
+        return fashion_mnist_folders(data.path)
+    if data.path is None:
+        return []
+    path = Path(data.path)
+    return [path if path.is_dir() else path.parent]
+
+
+def resume_identity(config: ExperimentConfig) -> dict[str, Any]:
+    """The configuration as a resume compares it: without the data's path and the description."""
+    doc = config_to_dict(config)
+    doc["data"].pop("path", None)
+    doc.pop("description", None)
+    return doc
+
+
+def _identity(
+    config: ExperimentConfig, dataset: DataSource, plan: Sequence[RunSpec], n_batches: int
+) -> dict[str, Any]:
+    """What must be the same for a checkpoint to be resumed (the data by content, not path)."""
+    return {
+        "config": resume_identity(config),
+        "data": dict(dataset.checksums) or {"source": dataset.source},
+        "runs": [r.run_id for r in plan],
+        "batches": n_batches,
+    }
+
+
+def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(doc, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in doc.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(doc, list) and any(isinstance(v, Mapping) for v in doc):
+        out = {}
+        for i, v in enumerate(doc):
+            out.update(_flatten(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: doc}
+
+
+def config_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """``key (interrupted run: a, now: b)`` for every key whose value differs."""
+    a, b = _flatten(saved), _flatten(now)
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key, "<unset>") != b.get(key, "<unset>"):
+            out.append(
+                f"{key} (interrupted run: {a.get(key, 'unset')!r}, now: {b.get(key, 'unset')!r})"
+            )
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """An experiment made ready to simulate: its data, simulator settings, model and batches."""
+
+    dataset: DataSource
+    fed: dict[int | None, ClientData]
+    sim_config: SimConfig
+    model: Model
+    batches: list[tuple[ClientData, list[RunSpec]]]
+    identity: dict[str, Any]
+
+
+def _prepare(
+    config: ExperimentConfig,
+    plan: list[RunSpec],
+    sim_config: SimConfig,
+    dataset: DataSource | None,
+) -> _Prepared:
+    """Load and partition the data, check the settings against them, build the model, batch.
+
+    Raises
+    ------
+    ConfigError
+        The configuration does not fit the data or the model cannot be built.
+    """
+    if dataset is None:
+        dataset = load_data(config.data)
+    fed = _federated_data(dataset, config)
+    first = next(iter(fed.values()))
+    if config.m > first.n_clients:
+        raise ConfigError(
+            f"{config.source}: m={config.m} exceeds the number of clients N={first.n_clients}"
+        )
+    check_clients(config, first.n_clients)  # eval_clients ≤ N; the records fit with the real N
+    if config.data.total_clients is None:  # a trace is checked against the real N
+        sim_config = sim_settings(config, first.n_clients)
+    for data in fed.values():
+        try:
+            check_simulation(data, sim_config)
+        except ValueError as exc:
+            raise ConfigError(f"{config.source}: sim.{exc}") from exc
+    try:  # the model is built and checked on one batch before any round
+        model = config.model.build(first.input_shape, first.n_classes)
+    except ConfigError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from None
+    batches = _batches(plan, fed, sim_config, model.dim)
+    identity = _identity(config, dataset, plan, len(batches))
+    return _Prepared(dataset, fed, sim_config, model, batches, identity)

@@ -1,0 +1,210 @@
+"""What every minibatch stream of one :func:`~adcs.sim.engine.simulate` call shares.
+
+:class:`_Context` holds the data, the configuration and the model, and computes the client work a
+round asks for — availability masks, dropouts, minibatch rows, local updates and losses of
+independent (run, client) jobs in memory-bounded calls — from counter-based streams
+(:mod:`adcs.streams`), so nothing depends on which other jobs are computed with them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from adcs.schedulers.base import ClientStats
+from adcs.sim.availability import AlwaysAvailable, TraceAvailability
+from adcs.sim.data import ClientData
+from adcs.sim.model import LogisticRegression, Model, SharedInputs, local_update
+from adcs.sim.spec import BoolArray, F32Array, F64Array, IntArray, SimConfig
+from adcs.sim.system import ClientTimes, client_times
+from adcs.sketch import UpdateSketch
+from adcs.streams import Domain, _draw, counter_uniform
+
+_FULL_LOSS_ROWS = 8192
+
+_JOB_ROWS = 16_384
+"""Samples per batched ``loss_and_grad`` call of independent jobs (bounds memory)."""
+
+_SHARED_ROWS = 65_536
+"""Largest union (clients × B samples) computed in one shared forward product; larger rounds
+(a probe of tens of thousands of clients) run as memory-bounded independent jobs instead."""
+
+_GATHER_BUDGET_BYTES = 1 << 30
+"""Most inputs (float32) one round may gather at once; larger batch sizes are refused."""
+
+
+@dataclass(frozen=True)
+class _Availability:
+    """A round's availability: the mask (n_clients,) and the available clients, ascending."""
+
+    mask: BoolArray
+    clients: IntArray
+    blind: ClientStats
+
+
+class _Context:
+    """What every stream of one :func:`simulate` call shares (read-only during the loop)."""
+
+    def __init__(self, data: ClientData, config: SimConfig, model: Model) -> None:
+        self.data = data
+        self.config = config
+        self.model = model
+        self.shared: SharedInputs | None = (
+            model if isinstance(model, SharedInputs) and config.local_steps == 1 else None
+        )
+        self.sizes = data.data_sizes
+        self.base_weights: F64Array | None = (
+            data.data_sizes.astype(np.float64) if config.weighting == "data_size" else None
+        )
+        self.always = isinstance(config.availability, AlwaysAvailable)
+        everyone = np.ones(data.n_clients, dtype=bool)
+        everyone.setflags(write=False)
+        self._always = _Availability(
+            everyone, np.arange(data.n_clients, dtype=np.intp), ClientStats.blind(everyone)
+        )
+        self.no_clients = np.empty(0, dtype=np.intp)
+        self.system = config.system
+        self._times: dict[int, ClientTimes] = {}
+        self._sketches: dict[int, UpdateSketch] = {}
+
+    def client_times(self, seed: int) -> ClientTimes:
+        """How long each client's work takes in runs of ``seed`` (its devices, drawn once)."""
+        assert self.system is not None
+        if seed not in self._times:
+            cfg = self.config
+            self._times[seed] = client_times(
+                self.system.draw(seed, self.data.groups),
+                dim=self.model.dim,
+                local_samples=cfg.local_steps * cfg.batch_size,
+                batch_size=cfg.batch_size,
+                data_sizes=self.sizes,
+                forward_cost=self.system.forward_cost,
+            )
+        return self._times[seed]
+
+    def sketch(self, seed_key: int, stats: ClientStats) -> ClientStats:
+        """What the schedulers see of ``stats``: its updates sketched (``SimConfig.sketch_dim``)."""
+        k = self.config.sketch_dim
+        if k is None or stats.updates is None:
+            return stats
+        return dataclasses.replace(stats, updates=self.sketch_rows(seed_key, stats.updates))
+
+    def sketch_rows(self, seed_key: int, updates: F32Array) -> F32Array:
+        """Updates (n, dim) as the schedulers see them (unchanged without ``sketch_dim``)."""
+        k = self.config.sketch_dim
+        if k is None:
+            return updates
+        if seed_key not in self._sketches:  # one projection per seed, built on first use
+            self._sketches[seed_key] = UpdateSketch(self.model.dim, k, seed_key)
+        return self._sketches[seed_key].apply(updates)
+
+    def availability(self, seed_key: int, t: int) -> _Availability:
+        if self.always:
+            return self._always
+        mask = self.config.availability.mask(seed_key, t, self.data.groups)
+        mask.setflags(write=False)
+        return _Availability(mask, np.flatnonzero(mask), ClientStats.blind(mask))
+
+    def returned(self, seed_key: int, t: int, clients: IntArray) -> BoolArray:
+        """Which of the selected clients deliver their update (the rest drop out)."""
+        if self.config.dropout == 0.0 or clients.size == 0:
+            return np.ones(clients.size, dtype=bool)
+        draw = counter_uniform(seed_key, Domain.DROPOUT, t, clients)
+        return np.asarray(draw >= self.config.dropout)
+
+    def minibatch(self, key: int, t: int, clients: IntArray) -> IntArray:
+        """Global training rows of the clients' E·B local samples at round t, shape (n, E·B)."""
+        cfg = self.config
+        local = _draw(key, clients, t, self.sizes[clients], cfg.local_steps * cfg.batch_size)
+        return self.data.train_rows(clients, local)
+
+    def full_losses(self, params: F32Array, clients: IntArray) -> F64Array:
+        """Mean loss of each listed client over its whole training set at ``params`` (dim,)."""
+        data = self.data
+        sizes = data.data_sizes[clients]
+        owner = np.repeat(np.arange(clients.size), sizes)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        rows = data.train_rows(clients[owner], np.arange(owner.size) - starts[owner])
+        total = np.zeros(clients.size)
+        for start in range(0, rows.size, _FULL_LOSS_ROWS):
+            part = rows[start : start + _FULL_LOSS_ROWS]
+            loss, _ = self.model.evaluate(params[None], *data.train_batch(part))
+            total += np.bincount(
+                owner[start : start + _FULL_LOSS_ROWS], weights=loss[0], minlength=clients.size
+            )
+        return total / data.data_sizes[clients]
+
+    def local_updates(
+        self, params: F32Array, run_index: IntArray, rows: IntArray
+    ) -> tuple[F32Array, F32Array]:
+        """E local SGD steps of independent (run, client) jobs, in memory-bounded calls.
+
+        ``params`` (k, dim) of the stream; ``run_index`` (J,) the job's run; ``rows`` (J, E·B) its
+        training rows. Returns the updates (J, dim) and the first-minibatch losses (J,).
+        """
+        cfg = self.config
+        n_jobs = run_index.size
+        updates = np.empty((n_jobs, self.model.dim), dtype=np.float32)
+        losses = np.empty(n_jobs, dtype=np.float32)
+        per_call = max(1, _JOB_ROWS // (cfg.local_steps * cfg.batch_size))
+        for start in range(0, n_jobs, per_call):
+            part = slice(start, start + per_call)
+            job_rows = rows[part].reshape(-1, cfg.local_steps, cfg.batch_size)
+            x, y = self.data.train_batch(job_rows)
+            updates[part], losses[part] = local_update(
+                self.model, params[run_index[part]], x, y, cfg.local_lr
+            )
+        return updates, losses
+
+    def first_losses(self, params: F32Array, run_index: IntArray, rows: IntArray) -> F32Array:
+        """Loss at w⁽ᵗ⁾ on each job's first minibatch (loss probes without the shared path)."""
+        batch = self.config.batch_size
+        out = np.empty(run_index.size, dtype=np.float32)
+        per_call = max(1, _JOB_ROWS // batch)
+        for start in range(0, run_index.size, per_call):
+            part = slice(start, start + per_call)
+            first = rows[part, :batch]
+            loss, _ = self.model.loss_and_grad(
+                params[run_index[part]], *self.data.train_batch(first)
+            )
+            out[part] = loss
+        return out
+
+
+def _check_gather_memory(ctx: _Context) -> None:
+    """Refuse a batch size whose round would hold more memory at once than allowed.
+
+    A round draws E·B local indices for each active client (index arrays, ~24 bytes per sample
+    with the draw's temporaries) and gathers inputs for at most max(E·B, the job and shared-product
+    bounds) samples at a time (float32). A client holding fewer samples than E·B trains on whole
+    shuffles of its data back to back, so a batch far beyond every client's data buys only memory.
+    """
+    cfg, data = ctx.config, ctx.data
+    values = int(np.prod(data.input_shape))
+    steps = cfg.local_steps * cfg.batch_size
+    shared = min(data.n_clients * cfg.batch_size, _SHARED_ROWS) if ctx.shared is not None else 0
+    rows = max(steps, _JOB_ROWS, shared)
+    need = rows * values * 4 + data.n_clients * steps * 24
+    if need > _GATHER_BUDGET_BYTES:
+        sizes = data.data_sizes
+        raise ValueError(
+            f"batch_size={cfg.batch_size} (local_steps={cfg.local_steps}) needs about "
+            f"{need / 2**30:.1f} GiB at once for {data.n_clients} clients of {values}-value "
+            f"samples, more than the {_GATHER_BUDGET_BYTES / 2**30:.0f} GiB allowed; the clients "
+            f"hold {int(sizes.min())}–{int(sizes.max())} training samples each, and a batch "
+            "larger than a client's data only repeats its samples"
+        )
+
+
+def _context(data: ClientData, config: SimConfig, model: Model | None) -> _Context:
+    if model is None:
+        model = LogisticRegression(int(np.prod(data.input_shape)), data.n_classes)
+    if not isinstance(model, Model):
+        raise ValueError(f"model must follow the Model protocol, got {type(model).__name__}")
+    if isinstance(config.availability, TraceAvailability):
+        config.availability.mask(0, 0, data.groups)  # refuses a trace of another population
+    ctx = _Context(data, config, model)
+    _check_gather_memory(ctx)
+    return ctx

@@ -1,0 +1,95 @@
+"""Which (run, client) jobs a stream's round needs, apart from how they are computed.
+
+A round's client work comes in two phases (docs/design.md §4). The *early* jobs are known before
+any run selects: every client a probe asks about at w⁽ᵗ⁾ (updates, or minibatch losses) and the
+selection of every blind run (one that probes nothing). They are planned here, as the union of
+their clients, so that one gather and one shared product serve them all. The jobs of the
+training phase (the selected clients a probe did not already cover) are routed by
+:meth:`_EarlyJobs.covers`: into the shared product when the union holds them, else into
+independent jobs. The products themselves are :mod:`adcs.sim.lot`'s.
+
+Vocabulary of the simulator (one word, one meaning):
+
+- *run*: one :class:`~adcs.sim.spec.RunSpec`, a scheduler with a seed;
+- *stream*: the runs that share a minibatch stream (a seed's runs, with
+  ``SimConfig.common_minibatches``), advanced together (:mod:`adcs.sim.lockstep`);
+- *job*: one (run, client) computation at w⁽ᵗ⁾, a loss or a local update;
+- *lot*: the jobs of one stream in one round, computed in batched products (:mod:`adcs.sim.lot`);
+- *lane*: the streams one worker advances (:mod:`adcs.sim.lanes`, :mod:`adcs.sim.workers`).
+
+The experiment layer's *batch* (runs simulated in one :func:`~adcs.sim.engine.simulate` call)
+and *shard* (one seed of a batch, run on an executor) are its own words; ``batch_size`` is the
+minibatch size B.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from adcs.schedulers.base import LossSource, Probe, ProbeKind, Selection
+from adcs.sim.spec import BoolArray, IntArray
+
+__all__ = ["_EarlyJobs", "_locate", "_plan_early"]
+
+
+def _locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
+    """Which ``clients`` are in the ascending array ``pool``, and their positions there."""
+    if pool.size == 0:
+        return np.zeros(clients.size, dtype=bool), np.zeros(clients.size, dtype=np.intp)
+    pos = np.minimum(np.searchsorted(pool, clients), pool.size - 1)
+    return np.asarray(pool[pos] == clients), pos
+
+
+@dataclass(frozen=True)
+class _EarlyJobs:
+    """The early jobs of a stream's round: their clients' union and the blind runs.
+
+    Attributes
+    ----------
+    union : ndarray of shape (n_union,), int
+        Ascending, distinct: every probed client (updates or minibatch losses) and every client a
+        blind run selected.
+    blind : frozenset of int
+        Runs (positions in the stream) that selected before anything was computed; their selection
+        is in ``union`` by construction.
+    """
+
+    union: IntArray
+    blind: frozenset[int]
+
+    def covers(self, j: int, clients: IntArray) -> bool:
+        """Whether the union holds every one of run j's ``clients``."""
+        return j in self.blind or bool(_locate(self.union, clients)[0].all())
+
+
+def _plan_early(
+    probes: Sequence[Probe],
+    targets: Sequence[IntArray],
+    selections: Sequence[Selection | None],
+    nobody: IntArray,
+) -> _EarlyJobs:
+    """Plan the early jobs of a round from each run's probe, probed clients and blind selection.
+
+    ``targets[j]`` are the clients run j's probe names (distinct, available, ascending);
+    ``selections[j]`` is run j's selection when it is blind, else None; ``nobody`` an empty index
+    array (the union when there is no early job).
+    """
+    early = [
+        tg
+        for p, tg in zip(probes, targets, strict=True)
+        if p.kind is ProbeKind.UPDATES
+        or (p.kind is ProbeKind.LOSSES and p.loss_source is LossSource.MINIBATCH)
+    ]
+    picked = {
+        j: np.asarray(s.clients, dtype=np.intp) for j, s in enumerate(selections) if s is not None
+    }
+    early += list(picked.values())
+    parts = [a for a in early if a.size]
+    if len(parts) == 1 or (parts and all(a is parts[0] for a in parts)):
+        union: IntArray = np.unique(parts[0])
+    else:
+        union = np.unique(np.concatenate(parts)) if parts else nobody
+    return _EarlyJobs(union, frozenset(picked))

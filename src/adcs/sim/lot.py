@@ -1,0 +1,254 @@
+"""A lot: the client computations of one minibatch stream in one round, in batched products.
+
+Which (run, client) jobs the round needs is planned in :mod:`adcs.sim.jobs`; a lot executes them —
+one gather of the planned clients' minibatches, one shared forward product over their union when
+the model offers :class:`~adcs.sim.model.SharedInputs`, and memory-bounded independent
+``loss_and_grad`` calls for the rest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adcs.schedulers.base import ClientStats, LossSource, Probe, ProbeKind
+from adcs.sim.context import _SHARED_ROWS, _Availability, _Context
+from adcs.sim.jobs import _EarlyJobs, _locate
+from adcs.sim.model import SharedForward, SharedInputs
+from adcs.sim.runstate import _Run
+from adcs.sim.spec import BoolArray, F32Array, F64Array, IntArray
+
+
+class _Lot:
+    """The client computations of one stream in one round (steps 2 and 4), executed in batched products.
+
+    The early jobs (:class:`~adcs.sim.jobs._EarlyJobs`: every probed client and the selection of
+    every blind run) are gathered once. With the shared-inputs path, one forward product of all
+    the stream's runs over their union gives every loss, probed update and (after selection)
+    aggregate those clients need; anything else becomes an independent job of ``loss_and_grad``.
+
+    ``params`` (n_runs, dim) are the stream's models, stepped in place by :meth:`train_and_step`.
+    """
+
+    def __init__(
+        self,
+        ctx: _Context,
+        runs: list[_Run],
+        params: F32Array,
+        key: int,
+        t: int,
+        probes: list[Probe],
+        targets: list[IntArray],
+        plan: _EarlyJobs,
+    ) -> None:
+        self.ctx = ctx
+        self.runs = runs
+        self.params = params
+        self.key = key
+        self.t = t
+        self.probes = probes
+        self.targets = targets
+        self.plan = plan
+        self.union = plan.union
+        self.rows = self.ctx.minibatch(key, t, self.union) if self.union.size else None
+        self.forward: SharedForward | None = None
+        self.client_loss: F32Array | None = None
+        rows = self.union.size * self.ctx.config.batch_size
+        if self.ctx.shared is not None and 0 < rows <= _SHARED_ROWS:
+            self._shared_forward(self.ctx.shared)
+
+    def _shared_forward(self, model: SharedInputs) -> None:
+        ctx, batch = self.ctx, self.ctx.config.batch_size
+        assert self.rows is not None
+        first = self.rows[:, :batch].reshape(-1)
+        self.forward = model.shared_forward(self.params, *ctx.data.train_batch(first))
+        self.client_loss = self.forward.sample_loss.reshape(
+            len(self.runs), self.union.size, batch
+        ).mean(axis=2)
+
+    def _positions(self, clients: IntArray) -> IntArray:
+        return np.searchsorted(self.union, clients)
+
+    # -- step 2 --------------------------------------------------------------------------------
+
+    def gather(self, j: int, avail: _Availability) -> ClientStats:
+        """ClientStats of run j: what its probe asked for, at the current model."""
+        probe, clients = self.probes[j], self.targets[j]
+        if probe.kind is ProbeKind.NONE:
+            return avail.blind
+        ctx = self.ctx
+        params = self.params
+        if probe.kind is ProbeKind.LOSSES:
+            if clients.size == 0:
+                losses = np.empty(0)
+            elif probe.loss_source is LossSource.FULL:
+                losses = ctx.full_losses(params[j], clients)
+            elif self.client_loss is not None:
+                losses = self.client_loss[j, self._positions(clients)].astype(np.float64)
+            else:
+                rows = self._rows_of(clients)
+                losses = ctx.first_losses(params, np.full(clients.size, j), rows).astype(np.float64)
+            return ClientStats(avail.mask, clients, losses)
+        if clients.size == 0:  # nobody to probe (none available)
+            updates, losses32 = np.empty((0, ctx.model.dim), np.float32), np.empty(0, np.float32)
+        elif self.forward is not None and ctx.shared is not None:
+            assert self.client_loss is not None
+            pos = self._positions(clients)
+            updates = ctx.shared.block_grads(
+                self.forward, j, pos, ctx.config.batch_size, -ctx.config.local_lr
+            )
+            losses32 = self.client_loss[j, pos]
+        else:
+            updates, losses32 = ctx.local_updates(
+                params, np.full(clients.size, j), self._rows_of(clients)
+            )
+        return ClientStats(avail.mask, clients, losses32.astype(np.float64), updates)
+
+    def _rows_of(self, clients: IntArray) -> IntArray:
+        """The training rows of clients of the union (their round-t minibatches)."""
+        assert self.rows is not None
+        return self.rows[self._positions(clients)]
+
+    # -- step 4 --------------------------------------------------------------------------------
+
+    def train_and_step(
+        self,
+        stats: list[ClientStats],
+        chosen: list[IntArray],
+        returned: list[BoolArray],
+        coefs: list[F64Array],
+    ) -> tuple[list[tuple[F32Array, F64Array]], list[int]]:
+        """Aggregate the returned clients' updates and step every run's model.
+
+        Returns, for each run, the returned clients' updates (n_returned, dim) and their
+        first-minibatch losses at w⁽ᵗ⁾ (empty unless the run observes updates), and how many
+        updates were computed beyond those its probe already held.
+        """
+        ctx, cfg = self.ctx, self.ctx.config
+        runs = self.runs
+        dim = ctx.model.dim
+        params = self.params
+        step = np.zeros((len(runs), dim), dtype=np.float32)
+        empty = (np.empty((0, dim), np.float32), np.empty(0))
+        observed: list[tuple[F32Array, F64Array]] = [empty] * len(runs)
+        fresh = [0] * len(runs)
+        weighted: list[tuple[int, IntArray, F64Array]] = []  # one weighted product for these
+        jobs: list[tuple[int, IntArray, F64Array]] = []  # independent loss_and_grad jobs
+        no_dropout = cfg.dropout == 0.0
+        for j, run in enumerate(runs):
+            ok = returned[j]
+            if no_dropout:
+                clients, coef = chosen[j], coefs[j]
+            else:
+                clients, coef = chosen[j][ok], coefs[j][ok]
+            if run.spec.aggregator is not None:  # the aggregation hook: updates one by one
+                observed[j], fresh[j] = self._aggregate_apart(j, run, clients, coef, stats[j], step)
+                continue
+            upd = stats[j].updates
+            if upd is not None:
+                have, pos = _locate(stats[j].clients, clients)
+                if have.any():  # reuse the probed updates: one product over the probe's rows
+                    over_probe = np.zeros(stats[j].n_probed, dtype=np.float32)
+                    over_probe[pos[have]] = coef[have]
+                    step[j] += over_probe @ upd
+                missing = ~have
+                fresh[j] = int(np.count_nonzero(missing))
+            else:
+                have, pos = np.zeros(clients.size, dtype=bool), self.ctx.no_clients
+                missing = ~have
+                fresh[j] = clients.size
+            if run.observes:
+                observed[j] = self._observed(j, clients, have, pos, stats[j])
+                if fresh[j]:
+                    step[j] += coef[missing].astype(np.float32) @ observed[j][0][missing]
+            elif fresh[j]:
+                lost = clients[missing] if upd is not None else clients
+                if self.forward is not None and self.plan.covers(j, lost):
+                    weighted.append((j, lost, coef[missing]))
+                else:
+                    jobs.append((j, lost, coef[missing]))
+        if weighted:
+            idx = [j for j, _, _ in weighted]
+            step[idx] += self._weighted(weighted)
+        if jobs:
+            run_index = np.concatenate([np.full(c.size, j) for j, c, _ in jobs])
+            clients = np.concatenate([c for _, c, _ in jobs])
+            updates, _ = ctx.local_updates(params, run_index, self._rows_for(clients))
+            updates *= np.concatenate([w for _, _, w in jobs]).astype(np.float32)[:, None]
+            np.add.at(step, run_index, updates)
+        step *= np.float32(cfg.server_lr)
+        params += step
+        return observed, fresh
+
+    def _aggregate_apart(
+        self,
+        j: int,
+        run: _Run,
+        clients: IntArray,
+        coef: F64Array,
+        got: ClientStats,
+        step: F32Array,
+    ) -> tuple[tuple[F32Array, F64Array], int]:
+        """Step run j through its aggregator (:mod:`adcs.aggregation`) and add it to ``step[j]``.
+
+        Every returned client's update is formed on its own (probed ones reused), never folded
+        into the shared weighted product, so that the aggregator can replace some (a poison) or
+        combine them robustly. Returns what the server received with the first-minibatch losses,
+        for ``observe``, and how many updates were computed beyond the probe's.
+        """
+        assert run.spec.aggregator is not None
+        if got.updates is not None:
+            have, pos = _locate(got.clients, clients)
+        else:
+            have, pos = np.zeros(clients.size, dtype=bool), self.ctx.no_clients
+        updates, losses = self._observed(j, clients, have, pos, got)
+        received, aggregate = run.spec.aggregator.aggregate(
+            run.state, self.t, clients, updates, coef, got
+        )
+        step[j] += aggregate
+        return (received, losses), int(np.count_nonzero(~have))
+
+    def _rows_for(self, clients: IntArray) -> IntArray:
+        """Training rows of any clients at this round (from the union's draw where it has them)."""
+        in_union, pos = _locate(self.union, clients)
+        if self.rows is not None and in_union.all():
+            return self.rows[pos]
+        return self.ctx.minibatch(self.key, self.t, clients)
+
+    def _observed(
+        self, j: int, clients: IntArray, have: BoolArray, pos: IntArray, got: ClientStats
+    ) -> tuple[F32Array, F64Array]:
+        """The updates (n, dim) and first losses (n,) of run j's returned clients."""
+        ctx = self.ctx
+        out = np.empty((clients.size, ctx.model.dim), dtype=np.float32)
+        losses = np.empty(clients.size)
+        if have.any():
+            assert got.updates is not None and got.losses is not None
+            out[have] = got.updates[pos[have]]
+            losses[have] = got.losses[pos[have]]
+        missing = clients[~have]
+        if missing.size:
+            in_union, upos = _locate(self.union, missing)
+            if self.forward is not None and ctx.shared is not None and in_union.all():
+                assert self.client_loss is not None
+                out[~have] = ctx.shared.block_grads(
+                    self.forward, j, upos, ctx.config.batch_size, -ctx.config.local_lr
+                )
+                losses[~have] = self.client_loss[j, upos]
+            else:
+                upd, first = ctx.local_updates(
+                    self.params, np.full(missing.size, j), self._rows_for(missing)
+                )
+                out[~have], losses[~have] = upd, first
+        return out, losses
+
+    def _weighted(self, parts: list[tuple[int, IntArray, F64Array]]) -> F32Array:
+        """Σ c_i Δ_i over each listed run's clients (all in the union): one weighted product."""
+        ctx, cfg = self.ctx, self.ctx.config
+        batch = cfg.batch_size
+        assert self.forward is not None and ctx.shared is not None
+        sample_weights = np.zeros((len(parts), self.union.size), dtype=np.float32)
+        for i, (_, clients, coef) in enumerate(parts):
+            sample_weights[i, self._positions(clients)] = coef
+        sample_weights *= np.float32(-cfg.local_lr / batch)
+        per_sample = np.repeat(sample_weights, batch, axis=1)
+        return ctx.shared.weighted_grads(self.forward, [j for j, _, _ in parts], per_sample)

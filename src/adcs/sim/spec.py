@@ -1,0 +1,272 @@
+"""What a simulation is given and what it returns: :class:`SimConfig`, :class:`RunSpec`, :class:`RunResult`.
+
+The simulator's inputs and outputs (docs/design.md §4), apart from the round loop that connects them
+(:mod:`adcs.sim.engine`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from adcs._validate import check_bool, check_int, check_number
+from adcs.aggregation import Aggregator
+from adcs.schedulers.base import Scheduler
+from adcs.sim.availability import AlwaysAvailable, Availability, TraceAvailability
+from adcs.sim.system import SystemConfig
+
+__all__ = ["BoolArray", "F32Array", "F64Array", "IntArray", "RunResult", "RunSpec", "SimConfig"]
+
+F32Array = NDArray[np.float32]
+F64Array = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Hyperparameters of a simulation (paper Sec. 6: E = 1, B = 16, η_ℓ = 0.001, η_s = 1).
+
+    Parameters
+    ----------
+    rounds : int
+        T ≥ 1, number of rounds.
+    local_steps : int
+        E ≥ 1, local SGD steps per client update.
+    batch_size : int
+        B ≥ 1, minibatch size of each local step (and of a minibatch loss probe). A client holding
+        fewer than E·B samples trains on whole shuffles of its data back to back.
+    local_lr : float
+        η_ℓ > 0.
+    server_lr : float
+        η_s > 0.
+    eval_every : int
+        Test metrics are computed at rounds 0, eval_every, 2·eval_every, … and at T (≥ 1).
+    weighting : {"uniform", "data_size"}
+        Aggregation weights p_n: equal, or proportional to the client's number of training samples.
+    common_minibatches : bool
+        ``True`` (default): runs with the same seed draw the same client minibatches (common random
+        numbers across methods, and the faster shared computation). ``False``: each run's
+        minibatches come from its own ``(seed, run_id)`` stream.
+    availability : Availability
+        Which clients can be selected each round (default: all, every round).
+    dropout : float
+        Probability in [0, 1) that a selected client fails to return its update in a round (drawn
+        per (seed, client, round)); dropped clients are not aggregated and are recorded.
+    system : SystemConfig, optional
+        Client devices and round rules (:mod:`adcs.sim.system`): every round is timed on a
+        simulated clock, and a deadline or over-commitment decides who is aggregated. ``None``
+        (default): no clock, and every number is as without this option.
+    sketch_dim : int or None
+        k: schedulers see each update as its seeded Johnson–Lindenstrauss sketch of length k
+        (:class:`adcs.sketch.UpdateSketch`, one projection per seed), while aggregation uses the
+        true updates. ``None`` (default): schedulers see the updates themselves.
+    eval_clients : int or None
+        Evaluate a fixed subset of this many clients (drawn once, the same for every seed and
+        run) instead of all of them — the metrics of a large population at bounded cost.
+        ``None`` (default): every client.
+    """
+
+    rounds: int
+    local_steps: int = 1
+    batch_size: int = 16
+    local_lr: float = 1e-3
+    server_lr: float = 1.0
+    eval_every: int = 100
+    weighting: Literal["uniform", "data_size"] = "uniform"
+    common_minibatches: bool = True
+    availability: Availability = field(default_factory=AlwaysAvailable)
+    dropout: float = 0.0
+    system: SystemConfig | None = None
+    sketch_dim: int | None = None
+    eval_clients: int | None = None
+
+    def __post_init__(self) -> None:
+        check_int("rounds", self.rounds)
+        check_int("local_steps", self.local_steps)
+        check_int("batch_size", self.batch_size)
+        check_number("local_lr", self.local_lr, 0.0, low_open=True)
+        check_number("server_lr", self.server_lr, 0.0, low_open=True)
+        check_int("eval_every", self.eval_every)
+        if self.weighting not in ("uniform", "data_size"):
+            raise ValueError(f"weighting must be 'uniform' or 'data_size', got {self.weighting!r}")
+        check_bool("common_minibatches", self.common_minibatches)
+        if not isinstance(self.availability, Availability):
+            raise ValueError(f"availability must be an Availability, got {self.availability!r}")
+        if isinstance(self.availability, TraceAvailability):
+            self.availability.check_rounds(self.rounds)
+        check_number("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        if self.system is not None and not isinstance(self.system, SystemConfig):
+            raise ValueError(f"system must be a SystemConfig or None, got {self.system!r}")
+        if self.sketch_dim is not None:
+            check_int("sketch_dim", self.sketch_dim)
+        if self.eval_clients is not None:
+            check_int("eval_clients", self.eval_clients)
+
+    @property
+    def eval_rounds(self) -> IntArray:
+        """Rounds after which test metrics are computed: 0, eval_every, …, and T."""
+        points = np.arange(0, self.rounds + 1, self.eval_every, dtype=np.intp)
+        if points[-1] != self.rounds:
+            points = np.append(points, self.rounds)
+        return points
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: a scheduler, a seed and an identity.
+
+    Parameters
+    ----------
+    scheduler : Scheduler
+        Any object following :class:`adcs.schedulers.Scheduler`.
+    seed : int
+        ≥ 0. Seeds the run's availability, dropouts and minibatch stream (shared by all runs of
+        this seed when ``SimConfig.common_minibatches``) and, with ``run_id``, its scheduler's
+        stream.
+    run_id : str
+        Non-empty, unique within a :func:`simulate` call, e.g. ``"adcs-theta0.8-R20/seed3"``.
+    meta : mapping
+        Free-form labels (method, hyperparameters, …), carried into the result.
+    aggregator : Aggregator, optional
+        The run's aggregation hook (:mod:`adcs.aggregation`): a robust rule or a poison. With one,
+        every returned client's update is computed individually and the aggregator gives the step
+        (and what the server received, which ``observe`` then gets); without, Σ c_i Δ_i.
+    """
+
+    scheduler: Scheduler
+    seed: int
+    run_id: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    aggregator: Aggregator | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scheduler, Scheduler):
+            raise ValueError(
+                f"scheduler must follow the Scheduler protocol, got {type(self.scheduler).__name__}"
+            )
+        check_int("seed", self.seed, minimum=0)
+        if not isinstance(self.run_id, str) or not self.run_id:
+            raise ValueError(f"run_id must be a non-empty string, got {self.run_id!r}")
+        object.__setattr__(self, "meta", dict(self.meta))  # a copy: later edits do not leak in
+        if self.aggregator is not None and not isinstance(self.aggregator, Aggregator):
+            raise ValueError(
+                f"aggregator must follow the Aggregator protocol, got {type(self.aggregator).__name__}"
+            )
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult:
+    """What one run produced.
+
+    Attributes
+    ----------
+    spec : RunSpec
+    eval_rounds : ndarray of shape (n_evals,), int
+        Number of rounds trained before each evaluation (0, eval_every, …, T).
+    worst_acc, avg_acc : ndarray of shape (n_evals,)
+        Min and mean over the evaluated clients of the per-client test accuracy (paper Fig. 1).
+    test_loss : ndarray of shape (n_evals,)
+        Mean cross-entropy over the union of the evaluated clients' test sets.
+    client_acc : ndarray of shape (n_evals, n_eval_clients)
+        Accuracy of the global model on each evaluated client's own test set (column i is client
+        ``eval_clients[i]``).
+    selected : ndarray of shape (rounds, m), int32
+        Clients selected in each round, in the scheduler's order; −1 where fewer than m were
+        (fewer than m available). With over-commitment (``SimConfig.system``) m is the number
+        invited, ⌈(1 + o)·m⌉.
+    returned : ndarray of shape (rounds, m), bool
+        Which selected clients returned their update and were aggregated (not dropped, in time,
+        among the first m with over-commitment); False in padding.
+    n_available : ndarray of shape (rounds,), int
+        Clients available in each round.
+    available : ndarray of shape (rounds, ⌈N/8⌉), uint8, or None
+        The availability masks, bit-packed (``np.unpackbits(available, axis=1, count=N)``);
+        shared by the runs of a seed. None when every client is always available, or when the
+        masks are too large to keep (regenerate them from ``SimConfig.availability`` and the seed).
+    client_updates : int
+        Local updates computed (probed ∪ returned selected per round; a probed update reused for
+        aggregation counts once). Updates the clock discards (past the deadline, or beyond the
+        first m with over-commitment) are not counted; their clients' time is in ``busy_time``.
+    loss_evals : int
+        Losses evaluated apart from an update (loss probes).
+    dropped : int
+        Selected clients that failed to return their update (dropped out, or past the deadline).
+    wall_s : float
+        This run's share of the :func:`~adcs.sim.engine.simulate` call's wall time (call time /
+        number of runs).
+    group_share : ndarray of shape (n_groups,)
+        Share of selection slots per group (Table 1); with over-commitment, of the invitations.
+    tv_to_uniform : float
+        TV distance of ``group_share`` to the groups' shares of the population
+        (:func:`adcs.sim.metrics.tv_to_uniform`): what uniform selection gives in expectation.
+    final_params : ndarray of shape (dim,), float32
+        w⁽ᵀ⁾.
+    round_time : ndarray of shape (rounds,), or None
+        Simulated seconds of each round (probe phase + training phase, :mod:`adcs.sim.system`);
+        None without ``SimConfig.system``.
+    busy_time : ndarray of shape (rounds,), or None
+        Client-seconds spent in each round, summed over the clients that worked.
+    non_finite : int
+        Probed clients whose loss or update was NaN or infinite, summed over rounds; they were
+        excluded from selection (logged at WARNING, with the client ids, the first time).
+    p10_acc : ndarray of shape (n_evals,)
+        10th percentile of the per-client accuracy (the worst-decile view, steadier than the
+        minimum when there are many clients).
+    group_acc : ndarray of shape (n_evals, n_groups)
+        Mean accuracy of each group's evaluated clients (NaN for a group none of them is in).
+    eval_clients : ndarray of shape (n_eval_clients,), int
+        The clients evaluated, ascending (all of them unless ``SimConfig.eval_clients``).
+    """
+
+    spec: RunSpec
+    eval_rounds: IntArray
+    worst_acc: F64Array
+    avg_acc: F64Array
+    test_loss: F64Array
+    client_acc: F64Array
+    selected: NDArray[np.int32]
+    returned: BoolArray
+    n_available: NDArray[np.int32]
+    available: NDArray[np.uint8] | None
+    client_updates: int
+    loss_evals: int
+    dropped: int
+    wall_s: float
+    group_share: F64Array
+    tv_to_uniform: float
+    final_params: F32Array
+    round_time: F64Array | None = None
+    busy_time: F64Array | None = None
+    p10_acc: F64Array = field(default_factory=lambda: np.empty(0))
+    group_acc: F64Array = field(default_factory=lambda: np.empty((0, 0)))
+    eval_clients: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.intp))
+
+    @property
+    def clock(self) -> F64Array | None:
+        """Simulated time at the start of each round and at the end, shape (rounds + 1,)."""
+        if self.round_time is None:
+            return None
+        return np.concatenate([[0.0], np.cumsum(self.round_time)])
+
+    @property
+    def eval_clock(self) -> F64Array | None:
+        """Simulated time of each evaluation, shape (n_evals,) (after ``eval_rounds`` rounds)."""
+        clock = self.clock
+        return None if clock is None else clock[self.eval_rounds]
+
+    @property
+    def total_time(self) -> float | None:
+        """Simulated seconds of the whole run."""
+        return None if self.round_time is None else float(self.round_time.sum())
+
+    @property
+    def client_time(self) -> float | None:
+        """Client-seconds spent over the whole run."""
+        return None if self.busy_time is None else float(self.busy_time.sum())
+
+    non_finite: int = 0
