@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -84,3 +85,71 @@ def test_bad_targets_are_one_line(results: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "runs.csv is missing" in one_error(result)
     with pytest.raises(ValueError, match="unknown tracking backend 'wandb'"):
         make_tracker("wandb", tmp_path, "x")
+
+
+# ------------------------------------------------------------------- live, while the run goes
+
+
+def test_the_simulator_hands_over_each_evaluation_as_its_results_hold_it() -> None:
+    from adcs.schedulers import ADCS, Uniform
+    from adcs.sim import RunSpec, SimConfig, simulate
+    from tests.sim.conftest import make_data
+
+    data = make_data()
+    config = SimConfig(rounds=6, batch_size=4, local_lr=0.3, eval_every=2)
+    specs = [
+        RunSpec(s(m=3), seed, f"{s.__name__}-{seed}") for s in (Uniform, ADCS) for seed in (0, 1)
+    ]
+    for workers in (1, 2):  # in this process, and forked workers sending them through a pipe
+        seen: list = []
+        results = simulate(specs, data, config, workers=workers, on_eval=seen.extend)
+        plain = simulate(specs, data, config, workers=workers)
+        for res, again in zip(results, plain, strict=True):
+            assert np.array_equal(res.client_acc, again.client_acc)  # on_eval changes nothing
+            mine = sorted((e for e in seen if e.run_id == res.spec.run_id), key=lambda e: e.round)
+            assert [e.round for e in mine] == res.eval_rounds.tolist()
+            assert [e.worst_acc for e in mine] == res.worst_acc.tolist()
+            assert [e.avg_acc for e in mine] == res.avg_acc.tolist()
+            assert [e.p10_acc for e in mine] == res.p10_acc.tolist()
+            assert [e.test_loss for e in mine] == res.test_loss.tolist()
+
+
+def test_track_logs_while_running_and_leaves_the_results_as_they_are(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = write_config(
+        tmp_path, TINY.replace("seeds = [0]", "seeds = [0, 1]") + '[[methods]]\nname = "uniform"\n'
+    )
+    outs = {}
+    for track in (None, "tensorboard", "mlflow"):
+        out = tmp_path / f"out-{track}"
+        args = ["run", str(config), "--out", str(out), "--workers", "2"]
+        if track is not None:
+            args += ["--track", track, "--track-to", str(tmp_path / f"log-{track}")]
+        result = runner.invoke(cli.app, args)
+        assert result.exit_code == 0, result.output
+        assert "round 4: worst" in result.output or "round 2: worst" in result.output
+        outs[track] = out
+    for name in ("metrics.csv", "runs.csv", "selections.npz", "client_acc.npz", "summary.json"):
+        plain = (outs[None] / name).read_bytes()
+        assert (outs["tensorboard"] / name).read_bytes() == plain, name
+        if name != "summary.json":
+            assert (outs["mlflow"] / name).read_bytes() == plain, name
+    want = expected(outs[None])
+    for run_id, points in want.items():
+        events = EventAccumulator(str(tmp_path / "log-tensorboard" / run_id))
+        events.Reload()
+        got = [(e.step, e.value) for e in events.Scalars("worst_acc")]
+        assert [s for s, _ in got] == [s for s, _ in points]
+        assert [v for _, v in got] == pytest.approx([v for _, v in points], rel=1e-6)
+    client = MlflowClient(tracking_uri=(tmp_path / "log-mlflow").resolve().as_uri())
+    experiment = client.get_experiment_by_name("tiny")
+    assert experiment is not None
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert sorted(runs) == sorted(want)
+    history = client.get_metric_history(runs["uniform-seed=1"].info.run_id, "avg_acc")
+    assert sorted(m.step for m in history) == [s for s, _ in want["uniform-seed=1"]]
+    assert runs["uniform-seed=1"].data.params["seed"] == "1"

@@ -122,6 +122,13 @@ class Target(str, enum.Enum):
     all = "all"
 
 
+class TrackTo(str, enum.Enum):
+    """The tracking backends (``--track``, ``adcs export --to``)."""
+
+    tensorboard = "tensorboard"
+    mlflow = "mlflow"
+
+
 class Bench(str, enum.Enum):
     """The benchmark scripts under ``benchmarks/``."""
 
@@ -415,6 +422,22 @@ RayAddress = Annotated[
     ),
 ]
 
+Track = Annotated[
+    TrackTo | None,
+    typer.Option(
+        "--track",
+        help="Log each evaluation while the run goes: TensorBoard event files (runs/NAME/) or an "
+        "MLflow store (mlruns/), each in its extra; the results files do not change.",
+    ),
+]
+TrackDest = Annotated[
+    str | None,
+    typer.Option(
+        "--track-to",
+        metavar="DIR|URI",
+        help="Where --track writes: a log folder, or an MLflow tracking URI.",
+    ),
+]
 Sets = Annotated[
     list[str] | None,
     typer.Option(
@@ -446,6 +469,8 @@ def reproduce(
     workers: Workers = None,
     ray_address: RayAddress = None,
     sets: Sets = None,
+    track: Track = None,
+    track_to: TrackDest = None,
 ) -> None:
     """Reproduce the paper's Figures 1–3, Table 1 and the theory check (Sec. 5–6)."""
     config = _reproduce_config(target)
@@ -460,6 +485,8 @@ def reproduce(
     if config is None:
         if resume:
             raise _fail("--resume applies to experiments; the theory check is not checkpointed")
+        if track is not None:
+            raise _fail("--track applies to experiments; the theory check trains no runs")
         _reproduce_theory(folder, quick=quick, data=data, force=force)
         return
     if config.name != name:
@@ -468,6 +495,7 @@ def reproduce(
     _run(
         config, folder, force=force, resume=resume, quick=quick, workers=workers,
         checkpoint_every=checkpoint_every, theory=theory, ray_address=ray_address,
+        track=None if track is None else track.value, track_to=track_to,
     )  # fmt: skip
 
 
@@ -487,6 +515,8 @@ def run(
     workers: Workers = None,
     ray_address: RayAddress = None,
     sets: Sets = None,
+    track: Track = None,
+    track_to: TrackDest = None,
     sweeps: Annotated[
         list[str] | None,
         typer.Option(
@@ -507,6 +537,8 @@ def run(
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
     if axes:
+        if track is not None:
+            raise _fail("--track: a sweep is not tracked live yet; adcs export each point's folder")
         _run_sweep(
             config, axes, _out(out, config.name + "-sweep", resume), force=force, resume=resume,
             workers=workers, checkpoint_every=checkpoint_every, ray_address=ray_address,
@@ -516,6 +548,7 @@ def run(
     _run(
         config, folder, force=force, resume=resume, quick=False, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
+        track=None if track is None else track.value, track_to=track_to,
     )  # fmt: skip
 
 
@@ -622,13 +655,6 @@ def _load_bench(name: str) -> Callable[[Sequence[str]], Any]:
     if not callable(main):
         raise _fail(f"{path} has no main(argv) function", code=1)
     return main
-
-
-class TrackTo(str, enum.Enum):
-    """Where ``adcs export`` writes."""
-
-    tensorboard = "tensorboard"
-    mlflow = "mlflow"
 
 
 @app.command()

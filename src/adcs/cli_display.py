@@ -100,6 +100,7 @@ class _Lines:
 
     def __init__(self, every: float = PROGRESS_LINE_EVERY_S) -> None:
         self.every = every
+        self.note = ""  # the latest evaluation, in words (see ``_run``'s on_eval)
 
     def tracker(self, description: str, unit: str) -> Callable[[int, int], None]:
         """``progress(done, total)``: print at most every ``every`` s; stop after a SIGTERM."""
@@ -124,7 +125,8 @@ class _Lines:
             err_console.print(
                 f"{description}: {done:,}/{total:,} {unit} ({share:.0f}%), "
                 + (f"{rate:,.1f} {unit}/s, " if math.isfinite(rate) else "")
-                + f"elapsed {_clock(elapsed)}, ETA {_clock(eta)}",
+                + f"elapsed {_clock(elapsed)}, ETA {_clock(eta)}"
+                + (f"; {self.note}" if self.note else ""),
                 highlight=False,
                 soft_wrap=True,
             )
@@ -137,13 +139,14 @@ class _Bars:
 
     def __init__(self, bar: Progress) -> None:
         self.bar = bar
+        self.note = ""  # the latest evaluation, in words
 
     def tracker(self, description: str, unit: str) -> Callable[[int, int], None]:
-        task = self.bar.add_task(description, total=None, unit=unit)
+        task = self.bar.add_task(description, total=None, unit=unit, note="")
 
         def update(done: int, total: int) -> None:
             _check_terminated()
-            self.bar.update(task, completed=done, total=total)
+            self.bar.update(task, completed=done, total=total, note=self.note)
 
         return update
 
@@ -166,6 +169,7 @@ def _progress() -> Iterator[Display]:
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
+        TextColumn("{task.fields[note]}"),
     )
     with Progress(*columns, console=err_console, transient=False) as bar:
         yield _Bars(bar)

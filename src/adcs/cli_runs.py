@@ -95,17 +95,23 @@ def _run(
     checkpoint_every: int | None,
     theory: TheoryWriter | None = None,
     ray_address: str | None = None,
+    track: str | None = None,
+    track_to: str | None = None,
 ) -> None:
     from adcs.experiments.runner import check_output, expand_runs, run_experiment
 
     check_output(config, out, force=force, resume=resume)
-    n_runs = len(expand_runs(config))
+    plan = expand_runs(config)
     console.print(
-        f"[bold]{config.name}[/]: {n_runs} distinct runs × {config.sim.rounds} rounds, "
+        f"[bold]{config.name}[/]: {len(plan)} distinct runs × {config.sim.rounds} rounds, "
         f"seeds {list(config.seeds)}, m = {config.m}" + _where(workers, ray_address)
     )
     command = shlex.join(["adcs", *sys.argv[1:]])
-    with _executor(ray_address) as executor, _progress() as display:
+    with (
+        _executor(ray_address) as executor,
+        _progress() as display,
+        _tracking(track, track_to, config.name, plan) as tracker,
+    ):
         finalize = None if theory is None else (lambda tmp: theory(tmp / "theory", display))
         outcome = run_experiment(
             config, out, overwrite=force, resume=resume, quick=quick, finalize=finalize,
@@ -113,8 +119,52 @@ def _run(
             checkpoint_every=checkpoint_every, command=command,
             progress=display.tracker(config.name, "rounds"),
             extra_manifest={"command": command}, executor=executor,
+            on_eval=_evaluations(display, tracker),
         )  # fmt: skip
     _print_summary(outcome)
+
+
+@contextmanager
+def _tracking(
+    kind: str | None, dest: str | None, experiment: str, plan: Sequence[Any]
+) -> Iterator[Any]:
+    """The live tracker of ``--track`` (None without it), each run opened with its parameters."""
+    if kind is None:
+        yield None
+        return
+    from adcs.tracking import default_destination, make_tracker, run_params
+
+    where: str | Path = dest if dest is not None else default_destination(kind)
+    if kind == "tensorboard" and dest is None:
+        where = Path(where) / experiment  # one folder of runs per experiment
+    try:
+        tracker = make_tracker(kind, where, experiment)
+    except ImportError as exc:
+        raise fail(str(exc), code=1) from None
+    for spec in plan:
+        tracker.start(spec.run_id, run_params(spec))
+    console.print(f"tracking: {kind} at {getattr(tracker, 'uri', where)}")
+    try:
+        yield tracker
+    finally:
+        tracker.close()
+
+
+def _evaluations(display: Display, tracker: Any) -> Callable[[list[Any]], None]:
+    """``on_eval``: the progress line shows the latest accuracy; the tracker logs every one."""
+
+    def seen(events: list[Any]) -> None:
+        if not events:
+            return
+        worst = sum(e.worst_acc for e in events) / len(events)
+        avg = sum(e.avg_acc for e in events) / len(events)
+        display.note = f"round {events[0].round}: worst {worst:.1%}, avg {avg:.1%}"
+        if tracker is not None:
+            from adcs.tracking import log_evaluations
+
+            log_evaluations(tracker, events)
+
+    return seen
 
 
 def _where(workers: int | None, ray_address: str | None) -> str:

@@ -26,7 +26,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["TRACKERS", "MLflowTracker", "TensorBoardTracker", "Tracker", "export", "make_tracker"]
+__all__ = [
+    "TRACKERS",
+    "MLflowTracker",
+    "TensorBoardTracker",
+    "Tracker",
+    "default_destination",
+    "export",
+    "log_evaluations",
+    "make_tracker",
+    "run_params",
+]
 
 
 class Tracker(Protocol):
@@ -169,6 +179,29 @@ def make_tracker(kind: str, dest: str | Path, experiment: str) -> Tracker:
     if kind == "mlflow":
         return MLflowTracker(experiment, dest)
     raise ValueError(f"unknown tracking backend {kind!r}; choose one of {list(TRACKERS)}")
+
+
+def default_destination(kind: str) -> Path:
+    """Where live tracking writes by default: TensorBoard's ``runs/``, MLflow's ``mlruns/``
+    (in the working folder, never inside a results folder, which is written atomically)."""
+    return Path("runs" if kind == "tensorboard" else "mlruns")
+
+
+def run_params(spec: Any) -> dict[str, Any]:
+    """A run's parameters for a tracker: its scheduler's hyperparameters, method and seed."""
+    scheduler = spec.scheduler
+    fields = getattr(scheduler, "__dataclass_fields__", {})
+    params = {name: getattr(scheduler, name) for name in fields}
+    params.update(method=type(scheduler).__name__, seed=spec.seed)
+    return {k: v.value if hasattr(v, "value") else v for k, v in params.items()}
+
+
+def log_evaluations(tracker: Tracker, events: Any) -> None:
+    """Log :class:`~adcs.sim.Evaluation` events (their round as the step)."""
+    for e in events:
+        metrics = {"worst_acc": e.worst_acc, "avg_acc": e.avg_acc, "p10_acc": e.p10_acc,
+                   "test_loss": e.test_loss}  # fmt: skip
+        tracker.log(e.run_id, e.round, metrics)
 
 
 def _rows(path: Path) -> Iterator[dict[str, str]]:

@@ -31,6 +31,7 @@ from adcs.experiments.workload import DataSource
 from adcs.sim.data import ClientData
 from adcs.sim.engine import Checkpointing, RunResult, RunSpec, SimCheckpoint, SimConfig, simulate
 from adcs.sim.model import Model
+from adcs.sim.spec import Evaluation
 
 __all__ = ["CHECKPOINT_FORMAT", "ProgressFn", "submit_shards"]
 
@@ -166,6 +167,7 @@ def _simulate_all(
     checkpoint_seconds: float,
     model: Model,
     executor: ShardExecutor | None = None,
+    on_eval: Callable[[list[Evaluation]], None] | None = None,
 ) -> _Simulated:
     """Advance every batch (finished ones are read back from the checkpoint), in plan order.
 
@@ -184,7 +186,7 @@ def _simulate_all(
     else:
         fresh = _run_batches_here(
             batches, sim_config, progress, workers, folder, state, checkpoint_every,
-            checkpoint_seconds, model,
+            checkpoint_seconds, model, on_eval,
         )  # fmt: skip
     records: list[RunRecord] = []
     client_acc: dict[str, np.ndarray] = {}
@@ -222,6 +224,7 @@ def _run_batches_here(
     checkpoint_every: int | None,
     checkpoint_seconds: float,
     model: Model,
+    on_eval: Callable[[list[Evaluation]], None] | None = None,
 ) -> dict[str, RunResult]:
     """Simulate the unfinished batches in this process (and its forked workers), in order.
 
@@ -260,7 +263,7 @@ def _run_batches_here(
         if todo:
             results = simulate(
                 todo, data, sim_config, progress=report, model=model, workers=workers,
-                checkpoint=policy, resume_from=resume_from,
+                checkpoint=policy, resume_from=resume_from, on_eval=on_eval,
             )  # fmt: skip
         fresh.update((res.spec.run_id, res) for res in results)
         if len(todo) < len(runs):  # saved as shards, beside those the executor saved

@@ -108,6 +108,7 @@ from adcs.experiments.results import (
 )
 from adcs.experiments.workload import DataSource
 from adcs.sim.engine import RunSpec, SimConfig
+from adcs.sim.spec import Evaluation
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -226,6 +227,7 @@ def run_experiment(
     checkpoint_seconds: float = 30.0,
     command: str = "",
     executor: ShardExecutor | None = None,
+    on_eval: Callable[[list[Evaluation]], None] | None = None,
 ) -> ExperimentOutcome:
     """Run every distinct run of ``config`` and write the results folder ``out``.
 
@@ -265,6 +267,9 @@ def run_experiment(
         :class:`~adcs.experiments.distributed.RayExecutor` — and gather them here; the results
         files are those of a local run, byte for byte. ``workers`` then does not apply. Each
         finished shard is checkpointed (unless ``checkpoint_every`` is 0).
+    on_eval : callable, optional
+        Each evaluation as it happens (:class:`~adcs.sim.Evaluation`, for live tracking; runs
+        simulated here only, not shards on an executor). It changes no result.
 
     Raises
     ------
@@ -280,6 +285,7 @@ def run_experiment(
     options = _Options(
         quick, progress, extra_manifest, finalize, workers, checkpoint_every, checkpoint_seconds,
         executor, time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        on_eval,
     )  # fmt: skip
     plan = expand_runs(config)
     sim_config = sim_settings(config)
@@ -306,6 +312,7 @@ class _Options:
     executor: ShardExecutor | None
     started: float
     started_at: str
+    on_eval: Callable[[list[Evaluation]], None] | None = None
 
     def __post_init__(self) -> None:
         workers, checkpoint_every = self.workers, self.checkpoint_every
@@ -358,6 +365,7 @@ def _run_in(
         sim = _simulate_all(
             batches, plan, sim_config, options.progress, workers, folder, state,
             options.checkpoint_every, options.checkpoint_seconds, ready.model, executor,
+            options.on_eval,
         )  # fmt: skip
         ran = {} if executor is None else {"executor": executor.describe(sim.shard_keys)}
         return _write_results(

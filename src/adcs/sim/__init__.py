@@ -33,6 +33,7 @@ from adcs.sim.model import (
     SharedInputs,
     local_update,
 )
+from adcs.sim.spec import Evaluation
 from adcs.streams import minibatch_indices, scheduler_rng, stream_key
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "BernoulliAvailability",
     "ClientData",
     "CyclicAvailability",
+    "Evaluation",
     "FederatedData",
     "LogisticRegression",
     "Model",

@@ -70,7 +70,7 @@ from adcs.sim.metrics import (
     worst_and_average,
 )
 from adcs.sim.model import Model
-from adcs.sim.spec import RunResult, RunSpec, SimConfig
+from adcs.sim.spec import Evaluation, RunResult, RunSpec, SimConfig
 from adcs.sim.workers import _run_lanes, _single_threaded_blas
 
 __all__ = [
@@ -109,6 +109,7 @@ def simulate(
     workers: int = 1,
     checkpoint: Checkpointing | None = None,
     resume_from: SimCheckpoint | None = None,
+    on_eval: Callable[[list[Evaluation]], None] | None = None,
 ) -> list[RunResult]:
     """Run many independent federated trainings together (Algorithm 1 for every scheduler).
 
@@ -139,6 +140,10 @@ def simulate(
     resume_from : SimCheckpoint, optional
         Continue the call that saved this checkpoint (same runs, data, config and model; any
         ``workers``). The results are those of the uninterrupted call.
+    on_eval : callable, optional
+        Called in this process with each evaluation as it happens (a list of
+        :class:`~adcs.sim.spec.Evaluation`, one per run of a worker; never concurrently): the
+        numbers the results will hold, for live tracking. It changes no result.
 
     Returns
     -------
@@ -165,7 +170,7 @@ def simulate(
         config.rounds,
         len(lanes),
     )
-    wall = _advance(lanes, runs, config, progress, checkpoint, earlier)
+    wall = _advance(lanes, runs, config, progress, checkpoint, earlier, on_eval)
     logger.info("simulated %d runs x %d rounds in %.1f s", len(runs), config.rounds, wall)
     return _collect(runs, ctx, lanes, members, wall)
 
@@ -177,6 +182,7 @@ def _advance(
     progress: Callable[[int], None] | None,
     checkpoint: Checkpointing | None,
     earlier: float,
+    on_eval: Callable[[list[Evaluation]], None] | None = None,
 ) -> float:
     """Advance every lane to round T, saving a checkpoint between segments; the wall time.
 
@@ -189,7 +195,7 @@ def _advance(
         while True:
             until = min(config.rounds, done + step)
             began = time.perf_counter()
-            _run_lanes(lanes, config, progress, until)
+            _run_lanes(lanes, config, progress, until, on_eval)
             if until == config.rounds:
                 break
             assert checkpoint is not None

@@ -18,8 +18,9 @@ from adcs.sim.checkpoint import _run_state, _set_run_state, _StreamKey, _StreamS
 from adcs.sim.context import _Context
 from adcs.sim.evaluate import _Evaluator
 from adcs.sim.lockstep import _Stream
+from adcs.sim.metrics import percentile_accuracy, worst_and_average
 from adcs.sim.runstate import _new_run
-from adcs.sim.spec import RunSpec, SimConfig
+from adcs.sim.spec import Evaluation, RunSpec, SimConfig
 from adcs.streams import stream_key
 
 _PROGRESS_EVERY = 50
@@ -100,7 +101,8 @@ class _Lane:
             if self.available is not None:
                 self.available[seed][:] = state["available"][seed]
 
-    def evaluate(self) -> None:
+    def evaluate(self, at: int) -> list[Evaluation]:
+        """Evaluate every run at round ``at``; the runs' evaluations, as their results hold them."""
         # stream by stream: the products then do not depend on which streams share a lane, so
         # neither do the numbers (whatever ``workers`` is, and across a resume)
         row = 0
@@ -110,21 +112,42 @@ class _Lane:
                 self.evaluator(stream.params)
             )
             row = rows.stop
-        self.next_eval += 1
+        index, self.next_eval = self.next_eval, self.next_eval + 1
+        return self._events(index, at)
+
+    def _events(self, index: int, at: int) -> list[Evaluation]:
+        acc = self.client_acc[:, index : index + 1]  # (runs, 1, clients): the results' shape
+        worst, avg = worst_and_average(acc)
+        p10 = percentile_accuracy(acc, 0.1)
+        ids = [run.spec.run_id for stream in self.streams for run in stream.runs]
+        return [
+            Evaluation(run_id, at, float(w[0]), float(a[0]), float(q[0]), float(loss))
+            for run_id, w, a, q, loss in zip(
+                ids, worst, avg, p10, self.test_loss[:, index], strict=True
+            )
+        ]
 
     def run(
-        self, config: SimConfig, report: Callable[[], None], stop: threading.Event, until: int
+        self,
+        config: SimConfig,
+        report: Callable[[], None],
+        stop: threading.Event,
+        until: int,
+        on_eval: Callable[[list[Evaluation]], None] | None = None,
     ) -> None:
         """Advance every stream from round ``rounds_done`` to round ``until`` (≤ T).
 
         Evaluations happen before the rounds they name; the last one (at T) once ``until`` = T.
+        Each is handed to ``on_eval`` as it happens.
         """
         eval_at = config.eval_rounds
         for t in range(self.rounds_done, until):
             if stop.is_set():  # another worker failed
                 return
             if t == eval_at[self.next_eval]:
-                self.evaluate()
+                events = self.evaluate(int(eval_at[self.next_eval]))
+                if on_eval is not None:
+                    on_eval(events)
             masks = {seed: self.ctx.availability(key, t) for seed, key in self.seeds.items()}
             for seed, avail in masks.items():
                 self.n_available[seed][t] = avail.clients.size
@@ -136,7 +159,9 @@ class _Lane:
             if self.rounds_done % _PROGRESS_EVERY == 0:
                 report()
         if self.rounds_done == config.rounds and self.next_eval < eval_at.size:
-            self.evaluate()
+            events = self.evaluate(int(eval_at[self.next_eval]))
+            if on_eval is not None:
+                on_eval(events)
         report()
 
 

@@ -19,7 +19,16 @@ from adcs.schedulers.base import Scheduler
 from adcs.sim.availability import AlwaysAvailable, Availability, TraceAvailability
 from adcs.sim.system import SystemConfig
 
-__all__ = ["BoolArray", "F32Array", "F64Array", "IntArray", "RunResult", "RunSpec", "SimConfig"]
+__all__ = [
+    "BoolArray",
+    "Evaluation",
+    "F32Array",
+    "F64Array",
+    "IntArray",
+    "RunResult",
+    "RunSpec",
+    "SimConfig",
+]
 
 F32Array = NDArray[np.float32]
 F64Array = NDArray[np.float64]
@@ -270,3 +279,19 @@ class RunResult:
         return None if self.busy_time is None else float(self.busy_time.sum())
 
     non_finite: int = 0
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One run's evaluation, as it happens (:func:`~adcs.sim.simulate`'s ``on_eval``).
+
+    The same numbers the run's :class:`RunResult` holds at ``round`` (its ``worst_acc``,
+    ``avg_acc``, ``p10_acc`` and ``test_loss``), handed over while the run goes.
+    """
+
+    run_id: str
+    round: int
+    worst_acc: float
+    avg_acc: float
+    p10_acc: float
+    test_loss: float

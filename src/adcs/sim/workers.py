@@ -25,7 +25,9 @@ from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
 from adcs.sim.lanes import _Lane
-from adcs.sim.spec import SimConfig
+from adcs.sim.spec import Evaluation, SimConfig
+
+OnEval = Callable[[list[Evaluation]], None]
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +37,12 @@ def _run_lanes(
     config: SimConfig,
     progress: Callable[[int], None] | None,
     until: int,
+    on_eval: OnEval | None = None,
 ) -> None:
-    """Advance every lane to round ``until``: in this process, forked processes or threads."""
+    """Advance every lane to round ``until``: in this process, forked processes or threads.
+
+    ``on_eval`` receives each lane's evaluations in this process (one call at a time).
+    """
     lock = threading.Lock()
     stop = threading.Event()
     reported = [-1]
@@ -50,17 +56,23 @@ def _run_lanes(
                 reported[0] = done
                 progress(done)
 
+    def evaluated(events: list[Evaluation]) -> None:
+        if on_eval is not None:
+            with lock:
+                on_eval(events)
+
+    hand_on = None if on_eval is None else evaluated
     if len(lanes) == 1:
-        lanes[0].run(config, report, stop, until)
+        lanes[0].run(config, report, stop, until, on_eval)
         return
     if _can_fork():
-        _run_lanes_in_processes(lanes, config, report, until)
+        _run_lanes_in_processes(lanes, config, report, until, hand_on)
         return
     errors: list[BaseException] = []
 
     def work(lane: _Lane) -> None:
         try:
-            lane.run(config, report, stop, until)
+            lane.run(config, report, stop, until, hand_on)
         except BaseException as exc:  # re-raised in the calling thread
             errors.append(exc)
             stop.set()
@@ -85,8 +97,9 @@ def _can_fork() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
-_FORKED: tuple[list[_Lane], SimConfig, Any, int] | None = None
-"""What a forked worker inherits: the lanes, the config, the shared round counters, ``until``."""
+_FORKED: tuple[list[_Lane], SimConfig, Any, int, bool] | None = None
+"""What a forked worker inherits: the lanes, the config, the shared round counters, ``until``,
+and whether to send its evaluations as they happen."""
 
 _PR_SET_PDEATHSIG = 1
 
@@ -124,14 +137,17 @@ def _forked_worker(index: int, conn: Connection, parent: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # blocked around the fork
     assert _FORKED is not None
-    lanes, config, counters, until = _FORKED
+    lanes, config, counters, until, evaluations = _FORKED
     lane = lanes[index]
 
     def report() -> None:
         counters[index] = lane.rounds_done
 
+    def evaluated(events: list[Evaluation]) -> None:
+        conn.send(("eval", events))
+
     try:
-        lane.run(config, report, threading.Event(), until)
+        lane.run(config, report, threading.Event(), until, evaluated if evaluations else None)
         message: tuple[str, Any] = ("ok", lane.export())
     except BaseException as exc:
         message = ("error", _portable_error(exc))
@@ -152,7 +168,11 @@ def _portable_error(exc: BaseException) -> BaseException:
 
 
 def _run_lanes_in_processes(
-    lanes: list[_Lane], config: SimConfig, report: Callable[[], None], until: int
+    lanes: list[_Lane],
+    config: SimConfig,
+    report: Callable[[], None],
+    until: int,
+    on_eval: OnEval | None = None,
 ) -> None:
     """Advance each lane in its own forked process and take its state back.
 
@@ -163,7 +183,7 @@ def _run_lanes_in_processes(
     global _FORKED
     ctx = multiprocessing.get_context("fork")
     counters = ctx.Array("q", [s.rounds_done for s in lanes], lock=False)
-    _FORKED = (lanes, config, counters, until)
+    _FORKED = (lanes, config, counters, until, on_eval is not None)
     processes: list[multiprocessing.process.BaseProcess] = []
     pending: dict[Connection, int] = {}
     outcomes: dict[int, Mapping[str, Any]] = {}
@@ -191,13 +211,18 @@ def _run_lanes_in_processes(
                 try:
                     kind, payload = conn.recv()
                 except EOFError:
+                    conn.close()
                     processes[i].join(1.0)
                     raise RuntimeError(
                         f"simulation worker {i} (pid {processes[i].pid}) died "
                         f"(exit code {processes[i].exitcode})"
                     ) from None
-                finally:
-                    conn.close()
+                if kind == "eval":  # an evaluation on the way; the lane's state comes later
+                    pending[conn] = i
+                    if on_eval is not None:
+                        on_eval(payload)
+                    continue
+                conn.close()
                 if kind == "error":
                     raise payload
                 outcomes[i] = payload
