@@ -38,8 +38,10 @@ typecheck: $(VENV)/.installed-test
 docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
+# Two workers: the Deployment Runtime's tests (mostly waiting out Flower's heartbeats) and the
+# Ray ones each keep to one worker (tests/conftest.py), everything else is shared out.
 test: lint typecheck docs
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 # Build the wheel, install it in a fresh environment, run `adcs reproduce --quick` from it.
 wheel-check: $(BIN)/python
