@@ -38,10 +38,9 @@ typecheck: $(VENV)/.installed-test
 docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-# Two workers: the Deployment Runtime's tests (mostly waiting out Flower's heartbeats) and the
-# Ray ones each keep to one worker (tests/conftest.py), everything else is shared out.
+# The Deployment Runtime's tests (mostly waiting out Flower's heartbeats) run beside the rest.
 test: lint typecheck docs
-	$(BIN)/pytest -n 2 --dist loadgroup
+	bash scripts/run_tests.sh $(BIN)
 
 # Build the wheel, install it in a fresh environment, run `adcs reproduce --quick` from it.
 wheel-check: $(BIN)/python
