@@ -27,4 +27,3 @@ def _no_network(url: str) -> object:
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fashion_mnist, "_default_opener", _no_network)
-

@@ -126,12 +126,14 @@ def test_track_logs_while_running_and_leaves_the_results_as_they_are(tmp_path: P
     outs = {}
     for track in (None, "tensorboard", "mlflow"):
         out = tmp_path / f"out-{track}"
-        args = ["run", str(config), "--out", str(out), "--workers", "2"]
+        # untracked in this process, tracked from forked workers: results depend on neither
+        args = ["run", str(config), "--out", str(out), "--workers", "1" if track is None else "2"]
         if track is not None:
             args += ["--track", track, "--track-to", str(tmp_path / f"log-{track}")]
         result = runner.invoke(cli.app, args)
         assert result.exit_code == 0, result.output
-        assert "round 4: worst" in result.output or "round 2: worst" in result.output
+        if track is None:  # the progress line's last report shows the last evaluation
+            assert "round 4: worst" in " ".join(result.output.split()), result.output
         outs[track] = out
     for name in ("metrics.csv", "runs.csv", "selections.npz", "client_acc.npz", "summary.json"):
         plain = (outs[None] / name).read_bytes()

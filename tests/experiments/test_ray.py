@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("ray")
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
 REPRODUCIBLE = ("metrics.csv", "runs.csv", "selections.npz", "summary.json", "client_acc.npz")
 LEADERBOARD = ("leaderboard.csv", "ranks.csv", "summary.json", "report.md")
 
@@ -72,6 +73,9 @@ def _free_port() -> int:
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    # the checkout, so that the cluster's workers import a user's scheduler as the driver does
+    # (tests.plugins.my_selection; a real user installs the package on every node)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -127,6 +131,20 @@ def test_a_run_on_the_cluster_gives_the_files_of_a_local_run(cluster: str, tmp_p
     assert manifest["executor"]["kind"] == "ray" and manifest["executor"]["address"] == cluster
     assert sorted(k.rsplit("/", 1)[1] for k in shards) == ["seed-0", "seed-1"]
     assert all(s["pid"] != manifest["sessions"][0]["pid"] for s in shards.values())
+
+
+def test_a_user_scheduler_by_import_path_runs_on_the_cluster(cluster: str, tmp_path: Path) -> None:
+    config = tmp_path / "mine.toml"
+    mine = '\n[[methods]]\nname = "tests.plugins.my_selection:LowestIndex"\noffset = 1\n'
+    config.write_text(WORKLOAD + mine, encoding="utf-8")
+    here = adcs("run", str(config), "--out", "here", cwd=tmp_path)
+    assert here.returncode == 0, here.stderr
+    there = adcs("run", str(config), "--out", "there", "--ray-address", cluster, cwd=tmp_path)
+    assert there.returncode == 0, there.stderr
+    for name in REPRODUCIBLE:
+        assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "there" / name).read_bytes()
+    runs = json.loads((tmp_path / "there" / "summary.json").read_text())["runs"]
+    assert {r["method"] for r in runs} == {"tests.plugins.my_selection:LowestIndex"}
 
 
 def test_a_leaderboard_on_the_cluster_gives_the_files_of_a_local_one(

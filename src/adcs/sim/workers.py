@@ -203,9 +203,6 @@ def _run_lanes_in_processes(
             pending[receiver] = i
         while pending:
             ready = [c for c in mp_wait(list(pending), timeout=0.5) if isinstance(c, Connection)]
-            for lane, count in zip(lanes, counters, strict=True):
-                lane.rounds_done = max(lane.rounds_done, int(count))
-            report()
             for conn in ready:
                 i = pending.pop(conn)
                 try:
@@ -226,6 +223,10 @@ def _run_lanes_in_processes(
                 if kind == "error":
                     raise payload
                 outcomes[i] = payload
+            # after the evaluations that came in: a progress line then shows the latest one
+            for lane, count in zip(lanes, counters, strict=True):
+                lane.rounds_done = max(lane.rounds_done, int(count))
+            report()
     finally:
         _FORKED = None
         for conn in pending:
