@@ -62,12 +62,17 @@ else:  # pragma: no cover
 
 import numpy as np
 
-from adcs.adversary import capture_ratio, honest_accuracy, selection_rates
+from adcs.adversary import Crafted, capture_ratio, honest_accuracy, selection_rates
 from adcs.experiments.adversary import AttackSettings, DefenceSettings, adversarial_run
 from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
 from adcs.experiments.plan import _federated_data, expand_runs
 from adcs.experiments.workload import DataSource, load_data
 from adcs.sim import RunResult, RunSpec, simulate
+
+try:  # the checkout and the tests import this file as benchmarks.bench_attacks
+    from benchmarks.attack_families import family_lines, shares
+except ImportError:  # `adcs bench attacks` loads it from its folder (also the installed copy's)
+    from attack_families import family_lines, shares  # type: ignore[no-redef]
 
 REPO = Path(__file__).resolve().parents[1]
 # the checkout's experiments/, or the installed package's copy beside these scripts (adcs/)
@@ -85,7 +90,7 @@ def _shown(source: str) -> str:
         return source
 
 
-BLOCKS = ("clean", "capture", "poison", "costs")
+BLOCKS = ("clean", "capture", "poison", "costs", "families")
 GOAL_RATIO = 1.5
 CAPTURE_RATE = 0.95  # selected in (nearly) every round
 GOAL_WORST_POINTS = 1.0
@@ -115,6 +120,13 @@ class Suite:
     cost_methods: tuple[str, ...] = ("adcs",)
     defence: DefenceSettings = field(default_factory=DefenceSettings)
     costs: tuple[tuple[str, DefenceSettings], ...] = ()
+    families: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    family_k: tuple[int, ...] = (1, 3, 5)
+    bound: DefenceSettings = field(default_factory=DefenceSettings)
+
+    def crafted(self, keys: Mapping[str, Any], k: int, adaptive: bool) -> Crafted:
+        """A family's attack with k malicious clients (:class:`adcs.adversary.Crafted`)."""
+        return Crafted(n_malicious=k, adaptive=adaptive, **keys)
 
     @property
     def defended(self) -> DefenceSettings:
@@ -144,7 +156,11 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
         values["costs"] = tuple(
             (name, DefenceSettings(**table)) for name, table in values.get("costs", {}).items()
         )
-        for key in ("k", "poisons", "poison_lie", "blind", "cost_methods"):
+        values["bound"] = DefenceSettings(**values.get("bound", {}))
+        values["families"] = tuple(
+            (name, dict(table)) for name, table in values.get("families", {}).items()
+        )
+        for key in ("k", "poisons", "poison_lie", "blind", "cost_methods", "family_k"):
             if key in values:
                 values[key] = tuple(values[key])
         if "lies" in values:
@@ -155,6 +171,10 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
             for poison in ("none", *suite.poisons):
                 if lie or poison != "none":
                     suite.attack(max(suite.k), lie, poison, True)
+        for name, keys in suite.families:
+            if {"clients", "n_malicious", "adaptive"} & set(keys):
+                raise ValueError(f"families.{name}: the suite sets clients and adaptive")
+            suite.crafted(keys, max(suite.family_k), True)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"suite: {exc}") from None
     return suite
@@ -169,7 +189,7 @@ def load_suite(path: str | Path) -> tuple[ExperimentConfig, Suite]:
         raise ConfigError(f"{path}: {exc}") from None
     suite = parse_suite(raw.pop("suite", {}))
     config = config_from_dict(raw, source=str(path), base_dir=path.parent)
-    k_max = max(suite.k)
+    k_max = max(suite.k + suite.family_k)
     if k_max >= config.data.total_clients:
         raise ConfigError(f"{path}: suite.k={k_max} leaves no honest client")
     return config, suite
@@ -194,6 +214,8 @@ class Planned:
     malicious: tuple[int, ...]
     baseline: str
     spec: RunSpec = field(compare=False)
+    since: int = 0
+    """Rates are measured from this round on (a sleeper's start)."""
 
 
 def _label(lie: Sequence[str]) -> str:
@@ -217,7 +239,7 @@ def plan_suite(
         defence_label: str,
         defence: DefenceSettings | None,
         attack_label: str = "none",
-        attack: AttackSettings | None = None,
+        attack: AttackSettings | Crafted | None = None,
     ) -> None:
         k = 0 if attack is None else int(attack.n_malicious or 0)
         adaptive = attack is not None and attack.adaptive
@@ -232,18 +254,30 @@ def plan_suite(
         scheduler, hook = adversarial_run(run.scheduler, run.seed, n, attack, defence)
         malicious = () if attack is None else attack.malicious(run.seed, n)
         spec = RunSpec(scheduler, run.seed, run_id, {"method": method}, hook)
+        since = attack.start if isinstance(attack, Crafted) else 0
         out.append(
             Planned(run_id, block, variant, run.seed, defence_label, attack_label, k,
-                    adaptive, malicious, baseline, spec)
+                    adaptive, malicious, baseline, spec, since)
         )  # fmt: skip
 
     defended, robust = suite.defence, suite.defended
+    lies = "clean" in blocks or "capture" in blocks or "poison" in blocks
     for run in base:
-        if "clean" in blocks or "capture" in blocks or "poison" in blocks:
+        if lies:
             add(run, "clean", "off", None)
             add(run, "clean", "on", defended)
             add(run, "clean", "on+robust", robust)
         method = run.meta["method"]
+        if "families" in blocks:
+            if not lies:
+                add(run, "clean", "off", None)
+            add(run, "clean", "bound", suite.bound)
+            for name, keys in suite.families if method not in suite.blind else ():
+                for k in suite.family_k:
+                    add(run, "families", "off", None, name, suite.crafted(keys, k, False))
+                    for adaptive in (False, True):
+                        attack = suite.crafted(keys, k, adaptive)
+                        add(run, "families", "bound", suite.bound, name, attack)
         if "capture" in blocks and method not in suite.blind:
             for lie in suite.lies:
                 for k in suite.k:
@@ -268,7 +302,7 @@ def plan_suite(
                         attack = suite.attack(k, suite.poison_lie, poison, adaptive)
                         add(run, "poison", "on+robust", robust, label, attack)
         if "costs" in blocks and method in suite.cost_methods:
-            if "clean" not in blocks and "capture" not in blocks and "poison" not in blocks:
+            if not lies and "families" not in blocks:
                 add(run, "clean", "off", None)
             for name, defence in suite.costs:
                 add(run, "costs", name, defence)
@@ -326,11 +360,15 @@ def measure(plan: Sequence[Planned], results: Mapping[str, RunResult], n: int) -
     out = []
     for p in plan:
         result = results[p.run_id]
+        base = rates.get(p.baseline, np.full(n, np.nan))
+        if p.since:  # a sleeper: its rounds since it woke, against the same rounds without it
+            rates[p.run_id] = selection_rates(result.selected[p.since :], n)
+            if p.baseline in results:
+                base = selection_rates(results[p.baseline].selected[p.since :], n)
         # client_acc's columns are the evaluated clients (all, or [sim] eval_clients of them)
         evaluated = result.eval_clients if result.eval_clients.size else np.arange(n)
         liars = np.flatnonzero(np.isin(evaluated, p.malicious))
         honest = honest_accuracy(result.client_acc, liars.tolist())
-        base = rates.get(p.baseline, np.full(n, np.nan))
         out.append(
             Measured(p, rates[p.run_id], base, honest.worst, honest.p10, honest.average,
                      int(result.client_updates), int(result.loss_evals))
@@ -598,7 +636,8 @@ def write_results(
             f"N = {config.data.total_clients}, m = {config.m}, T = {config.sim.rounds}, seeds "
             f"{list(config.seeds)}; lies ×{suite.factor:g}, direction {suite.direction!r}. "
             f"Defences on: `{_defence_text(suite.defence)}`; poison runs add aggregation "
-            f"`{suite.robust}`. Malicious clients per seed: "
+            f"`{suite.robust}`; the families' bounds: `{_defence_text(suite.bound)}`. "
+            "Malicious clients per seed: "
             + ", ".join(f"seed {s}: {list(v)}" for s, v in meta["malicious"].items())
             + ". Every rate is computed from `selections.npz`.",
             "",
@@ -607,6 +646,7 @@ def write_results(
             *capture_tables(measured, methods),
             *accuracy_tables(measured, methods),
             *cost_table(measured),
+            *family_lines(measured, methods),
         ]
         (tmp / "report.md").write_text("\n".join(report) + "\n")
         manifest = {
@@ -657,17 +697,19 @@ def _write_runs_csv(path: Path, measured: Sequence[Measured]) -> None:
             "run_id", "block", "method", "seed", "defence", "attack", "k", "adaptive",
             "malicious", "liar_rates", "no_attack_rates", "capture_ratios", "honest_worst",
             "honest_p10", "honest_average", "client_updates", "loss_evals", "baseline",
+            "attacker_share", "coalition_share", "since",
         ])  # fmt: skip
         for m in measured:
             p = m.planned
             mal = list(p.malicious)
+            single, coalition = shares(m.rates, mal)
             writer.writerow([
                 p.run_id, p.block, p.method, p.seed, p.defence, p.attack, p.k, p.adaptive,
                 json.dumps(mal), json.dumps([round(float(m.rates[c]), 6) for c in mal]),
                 json.dumps([round(float(m.baseline_rates[c]), 6) for c in mal]),
                 json.dumps([None if not math.isfinite(r) else round(float(r), 6) for r in m.ratios]),
                 repr(m.worst), repr(m.p10), repr(m.average), m.client_updates, m.loss_evals,
-                p.baseline,
+                p.baseline, _fmt(single, 4), _fmt(coalition, 4), p.since,
             ])  # fmt: skip
 
 
@@ -795,6 +837,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="override T")
     parser.add_argument("--seeds", default=None, help="override the seeds, e.g. 0,1")
     parser.add_argument("--k", default=None, help="override suite.k, e.g. 1")
+    parser.add_argument("--family-k", default=None, help="override suite.family_k, e.g. 1,3")
+    parser.add_argument("--families", default=None, help="subset of the families, e.g. sleeper")
     parser.add_argument("--blocks", default=",".join(BLOCKS), help=f"subset of {','.join(BLOCKS)}")
     parser.add_argument("--methods", default=None, help="subset of the methods, e.g. adcs,ocs")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (one per seed)")
@@ -816,6 +860,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _with_rounds(config, args.rounds, seeds)
         if args.k:
             suite = dataclasses.replace(suite, k=tuple(int(k) for k in args.k.split(",")))
+        if args.family_k:
+            ks = tuple(int(k) for k in args.family_k.split(","))
+            suite = dataclasses.replace(suite, family_k=ks)
+        if args.families:
+            chosen = args.families.split(",")
+            unknown = sorted(set(chosen) - {name for name, _ in suite.families})
+            if unknown:
+                raise ConfigError(f"--families: no family {unknown} in the suite")
+            kept = tuple((n, keys) for n, keys in suite.families if n in chosen)
+            suite = dataclasses.replace(suite, families=kept)
         blocks = [b for b in args.blocks.split(",") if b]
         if not set(blocks) <= set(BLOCKS):
             raise ConfigError(f"--blocks must be a subset of {list(BLOCKS)}, got {blocks}")

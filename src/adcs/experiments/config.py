@@ -77,7 +77,7 @@ from adcs.data.datasets import DATASETS
 from adcs.data.partition import PARTITIONS as PARTITION_TABLE
 from adcs.data.partition import PartitionKind, partition_kind
 from adcs.experiments import adversary
-from adcs.experiments.adversary import AttackSettings, DefenceSettings
+from adcs.experiments.adversary import AttackTable, DefenceSettings
 from adcs.experiments.paper import PAPER_OUTPUTS
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
@@ -566,7 +566,7 @@ class SimSettings:
         uses the true ones); omitted: the updates themselves.
     eval_clients : int or None
         Evaluate a fixed subset of this many clients (large populations); omitted: all.
-    attack : AttackSettings or None
+    attack : AttackSettings or Crafted or None
         The ``[sim.attack]`` table: malicious clients, for every method (None: all honest).
     defence : DefenceSettings or None
         The ``[sim.defence]`` table: defences for every method (None: none).
@@ -585,7 +585,7 @@ class SimSettings:
     system: SystemSettings | None = None
     sketch_dim: int | None = None
     eval_clients: int | None = None
-    attack: AttackSettings | None = None
+    attack: AttackTable | None = None
     defence: DefenceSettings | None = None
 
     def __post_init__(self) -> None:
