@@ -100,7 +100,6 @@ from adcs.experiments.report import (
     write_report,
 )
 from adcs.experiments.results import (
-    STANDARD_PARAM_COLUMNS,
     _write_json,
     load_records,
     param_columns,
@@ -113,7 +112,6 @@ from adcs.sim.spec import Evaluation
 __all__ = [
     "CHECKPOINT_FORMAT",
     "MEMORY_BUDGET_BYTES",
-    "STANDARD_PARAM_COLUMNS",
     "ExperimentOutcome",
     "ProgressFn",
     "RunError",
