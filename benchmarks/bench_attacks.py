@@ -70,25 +70,19 @@ from adcs.experiments.workload import DataSource, load_data
 from adcs.sim import RunResult, RunSpec, simulate
 
 try:  # the checkout and the tests import this file as benchmarks.bench_attacks
-    from benchmarks.attack_families import family_lines, shares
-    from benchmarks.attack_report import (
-        _fmt,
-        accuracy_tables,
-        capturability_lines,
-        capture_tables,
-        cost_table,
-        goal_lines,
-    )
+    from benchmarks import attack_families, attack_report
 except ImportError:  # `adcs bench attacks` loads it from its folder (also the installed copy's)
-    from attack_families import family_lines, shares  # type: ignore[no-redef]
-    from attack_report import (  # type: ignore[no-redef]
-        _fmt,
-        accuracy_tables,
-        capturability_lines,
-        capture_tables,
-        cost_table,
-        goal_lines,
-    )
+    import attack_families  # type: ignore[no-redef]
+    import attack_report  # type: ignore[no-redef]
+
+family_lines, shares = attack_families.family_lines, attack_families.shares
+_fmt, goal_lines, cost_table = (
+    attack_report._fmt,
+    attack_report.goal_lines,
+    attack_report.cost_table,
+)
+capturability_lines = attack_report.capturability_lines
+capture_tables, accuracy_tables = attack_report.capture_tables, attack_report.accuracy_tables
 
 REPO = Path(__file__).resolve().parents[1]
 # the checkout's experiments/, or the installed package's copy beside these scripts (adcs/)
