@@ -19,6 +19,7 @@ from adcs.adversary import (
 )
 from adcs.adversary.crafted import craft
 from adcs.schedulers import ADCS, DivFL
+from adcs.schedulers.base import ClientStats
 from adcs.sim import RunSpec, SimConfig, simulate
 from tests.adversary.conftest import Fixed, N, grouped_stats, paper_like_data
 
@@ -137,3 +138,22 @@ def test_a_consistent_attacker_captures_a_diversity_scheduler_and_the_cap_bounds
     hits = (capped == 4).any(axis=1).astype(int)
     most = max(hits[t : t + window].sum() for t in range(len(hits) - window + 1))
     assert most <= budget  # 1.5 × the fair share over every window of 20 rounds
+
+
+def test_under_a_loss_probe_the_adaptive_sender_crafts_what_passes_the_screens():
+    stats = grouped_stats()
+    defence = Defence(plausibility=0.9, novelty=3.0)
+    clients = np.arange(N)
+    sent = {}
+    for adaptive in (False, True):
+        attack = built(cosine=0.3, adaptive=adaptive)
+        hook = adversarial(Fixed(N), attack=attack, defence=defence)[1]
+        assert isinstance(hook, Sending)
+        sent[adaptive], _ = hook.aggregate(
+            None, 0, clients, stats.updates, np.full(N, 1 / N), stats
+        )
+    as_received = [
+        screen(defence, None, ClientStats(stats.available, clients, None, sent[a])).dropped[4]
+        for a in (False, True)
+    ]
+    assert as_received == [True, False]

@@ -540,7 +540,8 @@ def adversarial(
     rule = defence.aggregator() if defence is not None else None
     hook: Aggregator | None = rule
     if isinstance(attack, Crafted):  # it sends what it reports: always through the hook
-        return Crafting(run, attack), Sending(attack, rule or RobustAggregation())
+        screens = defence if defence is not None and defence.screens else None
+        return Crafting(run, attack), Sending(attack, rule or RobustAggregation(), screens)
     if attack is not None:
         run = Lying(run, attack)
         if attack.poison is not Poison.NONE:

@@ -371,11 +371,13 @@ def sent_updates(
     clients: IntArray,
     updates: F32Array,
     probed: ClientStats | None = None,
+    defence: Defence | None = None,
 ) -> F32Array:
     """What the server receives: malicious rows replaced by their crafted updates, (n, dim).
 
     ``probed`` (this round's probe, honest values) gives the losses that pick the target of an
-    impersonator that reported no direction.
+    impersonator that reported no direction; ``defence`` is read by the adaptive form when it
+    crafts a direction it did not report (a loss probe: the server judges what it receives).
     """
     mal = attack.rows(clients) & finite_rows(updates)
     if round_idx < attack.start or not mal.any():
@@ -397,6 +399,7 @@ def sent_updates(
             updates[mal][~has],
             updates[honest],
             _losses_of(probed, clients[honest]),
+            defence,
         )
     norms = row_norms(updates[mal]) * attack.scale
     out[mal] = (directions * norms[:, None]).astype(np.float32)
@@ -411,10 +414,13 @@ class Sending:
     ----------
     attack : Crafted
     rule : RobustAggregation
+    defence : Defence, optional
+        The server's defence, read by the adaptive form.
     """
 
     attack: Crafted
     rule: RobustAggregation = field(default_factory=RobustAggregation)
+    defence: Defence | None = None
 
     def aggregate(
         self,
@@ -425,5 +431,7 @@ class Sending:
         coefs: F64Array,
         probed: ClientStats,
     ) -> tuple[F32Array, F32Array]:
-        received = sent_updates(self.attack, state, round_idx, clients, updates, probed)
+        received = sent_updates(
+            self.attack, state, round_idx, clients, updates, probed, self.defence
+        )
         return received, self.rule.combine(received, coefs)
