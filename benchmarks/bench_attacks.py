@@ -438,6 +438,9 @@ def write_results(
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         if out.exists():
+            for sub in out.iterdir():  # nested results (families/, costs/) are kept
+                if sub.is_dir() and not (tmp / sub.name).exists():
+                    sub.rename(tmp / sub.name)
             shutil.rmtree(out)
         tmp.rename(out)
     except BaseException:

@@ -131,3 +131,17 @@ def test_the_verdict_names_the_lies_that_capture_a_scheduler():
     assert "by: loss 90% vs 30%; direction 100% vs 67%. With defences on, by: none." in verdict
     assert "norm" not in verdict
     assert any(line.startswith("- **uniform**") for line in lines)
+
+
+def test_a_rewrite_keeps_nested_results_folders(tmp_path: Path):
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    config = bench_attacks._with_rounds(config, 2, [0])
+    out = tmp_path / "attacks"
+    (out / "families" / "seed0").mkdir(parents=True)
+    (out / "families" / "seed0" / "runs.csv").write_text("x")
+    (out / "manifest.json").write_text("{}")
+    bench_attacks.run_suite(
+        config, suite, out, dataset=load_subset(), blocks=["clean"], methods=["uniform"], workers=1
+    )
+    assert (out / "families" / "seed0" / "runs.csv").read_text() == "x"
+    assert (out / "report.md").is_file()
