@@ -73,24 +73,27 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from adcs.data.datasets import DATASETS
+from adcs.data.datasets import DATASETS, DatasetEntry
 from adcs.data.partition import PARTITIONS as PARTITION_TABLE
 from adcs.data.partition import PartitionKind, partition_kind
 from adcs.experiments import adversary
 from adcs.experiments.adversary import AttackSettings, DefenceSettings
-from adcs.experiments.paper import PAPER_OUTPUTS
+from adcs.experiments.outputs import OUTPUTS
+from adcs.experiments.schema import (
+    ConfigError,
+    KindTable,
+    _choice,
+    _float,
+    _int,
+    _no_unknown,
+    _table,
+)
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
-from adcs.sim.availability import (
-    AlwaysAvailable,
-    Availability,
-    BernoulliAvailability,
-    CyclicAvailability,
-    TraceAvailability,
-)
+from adcs.sim.availability import AVAILABILITY, AlwaysAvailable
 from adcs.sim.engine import SimConfig
 from adcs.sim.model import LogisticRegression, Model
-from adcs.sim.system import SystemConfig, SystemProfile
+from adcs.sim.system import SYSTEM_PROFILES
 
 __all__ = [
     "MODEL_KINDS",
@@ -103,7 +106,6 @@ __all__ = [
     "MethodConfig",
     "ModelSettings",
     "SimSettings",
-    "SystemSettings",
     "config_from_dict",
     "config_to_dict",
     "load_config",
@@ -116,10 +118,6 @@ __all__ = [
 
 PARTITIONS = tuple(PARTITION_TABLE)
 """Partition kinds of :data:`adcs.data.PARTITIONS`."""
-
-OUTPUTS = (*PAPER_OUTPUTS, "curves")
-"""Figures and tables a configuration may ask for: ``curves`` (every variant on one plot), and the
-paper's ``fig1``–``fig3`` and ``table1`` (:mod:`adcs.experiments.paper`)."""
 
 PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 """Configurations shipped with the project (``experiments/<name>.toml``)."""
@@ -134,97 +132,8 @@ _TABLE_KEYS = frozenset({"kind", "seed", "resample_per_seed"})
 """Keys of a ``[data.partition]`` table besides the partition's own."""
 
 
-class ConfigError(ValueError):
-    """A configuration that cannot be run; the message names the file, key and value."""
-
-
-# ---------------------------------------------------------------------------------------------
-# small checkers: each raises ConfigError naming the dotted key
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int(key: str, value: Any, minimum: int) -> int:
-    if not _is_int(value) or value < minimum:
-        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _float(
-    key: str,
-    value: Any,
-    low: float,
-    high: float,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    ok = (_is_int(value) or isinstance(value, float)) and math.isfinite(float(value))
-    if ok:
-        v = float(value)
-        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-    if not ok:
-        left, right = "(" if low_open else "[", ")" if high_open else "]"
-        raise ConfigError(f"{key} must be a number in {left}{low}, {high}{right}, got {value!r}")
-    return float(value)
-
-
-def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise ConfigError(f"{key} must be one of {list(allowed)}, got {value!r}")
-    return str(value)
-
-
-def _no_unknown(section: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        where = f"{section}." if section else ""
-        raise ConfigError(
-            f"unknown key(s) {', '.join(where + k for k in unknown)}; allowed: {sorted(allowed)}"
-        )
-
-
-def _table(key: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{key} must be a table, got {value!r}")
-    return value
-
-
 # ---------------------------------------------------------------------------------------------
 # sections
-
-
-def _positive_int(key: str, value: Any) -> None:
-    _int(key, value, 1)
-
-
-MAX_CLIENTS = 2**31 - 1
-"""Client indices are int32 throughout the simulator and the results files."""
-
-
-def _client_count(key: str, value: Any) -> None:
-    if _int(key, value, 1) > MAX_CLIENTS:
-        raise ConfigError(
-            f"{key} must be at most {MAX_CLIENTS:,} (clients are int32), got {value!r}"
-        )
-
-
-def _unit(key: str, value: Any) -> None:
-    _float(key, value, 0.0, 1.0)
-
-
-def _positive(key: str, value: Any) -> None:
-    _float(key, value, 0.0, math.inf, low_open=True)
-
-
-def _non_negative(key: str, value: Any) -> None:
-    _float(key, value, 0.0, math.inf)
-
-
-def _open_unit(key: str, value: Any) -> None:
-    _float(key, value, 0.0, 1.0, low_open=True, high_open=True)
 
 
 def _partition(key: str, kind: Any) -> PartitionKind:
@@ -237,24 +146,25 @@ def _partition(key: str, kind: Any) -> PartitionKind:
         raise ConfigError(f"{key}: {exc}") from None
 
 
-def _string(key: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
+def _dataset(key: str, name: Any) -> DatasetEntry:
+    """The row of :data:`adcs.data.DATASETS` named ``name``, or a ConfigError naming ``key``."""
+    known = isinstance(name, str) and (
+        name in DATASETS or ":" in name or name in DATASETS.entry_points()
+    )
+    if not known:
+        _choice(key, name, sorted(DATASETS))
+    try:
+        return DATASETS.resolve(name)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
 
 
-_VALUE_CHECKS: dict[str, Any] = {
-    "n_groups": _positive_int, "clients_per_group": _positive_int, "dominance": _unit,
-    "n_clients": _client_count, "alpha": _positive, "size_sigma": _non_negative,
-    "train_per_client": _positive_int, "test_per_client": _positive_int,
-    "shards_per_client": _positive_int, "classes": _positive_int,
-}  # fmt: skip
-"""Types and ranges of partition parameters (the data decide the rest when loaded)."""
-_OPTION_CHECKS: dict[str, Any] = {
-    "n_clients": _client_count, "alpha": _non_negative, "beta": _non_negative,
-    "test_fraction": _open_unit, "name": _string, "features": _string, "label": _string,
-    "train_split": _string, "test_split": _string,
-}  # fmt: skip
-"""Types and ranges of data set options."""
+def _check(rows: Any, values: Mapping[str, Any], prefix: str) -> None:
+    """A row's own checks of its options or parameters, as ConfigErrors naming the key."""
+    try:
+        rows.check(values, prefix)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -294,14 +204,12 @@ class DataConfig:
     """Read from the flat ``[data]`` form (messages then name the keys as written there)."""
 
     def __post_init__(self) -> None:
-        _choice("data.dataset", self.dataset, sorted(DATASETS))
-        entry = DATASETS[self.dataset]
+        entry = _dataset("data.dataset", self.dataset)
         if self.partition is None:
             object.__setattr__(self, "partition", "natural" if entry.generated else "paper_groups")
         options = dict(self.options)
         _no_unknown("data", options, entry.keys - {"path"})
-        for key, value in options.items():
-            _OPTION_CHECKS.get(key, lambda k, v: None)(f"data.{key}", value)
+        _check(entry, options, "data.")
         missing = sorted(entry.required - set(options) - ({"path"} if self.path else set()))
         if missing:
             raise ConfigError(f"data.{missing[0]} is required for dataset = {self.dataset!r}")
@@ -318,8 +226,7 @@ class DataConfig:
         params = dict(self.params)
         where = "data" if self.flat else "data.partition"
         _no_unknown(where, params, kind.keys)
-        for key, value in params.items():  # a flwr partitioner's own arguments: it checks them
-            _VALUE_CHECKS.get(key, lambda k, v: None)(f"{where}.{key}", value)
+        _check(kind, params, f"{where}.")
         for key in sorted(kind.required - set(params)):
             raise ConfigError(f"{where}.{key} is required for partition = {self.partition!r}")
         if entry.generated and params:
@@ -368,170 +275,17 @@ class DataConfig:
     @property
     def total_clients(self) -> int | None:
         """N, when the configuration fixes it (None: the data decide, e.g. FEMNIST's writers)."""
-        if DATASETS[self.dataset].generated:
+        if DATASETS.resolve(self.dataset).generated:
             return int(dict(self.options)["n_clients"])
         return partition_kind(str(self.partition)).n_clients(dict(self.params))
 
 
-AVAILABILITY_KINDS = ("always", "bernoulli", "cyclic", "trace")
-_AVAILABILITY_KEYS = {
-    "always": frozenset({"kind"}),
-    "bernoulli": frozenset({"kind", "p"}),
-    "cyclic": frozenset({"kind", "period", "duty", "phase"}),
-    "trace": frozenset({"kind", "path", "repeat"}),
-}
-
-
-@dataclass(frozen=True)
-class AvailabilitySettings:
-    """``[sim.availability]``: which clients can be selected each round (docs/design.md §4).
-
-    Attributes
-    ----------
-    kind : {"always", "bernoulli", "cyclic", "trace"}
-        "always" (default): every client every round.
-    p : float in (0, 1]
-        For "bernoulli": each client is available with probability p, independently each round.
-    period : int, duty : float in (0, 1], phase : {"group", "client", "none"}
-        For "cyclic": available while ((t + phase) mod period) < duty · period.
-    path : str, repeat : bool
-        For "trace": a ``.npz`` (bool array ``available``, rounds × clients) or ``.csv``
-        (``round,client`` rows of available pairs); ``repeat`` restarts a trace shorter than
-        the run.
-    """
-
-    kind: str = "always"
-    p: float | None = None
-    period: int | None = None
-    duty: float | None = None
-    phase: str = "group"
-    path: str | None = None
-    repeat: bool = False
-
-    def __post_init__(self) -> None:
-        _choice("sim.availability.kind", self.kind, AVAILABILITY_KINDS)
-        need = {"bernoulli": ("p",), "cyclic": ("period", "duty"), "trace": ("path",)}
-        for key in need.get(self.kind, ()):
-            if getattr(self, key) is None:
-                raise ConfigError(f"sim.availability.{key} is required for kind = {self.kind!r}")
-        if self.p is not None:
-            _float("sim.availability.p", self.p, 0.0, 1.0, low_open=True)
-        if self.period is not None:
-            _int("sim.availability.period", self.period, 1)
-        if self.duty is not None:
-            _float("sim.availability.duty", self.duty, 0.0, 1.0, low_open=True)
-        _choice("sim.availability.phase", self.phase, ("group", "client", "none"))
-        if not isinstance(self.repeat, bool):
-            raise ConfigError(f"sim.availability.repeat must be true or false, got {self.repeat!r}")
-        if self.path is not None and (not isinstance(self.path, str) or not self.path):
-            raise ConfigError(
-                f"sim.availability.path must be a non-empty string, got {self.path!r}"
-            )
-
-    def build(self, n_clients: int) -> Availability:
-        """The simulator's availability model (a trace is read and checked here)."""
-        if self.kind == "bernoulli":
-            assert self.p is not None
-            return BernoulliAvailability(self.p)
-        if self.kind == "cyclic":
-            assert self.period is not None and self.duty is not None
-            return CyclicAvailability(self.period, self.duty, self.phase)  # type: ignore[arg-type]
-        if self.kind == "trace":
-            assert self.path is not None
-            try:
-                return TraceAvailability.load(self.path, n_clients, repeat=self.repeat)
-            except ValueError as exc:
-                raise ConfigError(f"sim.availability: {exc}") from None
-        return AlwaysAvailable()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The TOML table (only the keys of its kind)."""
-        return {k: getattr(self, k) for k in sorted(_AVAILABILITY_KEYS[self.kind])}
-
-
-SYSTEM_KINDS = ("lognormal", "csv")
-_SYSTEM_RULES = frozenset({"kind", "deadline", "overcommit", "forward_cost"})
-_SYSTEM_KEYS = {
-    "lognormal": _SYSTEM_RULES
-    | frozenset(f"{q}_{p}" for q in ("compute", "upload", "download") for p in ("median", "sigma"))
-    | {"group_correlation"},
-    "csv": _SYSTEM_RULES | {"path"},
-}
-_SYSTEM_DEFAULTS = SystemConfig()
-
-
-@dataclass(frozen=True)
-class SystemSettings:
-    """``[sim.system]``: client devices and the simulated clock (:mod:`adcs.sim.system`).
-
-    Attributes
-    ----------
-    kind : {"lognormal", "csv"}
-        "lognormal" (default): each client's compute speed and bandwidths are drawn per seed,
-        log-normal around the medians; "csv": measured values from ``path``, for every seed.
-    compute_median, compute_sigma : float
-        Median training speed (samples/s, > 0) and its log-space standard deviation (≥ 0).
-    upload_median, upload_sigma, download_median, download_sigma : float
-        The same for the bandwidths (bytes/s).
-    group_correlation : float in [0, 1]
-        Correlation of the log-values of two clients of one group.
-    path : str
-        For "csv": columns ``client,compute,upload,download``, one row per client.
-    deadline : float > 0, optional
-        Seconds after which a round's training phase closes (later clients are dropped).
-    overcommit : float ≥ 0
-        Invite ⌈(1 + overcommit)·m⌉ clients, aggregate the first m to return.
-    forward_cost : float in (0, 1]
-        Cost of a forward pass relative to a training step (loss probes).
-    """
-
-    kind: str = "lognormal"
-    compute_median: float = _SYSTEM_DEFAULTS.compute_median
-    compute_sigma: float = _SYSTEM_DEFAULTS.compute_sigma
-    upload_median: float = _SYSTEM_DEFAULTS.upload_median
-    upload_sigma: float = _SYSTEM_DEFAULTS.upload_sigma
-    download_median: float = _SYSTEM_DEFAULTS.download_median
-    download_sigma: float = _SYSTEM_DEFAULTS.download_sigma
-    group_correlation: float = 0.0
-    path: str | None = None
-    deadline: float | None = None
-    overcommit: float = 0.0
-    forward_cost: float = _SYSTEM_DEFAULTS.forward_cost
-
-    def __post_init__(self) -> None:
-        key = "sim.system"
-        _choice(f"{key}.kind", self.kind, SYSTEM_KINDS)
-        for q in ("compute", "upload", "download"):
-            _float(f"{key}.{q}_median", getattr(self, f"{q}_median"), 0.0, math.inf, low_open=True)
-            _float(f"{key}.{q}_sigma", getattr(self, f"{q}_sigma"), 0.0, math.inf)
-        _float(f"{key}.group_correlation", self.group_correlation, 0.0, 1.0)
-        if self.kind == "csv" and self.path is None:
-            raise ConfigError(f"{key}.path is required for kind = 'csv'")
-        if self.path is not None and (not isinstance(self.path, str) or not self.path):
-            raise ConfigError(f"{key}.path must be a non-empty string, got {self.path!r}")
-        if self.deadline is not None:
-            _float(f"{key}.deadline", self.deadline, 0.0, math.inf, low_open=True)
-        _float(f"{key}.overcommit", self.overcommit, 0.0, math.inf)
-        _float(f"{key}.forward_cost", self.forward_cost, 0.0, 1.0, low_open=True)
-
-    def build(self, n_clients: int) -> SystemConfig:
-        """The simulator's system configuration (a CSV profile is read and checked here)."""
-        profile = None
-        if self.kind == "csv":
-            assert self.path is not None
-            try:
-                profile = SystemProfile.from_csv(self.path, n_clients)
-            except ValueError as exc:
-                raise ConfigError(f"sim.system: {exc}") from None
-        kwargs = {k: getattr(self, k) for k in sorted(_SYSTEM_KEYS[self.kind] - {"kind", "path"})}
-        return SystemConfig(profile=profile, **kwargs)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The TOML table (only the keys of its kind; no deadline when there is none)."""
-        doc = {k: getattr(self, k) for k in sorted(_SYSTEM_KEYS[self.kind])}
-        if doc["deadline"] is None:
-            del doc["deadline"]
-        return doc
+AVAILABILITY_TABLE = KindTable("sim.availability", AVAILABILITY, "always")
+"""``[sim.availability]``: which clients can be selected each round (docs/design.md §4); its
+kinds are the rows of :data:`adcs.sim.availability.AVAILABILITY`."""
+SYSTEM_TABLE = KindTable("sim.system", SYSTEM_PROFILES, "lognormal", frozenset({"profile"}))
+"""``[sim.system]``: client devices and the simulated clock (:mod:`adcs.sim.system`); its kinds
+are the rows of :data:`adcs.sim.system.SYSTEM_PROFILES`."""
 
 
 @dataclass(frozen=True)
@@ -557,10 +311,12 @@ class SimSettings:
         methods; also faster). ``False``: every run has its own minibatch stream.
     dropout : float in [0, 1)
         Probability that a selected client fails to return its update in a round.
-    availability : AvailabilitySettings
-        The ``[sim.availability]`` table.
-    system : SystemSettings or None
-        The ``[sim.system]`` table; ``None`` (no table): no simulated clock.
+    availability : object
+        The ``[sim.availability]`` table: a row of :data:`adcs.sim.availability.AVAILABILITY`
+        (:class:`~adcs.sim.availability.BernoulliAvailability`, ...).
+    system : object or None
+        The ``[sim.system]`` table: a row of :data:`adcs.sim.system.SYSTEM_PROFILES`
+        (:class:`~adcs.sim.system.SystemConfig`, ...); ``None`` (no table): no simulated clock.
     sketch_dim : int or None
         Schedulers see k-dimensional Johnson–Lindenstrauss sketches of the updates (aggregation
         uses the true ones); omitted: the updates themselves.
@@ -581,8 +337,8 @@ class SimSettings:
     weighting: str = "uniform"
     common_minibatches: bool = True
     dropout: float = 0.0
-    availability: AvailabilitySettings = AvailabilitySettings()
-    system: SystemSettings | None = None
+    availability: Any = field(default_factory=AlwaysAvailable)
+    system: Any = None
     sketch_dim: int | None = None
     eval_clients: int | None = None
     attack: AttackSettings | None = None
@@ -608,19 +364,20 @@ class SimSettings:
     def build(self, n_clients: int) -> SimConfig:
         """The simulator's configuration."""
         kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        kwargs["availability"] = self.availability.build(n_clients)
-        kwargs["system"] = None if self.system is None else self.system.build(n_clients)
+        kwargs["availability"] = AVAILABILITY_TABLE.for_clients(self.availability, n_clients)
+        if self.system is not None:
+            kwargs["system"] = SYSTEM_TABLE.for_clients(self.system, n_clients)
         del kwargs["attack"], kwargs["defence"]  # per run, not the simulator's (runner.py)
         return SimConfig(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``[sim]`` table (availability and system as their own sub-tables)."""
         doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        doc["availability"] = self.availability.to_dict()
+        doc["availability"] = AVAILABILITY_TABLE.to_dict(self.availability)
         if self.system is None:
             del doc["system"]
         else:
-            doc["system"] = self.system.to_dict()
+            doc["system"] = SYSTEM_TABLE.to_dict(self.system)
         for table in ("attack", "defence"):
             settings = doc.pop(table)
             if settings is not None:
@@ -922,8 +679,7 @@ def _resolve_path(key: str, path: Any, kind: str | None, base_dir: Path | None) 
 
 def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
     dataset = raw.get("dataset", "fashion-mnist")
-    _choice("data.dataset", dataset, sorted(DATASETS))
-    entry = DATASETS[dataset]
+    entry = _dataset("data.dataset", dataset)
     option_keys = entry.keys - {"path"}
     table = raw.get("partition")
     kwargs: dict[str, Any] = {"dataset": dataset}
@@ -964,23 +720,6 @@ def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
             raise ConfigError(f"data.path: dataset {dataset!r} reads no files")
         kwargs["path"] = _resolve_path("data.path", raw["path"], entry.path, base_dir)
     return DataConfig(**kwargs)
-
-
-def _kind_table(
-    key: str, value: Any, default: str, keys: Mapping[str, frozenset[str]], base_dir: Path | None
-) -> dict[str, Any]:
-    """A sub-table whose ``kind`` decides its keys (``[sim.availability]``, ``[sim.system]``).
-
-    The kind and the keys are checked, and a relative ``path`` is resolved against ``base_dir``.
-    """
-    table = dict(_table(key, value))
-    kind = table.get("kind", default)
-    _choice(f"{key}.kind", kind, list(keys))
-    _no_unknown(key, table, keys[kind])
-    if isinstance(table.get("path"), str) and base_dir is not None:
-        path = Path(table["path"]).expanduser()
-        table["path"] = str(path if path.is_absolute() else base_dir / path)
-    return table
 
 
 def _parse_method(i: int, raw: Any) -> MethodConfig:
@@ -1029,15 +768,9 @@ def config_from_dict(
         sim_raw = dict(_table("sim", raw.get("sim", {})))
         _no_unknown("sim", sim_raw, _SIM_KEYS)
         if "availability" in sim_raw:
-            avail = _kind_table(
-                "sim.availability", sim_raw["availability"], "always", _AVAILABILITY_KEYS, base_dir
-            )
-            sim_raw["availability"] = AvailabilitySettings(**avail)
+            sim_raw["availability"] = AVAILABILITY_TABLE.parse(sim_raw["availability"], base_dir)
         if "system" in sim_raw:
-            system = _kind_table(
-                "sim.system", sim_raw["system"], "lognormal", _SYSTEM_KEYS, base_dir
-            )
-            sim_raw["system"] = SystemSettings(**system)
+            sim_raw["system"] = SYSTEM_TABLE.parse(sim_raw["system"], base_dir)
         for table in ("attack", "defence"):
             if table in sim_raw:
                 try:
@@ -1234,7 +967,7 @@ def with_overrides(
         sim = dataclasses.replace(sim, eval_every=sim.rounds)
     data = config.data
     if data_path is not None:
-        entry = DATASETS[data.dataset]
+        entry = DATASETS.resolve(data.dataset)
         if "path" not in entry.keys:
             raise ConfigError(f"data path: dataset {data.dataset!r} reads no files")
         resolved = _resolve_path("data path", data_path, entry.path, None)

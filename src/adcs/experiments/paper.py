@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from adcs.experiments.outputs import register_outputs
 from adcs.experiments.report import (
     ReportContext,
     RunRecord,
@@ -203,6 +204,7 @@ FIGURES: dict[str, tuple[str, tuple[Series, ...]]] = {
 
 PAPER_OUTPUTS = (*FIGURES, "table1")
 """The outputs a configuration may ask for by the paper's names."""
+register_outputs(*PAPER_OUTPUTS)
 
 TABLE1_SERIES: tuple[Series, ...] = FIGURE_SERIES["fig1"]
 """Rows of Table 1 (the runs of Fig. 1; the paper lists Uniform, OCS, PowerOfChoice, ADCS)."""

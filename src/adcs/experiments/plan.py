@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from adcs.data import Dataset, FashionMNIST, Partition, partition_data
-from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
+from adcs.data import DATASETS, Dataset, FashionMNIST, Partition, partition_data
 from adcs.experiments.adversary import adversarial_run
 from adcs.experiments.bounds import check_clients
 from adcs.experiments.config import ConfigError, DataConfig, ExperimentConfig, config_to_dict
@@ -249,13 +248,7 @@ def _batches(
 
 def data_folders(config: ExperimentConfig) -> list[Path]:
     """The data folders a run of ``config`` may read (results must keep clear of them)."""
-    data = config.data
-    if data.dataset == "fashion-mnist":
-        return fashion_mnist_folders(data.path)
-    if data.path is None:
-        return []
-    path = Path(data.path)
-    return [path if path.is_dir() else path.parent]
+    return DATASETS.resolve(config.data.dataset).data_folders(config.data.path)
 
 
 def resume_identity(config: ExperimentConfig) -> dict[str, Any]:
