@@ -125,7 +125,8 @@ def field_rows(
 
     The type is the docstring's (which names allowed values and ranges), else the annotation.
     """
-    text = dict(docs if docs is not None else docstring_entries(cls))
+    inherited = {k: v for base in reversed(cls.__mro__) for k, v in docstring_entries(base).items()}
+    text = dict(docs if docs is not None else inherited)
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
         if not f.init or f.name in skip or f.name.startswith("_"):
@@ -259,7 +260,15 @@ def sim_section() -> list[str]:
 
 
 def model_section() -> list[str]:
-    return ["## `[model]`", "", *field_rows(cfg.ModelSettings)]
+    return [
+        "## `[model]`",
+        "",
+        'The model every run trains. `kind` (default `"logistic"`, the paper\'s) names a row of',
+        "`adcs.sim.models.MODELS` (or an import path, or an entry point of `adcs.models`); the",
+        "other keys are that class's constructor arguments:",
+        "",
+        *_kind_rows(cfg.MODEL_TABLE),
+    ]
 
 
 def methods_section() -> list[str]:

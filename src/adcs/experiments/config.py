@@ -55,11 +55,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 import inspect
 import itertools
 import math
-import re
 import sys
 import typing
 from collections.abc import Mapping, Sequence
@@ -92,7 +90,8 @@ from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
 from adcs.sim.availability import AVAILABILITY, AlwaysAvailable
 from adcs.sim.engine import SimConfig
-from adcs.sim.model import LogisticRegression, Model
+from adcs.sim.model import Model
+from adcs.sim.models import MODELS, Logistic
 from adcs.sim.system import SYSTEM_PROFILES
 
 __all__ = [
@@ -104,8 +103,8 @@ __all__ = [
     "DataConfig",
     "ExperimentConfig",
     "MethodConfig",
-    "ModelSettings",
     "SimSettings",
+    "build_model",
     "config_from_dict",
     "config_to_dict",
     "load_config",
@@ -385,91 +384,24 @@ class SimSettings:
         return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
 
 
-MODEL_KINDS = ("logistic", "logistic-torch", "cnn", "torch")
+MODEL_TABLE = KindTable("model", MODELS, "logistic", sort_keys=False)
+"""``[model]``: the model every run trains; its kinds are the rows of
+:data:`adcs.sim.models.MODELS` (docs/design.md §4 "Models")."""
+MODEL_KINDS = tuple(MODELS)
 """Model kinds of the ``[model]`` table; all but ``logistic`` need the extra ``adcs[torch]``."""
-_MODEL_KEYS = frozenset({"kind", "factory", "device"})
-_DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")
 
 
-@dataclass(frozen=True)
-class ModelSettings:
-    """``[model]``: the model every run trains (docs/design.md §4 "Models", §7).
+def build_model(config: ExperimentConfig, input_shape: Sequence[int], n_classes: int) -> Model:
+    """The simulator's model of ``config`` for the data's inputs, checked on one forward pass.
 
-    Attributes
-    ----------
-    kind : {"logistic", "logistic-torch", "cnn", "torch"}
-        "logistic" (default): the paper's multinomial logistic regression in NumPy;
-        "logistic-torch": the same model in PyTorch; "cnn": LeNet-5 for 28×28×1 inputs;
-        "torch": the module a user factory returns.
-    factory : str or None
-        For "torch" only: ``"package.module:function"``, a zero-argument callable returning a
-        ``torch.nn.Module`` (imported with the current folder on the module path).
-    device : str
-        For the PyTorch kinds: "cpu" (default), "cuda", "cuda:N" or "mps".
+    Raises
+    ------
+    ConfigError
+        PyTorch is missing, the factory cannot be imported, or the module does not map a
+        batch of inputs to (batch, n_classes).
     """
-
-    kind: str = "logistic"
-    factory: str | None = None
-    device: str = "cpu"
-
-    def __post_init__(self) -> None:
-        _choice("model.kind", self.kind, MODEL_KINDS)
-        if self.kind == "torch":
-            if not isinstance(self.factory, str) or self.factory.count(":") != 1:
-                raise ConfigError(
-                    "model.factory = 'package.module:function' is required for kind = 'torch', "
-                    f"got {self.factory!r}"
-                )
-        elif self.factory is not None:
-            raise ConfigError(f"model.factory is only for kind = 'torch', not {self.kind!r}")
-        if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device):
-            raise ConfigError(
-                f"model.device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}"
-            )
-        if self.kind == "logistic" and self.device != "cpu":
-            raise ConfigError(
-                "model.kind = 'logistic' runs in NumPy on the CPU; use a PyTorch kind"
-            )
-
-    def describe(self) -> str:
-        """The model in words, for reports."""
-        return {
-            "logistic": "multinomial logistic regression",
-            "logistic-torch": "multinomial logistic regression (PyTorch)",
-            "cnn": "LeNet-5 (PyTorch)",
-            "torch": f"the PyTorch model {self.factory}",
-        }[self.kind] + ("" if self.device == "cpu" else f" on {self.device}")
-
-    def build(self, input_shape: Sequence[int], n_classes: int) -> Model:
-        """The simulator's model for inputs of ``input_shape``, checked on one forward pass.
-
-        Raises
-        ------
-        ConfigError
-            PyTorch is missing, the factory cannot be imported, or the module does not map a
-            batch of inputs to (batch, n_classes).
-        """
-        if self.kind == "logistic":
-            return LogisticRegression(math.prod(input_shape), n_classes)
-        try:
-            torch_models = importlib.import_module("adcs.sim.torch")
-        except ImportError:
-            raise ConfigError(
-                f"model.kind = {self.kind!r} needs PyTorch: pip install 'adcs[torch]'"
-            ) from None
-        try:
-            return torch_models.model_for(
-                self.kind, input_shape, n_classes, factory=self.factory, device=self.device
-            )
-        except ValueError as exc:
-            raise ConfigError(f"model: {exc}") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``[model]`` table."""
-        doc: dict[str, Any] = {"kind": self.kind, "device": self.device}
-        if self.factory is not None:
-            doc["factory"] = self.factory
-        return doc
+    model: Model = MODEL_TABLE.build(config.model, input_shape, n_classes)
+    return model
 
 
 def _freeze(value: Any) -> Any:
@@ -542,6 +474,9 @@ class ExperimentConfig:
     methods : tuple of MethodConfig
     outputs : tuple of str
         Figures/tables to produce, from :data:`OUTPUTS`.
+    model : object
+        The ``[model]`` table: a row of :data:`adcs.sim.models.MODELS` (default
+        :class:`~adcs.sim.models.Logistic`, the paper's).
     source : str
         Where the configuration came from (a file path or ``"<dict>"``), for messages.
     """
@@ -554,7 +489,7 @@ class ExperimentConfig:
     methods: tuple[MethodConfig, ...]
     outputs: tuple[str, ...] = ("curves",)
     description: str = ""
-    model: ModelSettings = field(default_factory=ModelSettings)
+    model: Any = field(default_factory=Logistic)
     source: str = field(default="<dict>", compare=False)
 
     def __post_init__(self) -> None:
@@ -789,7 +724,6 @@ def config_from_dict(
         if not isinstance(outputs, list):
             raise ConfigError(f"outputs must be an array of strings, got {outputs!r}")
         model_raw = _table("model", raw.get("model", {}))
-        _no_unknown("model", model_raw, _MODEL_KEYS)
         description = raw.get("description", "")
         if not isinstance(description, str):
             raise ConfigError(f"description must be a string, got {description!r}")
@@ -800,7 +734,7 @@ def config_from_dict(
             seeds=tuple(seeds),
             data=_parse_data(data_raw, base_dir),
             sim=SimSettings(**sim_raw),
-            model=ModelSettings(**model_raw),
+            model=MODEL_TABLE.parse(model_raw, None),
             methods=tuple(_parse_method(i, t) for i, t in enumerate(methods_raw)),
             outputs=tuple(outputs),
             source=source,
@@ -908,7 +842,7 @@ def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
         "outputs": list(config.outputs),
         "data": data,
         "sim": config.sim.to_dict(),
-        "model": config.model.to_dict(),
+        "model": MODEL_TABLE.to_dict(config.model),
         "methods": methods,
     }
     return doc

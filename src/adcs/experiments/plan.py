@@ -28,7 +28,13 @@ import numpy as np
 from adcs.data import DATASETS, Dataset, FashionMNIST, Partition, partition_data
 from adcs.experiments.adversary import adversarial_run
 from adcs.experiments.bounds import check_clients
-from adcs.experiments.config import ConfigError, DataConfig, ExperimentConfig, config_to_dict
+from adcs.experiments.config import (
+    ConfigError,
+    DataConfig,
+    ExperimentConfig,
+    build_model,
+    config_to_dict,
+)
 from adcs.experiments.workload import DataSource, federate, load_data
 from adcs.schedulers.base import Scheduler
 from adcs.sim.data import ClientData
@@ -339,7 +345,7 @@ def _prepare(
         except ValueError as exc:
             raise ConfigError(f"{config.source}: sim.{exc}") from exc
     try:  # the model is built and checked on one batch before any round
-        model = config.model.build(first.input_shape, first.n_classes)
+        model = build_model(config, first.input_shape, first.n_classes)
     except ConfigError as exc:
         raise ConfigError(f"{config.source}: {exc}") from None
     batches = _batches(plan, fed, sim_config, model.dim)

@@ -100,12 +100,16 @@ class KindTable:
     hidden : frozenset of str
         Constructor arguments that are not keys of the table (``profile`` of
         :class:`~adcs.sim.system.SystemConfig`, which a ``csv`` row reads).
+    sort_keys : bool
+        Write the table back with its keys sorted (else ``kind`` first, then the constructor's
+        order), as the manifests of earlier versions have it.
     """
 
     key: str
     registry: Registry[Any]
     default: str
     hidden: frozenset[str] = frozenset()
+    sort_keys: bool = True
 
     def keys(self, cls: type[Any]) -> dict[str, inspect.Parameter]:
         """The table's keys for the row ``cls`` (besides ``kind``): its constructor arguments."""
@@ -138,7 +142,7 @@ class KindTable:
         kind = table.pop("kind", self.default)
         cls = self.resolve(kind)
         keys = self.keys(cls)
-        _no_unknown(self.key, {"kind": kind, **table}, frozenset(keys) | {"kind"})
+        self._refuse_unknown(kind, table, keys)
         for name, param in keys.items():
             if param.default is inspect.Parameter.empty and name not in table:
                 raise ConfigError(f"{self.key}.{name} is required for kind = {kind!r}")
@@ -150,9 +154,20 @@ class KindTable:
         except (TypeError, ValueError) as exc:
             raise ConfigError(self._message(str(exc), keys)) from None
 
+    def _refuse_unknown(self, kind: str, table: Mapping[str, Any], keys: Mapping[str, Any]) -> None:
+        """Name a key of another kind as such (``model.factory is only for kind = 'torch'``)."""
+        for name in sorted(set(table) - set(keys)):
+            owners = [k for k, cls in self.registry.items() if name in self.keys(cls)]
+            if owners:
+                raise ConfigError(
+                    f"{self.key}.{name} is only for kind = "
+                    f"{' or '.join(map(repr, owners))}, not {kind!r}"
+                )
+        _no_unknown(self.key, {"kind": kind, **table}, frozenset(keys) | {"kind"})
+
     def _message(self, message: str, keys: Mapping[str, Any]) -> str:
         named = _NAMED.fullmatch(message)
-        if named is not None and named.group(1) in keys:
+        if named is not None and (named.group(1) in keys or named.group(1) == "kind"):
             return f"{self.key}.{named.group(1)}{named.group(2)}"
         return f"{self.key}: {message}"
 
@@ -164,7 +179,16 @@ class KindTable:
     def to_dict(self, obj: Any) -> dict[str, Any]:
         """The TOML table of ``obj``: its kind and constructor arguments, sorted, none null."""
         doc = {"kind": self.kind_of(obj), **{k: getattr(obj, k) for k in self.keys(type(obj))}}
-        return {k: doc[k] for k in sorted(doc) if doc[k] is not None}
+        return {k: doc[k] for k in (sorted(doc) if self.sort_keys else doc) if doc[k] is not None}
+
+    def build(self, obj: Any, *args: Any) -> Any:
+        """``obj.build(*args)`` (a model for the data's shapes), its errors naming the table."""
+        try:
+            return obj.build(*args)
+        except ImportError as exc:  # a missing extra: the row's message says which
+            raise ConfigError(self._message(str(exc), {})) from None
+        except ValueError as exc:
+            raise ConfigError(f"{self.key}: {exc}") from None
 
     def for_clients(self, obj: Any, n_clients: int) -> Any:
         """The simulator's object: ``obj``, or what its ``for_clients`` reads for N clients."""
