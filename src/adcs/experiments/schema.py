@@ -24,7 +24,7 @@ from typing import Any
 
 from adcs.registry import Registry
 
-__all__ = ["ConfigError", "KindTable"]
+__all__ = ["ConfigError", "KindTable", "freeze", "value_to_toml"]
 
 
 class ConfigError(ValueError):
@@ -78,6 +78,20 @@ def _no_unknown(section: str, table: Mapping[str, Any], allowed: frozenset[str])
 def _table(key: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key} must be a table, got {value!r}")
+    return value
+
+
+def freeze(value: Any) -> Any:
+    """TOML arrays → tuples, so values are hashable and immutable."""
+    if isinstance(value, list):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def value_to_toml(value: Any) -> Any:
+    """Tuples → TOML arrays (the inverse of :func:`freeze`)."""
+    if isinstance(value, tuple):
+        return [value_to_toml(v) for v in value]
     return value
 
 
