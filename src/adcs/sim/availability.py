@@ -16,15 +16,18 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs._validate import check_bool, check_int, check_number
+from adcs._validate import check_bool, check_int, check_number, check_string
+from adcs.registry import Registry
 from adcs.streams import Domain, counter_uniform, round_generator
 
 __all__ = [
+    "AVAILABILITY",
     "AlwaysAvailable",
     "Availability",
     "BernoulliAvailability",
     "CyclicAvailability",
     "TraceAvailability",
+    "TraceFile",
 ]
 
 BoolArray = NDArray[np.bool_]
@@ -75,7 +78,7 @@ class BernoulliAvailability:
     Parameters
     ----------
     p : float
-        In (0, 1].
+        Each client's probability of being available, in (0, 1].
     """
 
     p: float
@@ -254,3 +257,48 @@ def _read_csv_trace(path: Path, n_clients: int) -> BoolArray:
     table = np.zeros((int(index[:, 0].max()) + 1, n_clients), dtype=bool)
     table[index[:, 0], index[:, 1]] = True
     return table
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """A recorded trace named by its file, read once the number of clients is known.
+
+    The ``[sim.availability]`` row ``kind = "trace"``: a configuration holds it, and the
+    simulator's model is :meth:`for_clients` (:class:`TraceAvailability`).
+
+    Parameters
+    ----------
+    path : str
+        A ``.npz`` or ``.csv`` trace (:meth:`TraceAvailability.load`).
+    repeat : bool
+        Restart a trace shorter than the run.
+    """
+
+    path: str
+    repeat: bool = False
+
+    def __post_init__(self) -> None:
+        check_string("availability.path", self.path)
+        check_bool("availability.repeat", self.repeat)
+
+    @property
+    def kind(self) -> str:
+        return "trace"
+
+    def for_clients(self, n_clients: int) -> TraceAvailability:
+        """The trace read and checked for ``n_clients`` clients."""
+        return TraceAvailability.load(self.path, n_clients, repeat=self.repeat)
+
+
+AVAILABILITY: Registry[Any] = Registry(
+    "availability model",
+    "adcs.availability",
+    {
+        "always": AlwaysAvailable,
+        "bernoulli": BernoulliAvailability,
+        "cyclic": CyclicAvailability,
+        "trace": TraceFile,
+    },
+)
+"""The ``[sim.availability]`` kinds (docs/design.md §8): a row's constructor arguments are the
+table's keys; a row with ``for_clients(n_clients)`` (a trace) is completed when N is known."""
