@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from adcs.schedulers.base import ClientStats
-from adcs.sim.availability import AlwaysAvailable, TraceAvailability
+from adcs.sim.availability import AlwaysAvailable, BernoulliAvailability, TraceAvailability
 from adcs.sim.data import ClientData
 from adcs.sim.model import LogisticRegression, Model, SharedInputs, local_update
 from adcs.sim.spec import BoolArray, F32Array, F64Array, IntArray, SimConfig
@@ -68,9 +68,8 @@ class _Context:
         self.always = isinstance(config.availability, AlwaysAvailable)
         everyone = np.ones(data.n_clients, dtype=bool)
         everyone.setflags(write=False)
-        self._always = _Availability(
-            everyone, np.arange(data.n_clients, dtype=np.intp), ClientStats.blind(everyone)
-        )
+        clients = np.arange(data.n_clients, dtype=np.intp)
+        self._always = _Availability(everyone, clients, ClientStats.blind(everyone, clients))
         self.no_clients = np.empty(0, dtype=np.intp)
         self.system = config.system
         self._times: dict[int, ClientTimes] = {}
@@ -111,9 +110,16 @@ class _Context:
     def availability(self, seed_key: int, t: int) -> _Availability:
         if self.always:
             return self._always
-        mask = self.config.availability.mask(seed_key, t, self.data.groups)
+        model = self.config.availability
+        if isinstance(model, BernoulliAvailability):  # drawn as indices: cost follows p·N
+            clients = model.available_clients(seed_key, t, self.data.n_clients)
+            mask = np.zeros(self.data.n_clients, dtype=bool)
+            mask[clients] = True
+        else:
+            mask = model.mask(seed_key, t, self.data.groups)
+            clients = np.flatnonzero(mask)
         mask.setflags(write=False)
-        return _Availability(mask, np.flatnonzero(mask), ClientStats.blind(mask))
+        return _Availability(mask, clients, ClientStats.blind(mask, clients))
 
     def returned(self, seed_key: int, t: int, clients: IntArray) -> BoolArray:
         """Which of the selected clients deliver their update (the rest drop out)."""
