@@ -78,7 +78,7 @@ from adcs.data.partition import PARTITIONS as PARTITION_TABLE
 from adcs.data.partition import PartitionKind, partition_kind
 from adcs.experiments import adversary
 from adcs.experiments.adversary import AttackSettings, DefenceSettings
-from adcs.experiments.paper import PAPER_OUTPUTS
+from adcs.experiments.outputs import output_names
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
 from adcs.sim.availability import (
@@ -94,7 +94,6 @@ from adcs.sim.system import SystemConfig, SystemProfile
 
 __all__ = [
     "MODEL_KINDS",
-    "OUTPUTS",
     "PAPER_CONFIGS",
     "PARTITIONS",
     "ConfigError",
@@ -116,10 +115,6 @@ __all__ = [
 
 PARTITIONS = tuple(PARTITION_TABLE)
 """Partition kinds of :data:`adcs.data.PARTITIONS`."""
-
-OUTPUTS = (*PAPER_OUTPUTS, "curves")
-"""Figures and tables a configuration may ask for: ``curves`` (every variant on one plot), and the
-paper's ``fig1``–``fig3`` and ``table1`` (:mod:`adcs.experiments.paper`)."""
 
 PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 """Configurations shipped with the project (``experiments/<name>.toml``)."""
@@ -784,7 +779,7 @@ class ExperimentConfig:
     sim : SimSettings
     methods : tuple of MethodConfig
     outputs : tuple of str
-        Figures/tables to produce, from :data:`OUTPUTS`.
+        Figures/tables to produce, from :func:`~adcs.experiments.outputs.output_names`.
     source : str
         Where the configuration came from (a file path or ``"<dict>"``), for messages.
     """
@@ -816,7 +811,7 @@ class ExperimentConfig:
         if not self.methods:
             raise ConfigError("methods must list at least one method ([[methods]] tables)")
         for o in self.outputs:
-            _choice("outputs[]", o, OUTPUTS)
+            _choice("outputs[]", o, output_names())
         for i, method in enumerate(self.methods):
             _check_method(f"methods[{i}]", method, self.m, timed=self.sim.system is not None)
         if self.sim.attack is not None and n_clients is not None:  # else checked when loaded

@@ -59,6 +59,7 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
 from adcs._validate import check_int, check_number
+from adcs.columns import eval_values
 from adcs.flower.client import (
     ACCURACY,
     ARRAYS_KEY,
@@ -198,6 +199,12 @@ class EvaluationRecord:
     def average_accuracy(self) -> float:
         """Mean over the clients that reported."""
         return float(np.nanmean(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
+
+    @property
+    def columns(self) -> dict[str, float]:
+        """The per-evaluation result columns of :data:`adcs.columns.COLUMNS` a runtime can give
+        (those computed from the clients' accuracies), over the clients that reported."""
+        return eval_values(self.accuracy)
 
 
 @dataclass(frozen=True, eq=False)
@@ -542,6 +549,7 @@ class SchedulerStrategy:
             _WEIGHT,
         )
         mean["worst-accuracy"] = record.worst_accuracy
+        mean.update(record.columns)
         return mean
 
     def _evaluate_centrally(
