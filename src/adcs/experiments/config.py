@@ -570,6 +570,9 @@ class SimSettings:
         The ``[sim.attack]`` table: malicious clients, for every method (None: all honest).
     defence : DefenceSettings or None
         The ``[sim.defence]`` table: defences for every method (None: none).
+    lr_decay : tuple of (int, float)
+        Step schedule of η_ℓ, ``[[round, factor], …]``: from that round on (counting from 0)
+        η_ℓ = local_lr · factor (``SimConfig.lr_decay``); empty (default): constant.
     """
 
     rounds: int = 20_000
@@ -587,9 +590,15 @@ class SimSettings:
     eval_clients: int | None = None
     attack: AttackSettings | None = None
     defence: DefenceSettings | None = None
+    lr_decay: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         _int("sim.rounds", self.rounds, 1)
+        try:
+            decay = SimConfig(rounds=1, lr_decay=self.lr_decay).lr_decay
+        except ValueError as exc:
+            raise ConfigError(f"sim.{exc}") from None
+        object.__setattr__(self, "lr_decay", decay)
         _int("sim.local_steps", self.local_steps, 1)
         _int("sim.batch_size", self.batch_size, 1)
         _float("sim.local_lr", self.local_lr, 0.0, math.inf, low_open=True)
@@ -625,12 +634,15 @@ class SimSettings:
             settings = doc.pop(table)
             if settings is not None:
                 doc[table] = settings.to_dict()
+        doc["lr_decay"] = [list(pair) for pair in self.lr_decay]
+        if not self.lr_decay:
+            del doc["lr_decay"]
         return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
 
 
-MODEL_KINDS = ("logistic", "logistic-torch", "cnn", "torch")
+MODEL_KINDS = ("logistic", "logistic-torch", "cnn", "mlp", "torch")
 """Model kinds of the ``[model]`` table; all but ``logistic`` need the extra ``adcs[torch]``."""
-_MODEL_KEYS = frozenset({"kind", "factory", "device"})
+_MODEL_KEYS = frozenset({"kind", "factory", "device", "hidden", "input_norm"})
 _DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")
 
 
@@ -640,23 +652,31 @@ class ModelSettings:
 
     Attributes
     ----------
-    kind : {"logistic", "logistic-torch", "cnn", "torch"}
+    kind : {"logistic", "logistic-torch", "cnn", "mlp", "torch"}
         "logistic" (default): the paper's multinomial logistic regression in NumPy;
         "logistic-torch": the same model in PyTorch; "cnn": LeNet-5 for 28×28×1 inputs;
-        "torch": the module a user factory returns.
+        "mlp": ReLU layers of widths ``hidden`` (:func:`adcs.sim.torch.mlp`); "torch": the module a
+        user factory returns.
     factory : str or None
         For "torch" only: ``"package.module:function"``, a zero-argument callable returning a
         ``torch.nn.Module`` (imported with the current folder on the module path).
     device : str
         For the PyTorch kinds: "cpu" (default), "cuda", "cuda:N" or "mps".
+    hidden : tuple of int or None
+        For "mlp" only: the hidden layers' widths (default (64, 30), PowerOfChoice's MLP).
+    input_norm : (float, float) or None
+        For "mlp" only: standardise inputs as (x − mean) / std first.
     """
 
     kind: str = "logistic"
     factory: str | None = None
     device: str = "cpu"
+    hidden: tuple[int, ...] | None = None
+    input_norm: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         _choice("model.kind", self.kind, MODEL_KINDS)
+        self._check_mlp()
         if self.kind == "torch":
             if not isinstance(self.factory, str) or self.factory.count(":") != 1:
                 raise ConfigError(
@@ -674,12 +694,31 @@ class ModelSettings:
                 "model.kind = 'logistic' runs in NumPy on the CPU; use a PyTorch kind"
             )
 
+    def _check_mlp(self) -> None:
+        if self.kind != "mlp":
+            for key in ("hidden", "input_norm"):
+                if getattr(self, key) is not None:
+                    raise ConfigError(f"model.{key} is only for kind = 'mlp', not {self.kind!r}")
+            return
+        hidden = (64, 30) if self.hidden is None else self.hidden
+        if not isinstance(hidden, list | tuple):
+            raise ConfigError(f"model.hidden must be an array of integers, got {hidden!r}")
+        object.__setattr__(self, "hidden", tuple(_int("model.hidden[]", w, 1) for w in hidden))
+        if self.input_norm is not None:
+            norm = self.input_norm
+            if not isinstance(norm, list | tuple) or len(norm) != 2:
+                raise ConfigError(f"model.input_norm must be [mean, std], got {norm!r}")
+            mean = _float("model.input_norm[0]", norm[0], -math.inf, math.inf)
+            std = _float("model.input_norm[1]", norm[1], 0.0, math.inf, low_open=True)
+            object.__setattr__(self, "input_norm", (mean, std))
+
     def describe(self) -> str:
         """The model in words, for reports."""
         return {
             "logistic": "multinomial logistic regression",
             "logistic-torch": "multinomial logistic regression (PyTorch)",
             "cnn": "LeNet-5 (PyTorch)",
+            "mlp": f"an MLP with hidden layers {list(self.hidden or ())} (PyTorch)",
             "torch": f"the PyTorch model {self.factory}",
         }[self.kind] + ("" if self.device == "cpu" else f" on {self.device}")
 
@@ -701,9 +740,12 @@ class ModelSettings:
                 f"model.kind = {self.kind!r} needs PyTorch: pip install 'adcs[torch]'"
             ) from None
         try:
+            mlp = self.kind == "mlp"
+            extra = {"hidden": self.hidden, "input_norm": self.input_norm} if mlp else {}
             return torch_models.model_for(
-                self.kind, input_shape, n_classes, factory=self.factory, device=self.device
-            )
+                self.kind, input_shape, n_classes, factory=self.factory, device=self.device,
+                **extra,
+            )  # fmt: skip
         except ValueError as exc:
             raise ConfigError(f"model: {exc}") from None
 
@@ -712,6 +754,10 @@ class ModelSettings:
         doc: dict[str, Any] = {"kind": self.kind, "device": self.device}
         if self.factory is not None:
             doc["factory"] = self.factory
+        if self.hidden is not None:
+            doc["hidden"] = list(self.hidden)
+        if self.input_norm is not None:
+            doc["input_norm"] = list(self.input_norm)
         return doc
 
 
