@@ -125,6 +125,13 @@ class Table(MutableMapping[str, V], Generic[V]):
         """The names this group's entry points declare, with their import paths."""
         return {ep.name: ep.value for ep in metadata.entry_points(group=self.group)}
 
+    def recognises(self, name: object) -> bool:
+        """Whether ``name`` has the form of a name :meth:`resolve` takes: a built-in name, an
+        import path or an entry point's name (it may still fail to import)."""
+        return isinstance(name, str) and (
+            name in self._builtins or ":" in name or name in self.entry_points()
+        )
+
     def name_of(self, row: object) -> str | None:
         """The built-in name of ``row`` (None when it is none of the table's own rows)."""
         return next((k for k, v in self._builtins.items() if v is row), None)

@@ -536,7 +536,7 @@ def load_dataset(name: str, **options: Any) -> Dataset | Synthetic:
     FileNotFoundError, ChecksumError, DataError
         From the loader.
     """
-    if name not in DATASETS and ":" not in name and name not in DATASETS.entry_points():
+    if not DATASETS.recognises(name):
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {name!r}")
     entry = DATASETS.resolve(name)
     unknown = sorted(set(options) - entry.keys)

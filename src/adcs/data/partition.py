@@ -729,12 +729,10 @@ def partition_kind(kind: str) -> PartitionKind:
         from adcs.data.huggingface import flwr_partition_kind
 
         return flwr_partition_kind(kind)
-    if isinstance(kind, str) and (":" in kind or kind in PARTITIONS.entry_points()):
-        return PARTITIONS.resolve(kind)
-    if kind not in PARTITIONS:
+    if not PARTITIONS.recognises(kind):
         raise ValueError(
-            f"partition must be one of {sorted(PARTITIONS)} or 'flwr:NAME' (a partitioner of "
-            f"Flower Datasets), got {kind!r}"
+            f"partition must be one of {sorted(PARTITIONS)}, 'flwr:NAME' (a partitioner of "
+            f"Flower Datasets) or an import path 'package.module:NAME', got {kind!r}"
         )
     return PARTITIONS[kind]
 

@@ -53,10 +53,7 @@ def _partition(key: str, kind: Any) -> PartitionKind:
 
 def _dataset(key: str, name: Any) -> DatasetEntry:
     """The row of :data:`adcs.data.DATASETS` named ``name``, or a ConfigError naming ``key``."""
-    known = isinstance(name, str) and (
-        name in DATASETS or ":" in name or name in DATASETS.entry_points()
-    )
-    if not known:
+    if not DATASETS.recognises(name):
         _choice(key, name, sorted(DATASETS))
     try:
         return DATASETS.resolve(name)

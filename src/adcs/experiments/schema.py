@@ -134,10 +134,7 @@ class KindTable:
     def resolve(self, kind: Any) -> type[Any]:
         """The row named ``kind`` (ConfigError naming ``<key>.kind``)."""
         table = self.registry
-        known = isinstance(kind, str) and (
-            kind in table or ":" in kind or kind in table.entry_points()
-        )
-        if not known:
+        if not table.recognises(kind):
             raise ConfigError(
                 f"{self.key}.kind must be one of {sorted(table)} or an import path "
                 f"'package.module:Name', got {kind!r}"

@@ -324,6 +324,7 @@ AVAILABILITY: Registry[Any] = Registry(
         "cyclic": CyclicAvailability,
         "trace": TraceFile,
     },
+    requires=("mask",),
 )
 """The ``[sim.availability]`` kinds (docs/design.md §8): a row's constructor arguments are the
 table's keys; a row with ``for_clients(n_clients)`` (a trace) is completed when N is known."""
