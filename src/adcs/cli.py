@@ -298,12 +298,14 @@ def _apply_overrides(
 ) -> ExperimentConfig:
     """The shipped quick settings, then the ``--set`` edits, then the dedicated options."""
     from adcs.experiments.bounds import check_counts
+    from adcs.experiments.plan import runs_per_seed
 
     if quick:
         q = packaged_config("quick")
         config = dataclasses.replace(config, sim=q.sim, seeds=q.seeds)
     config = with_sets(config, sets or ())
-    check_counts(config, rounds=rounds, seeds=seeds)  # before the seeds are even listed
+    # before the seeds are even listed
+    check_counts(config, runs_per_seed=runs_per_seed(config), rounds=rounds, seeds=seeds)
     if data is None:
         _check_data_variable(config)
     return with_overrides(

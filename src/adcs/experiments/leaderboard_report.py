@@ -19,8 +19,7 @@ import numpy as np
 
 from adcs.experiments.figures import pyplot
 from adcs.experiments.folder import MANIFEST
-from adcs.experiments.leaderboard import (
-    CONFIDENCE,
+from adcs.experiments.ranking import (
     METRIC_NAMES,
     METRICS,
     PAPER_THETA,
@@ -30,13 +29,13 @@ from adcs.experiments.leaderboard import (
     RankRow,
     Score,
     entry_labels,
-    paired_difference,
     rank_table,
     scores_of,
     workload_scores,
 )
-from adcs.experiments.report import FINAL_FRACTION, RunRecord
+from adcs.experiments.records import RunRecord
 from adcs.experiments.results import _write_csv, _write_json
+from adcs.experiments.stats import CONFIDENCE, FINAL_FRACTION, paired_difference
 from adcs.experiments.timing import TARGET_FRACTION, Estimate
 from adcs.schedulers import SCHEDULERS
 
