@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from adcs.data import DATASETS
 from adcs.experiments.config import ExperimentConfig, config_to_dict
 from adcs.experiments.distributed import ShardExecutor
 from adcs.experiments.execute import (
@@ -395,11 +396,6 @@ def _run_in(
         raise
 
 
-_DATASET_NAMES = {
-    "fashion-mnist": "Fashion-MNIST", "digits": "Digits (8×8)", "arrays": "User arrays",
-    "cifar10": "CIFAR-10", "femnist": "FEMNIST", "synthetic": "Synthetic(α, β)",
-}  # fmt: skip
-
 _LISTED_SIZES = 10_000
 """Clients whose sizes the manifest lists one by one; larger populations get a summary."""
 
@@ -470,7 +466,7 @@ def _report_context(
         data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
         figures=tuple(figures), wall_s=time.perf_counter() - started,
         description=config.description, model=config.model.describe(),
-        dataset=_DATASET_NAMES.get(config.data.dataset, config.data.dataset),
+        dataset=DATASETS.resolve(config.data.dataset).title or config.data.dataset,
         notes=(*notes, *(
             f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."
             for p in sorted(tmp.glob("*/report.md"))

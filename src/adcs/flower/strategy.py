@@ -58,6 +58,7 @@ from flwr.serverapp.strategy import Result
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
+from adcs import defaults
 from adcs._validate import check_int, check_number
 from adcs.columns import eval_values
 from adcs.flower.client import (
@@ -150,7 +151,7 @@ class ServerSettings:
     """
 
     n_clients: int
-    server_lr: float = 1.0
+    server_lr: float = defaults.SERVER_LR
     weighting: Literal["uniform", "data_size"] = "uniform"
     seed: int = 0
     run_id: str = "flower"
