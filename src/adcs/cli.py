@@ -585,6 +585,16 @@ def leaderboard(
             "(set their parameters with --set 'methods.\"mypkg.selection:MyScheduler\".KEY=VALUE').",
         ),
     ] = None,
+    rank_by: Annotated[
+        str | None,
+        typer.Option(
+            "--rank-by",
+            metavar="COLUMNS",
+            help="Comma-separated result columns ranked beside the worst, 10th-percentile and "
+            "average accuracy (a per-evaluation column by its final value), e.g. "
+            "test_loss,tv_to_uniform; lower ranks first for losses, costs and distances.",
+        ),
+    ] = None,
     seeds: Seeds = None,
     rounds: Rounds = None,
     out: Out = None,
@@ -621,6 +631,7 @@ def leaderboard(
     _run_leaderboard(
         configs, folder, quick=quick, force=force, resume=resume, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
+        metrics=[] if rank_by is None else [m.strip() for m in rank_by.split(",") if m.strip()],
     )  # fmt: skip
 
 

@@ -212,6 +212,7 @@ def _run_leaderboard(
     workers: int | None,
     checkpoint_every: int | None,
     ray_address: str | None,
+    metrics: Sequence[str] = (),
 ) -> None:
     from adcs.experiments.leaderboard import run_leaderboard
     from adcs.experiments.runner import expand_runs
@@ -237,7 +238,7 @@ def _run_leaderboard(
             configs, out, quick=quick, force=force, resume=resume, executor=executor,
             workers=workers if workers is not None or resume else default_workers(),
             checkpoint_every=checkpoint_every, command=command, on_workload=announce,
-            progress=lambda name: display.tracker(name, "rounds"),
+            progress=lambda name: display.tracker(name, "rounds"), metrics=metrics,
         )  # fmt: skip
     _print_leaderboard(outcome)
 

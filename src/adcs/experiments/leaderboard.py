@@ -69,6 +69,7 @@ from adcs.experiments.ranking import (
     Placing,
     RankRow,
     Score,
+    check_metrics,
     rank_table,
     rank_workload,
     scores_of,
@@ -303,6 +304,7 @@ def run_leaderboard(
     command: str = "",
     kind: str = "leaderboard",
     finalize: Callable[[Path], Mapping[str, Any]] | None = None,
+    metrics: Sequence[str] = (),
 ) -> LeaderboardOutcome:
     """Run every workload into ``out/<workload>/`` and write the leaderboard beside them.
 
@@ -339,6 +341,9 @@ def run_leaderboard(
     finalize : callable, optional
         Called with the partial folder once the summary is written; what it returns is added to
         the manifest.
+    metrics : sequence of str
+        Result columns ranked beside the accuracies (any of
+        :func:`~adcs.experiments.ranking.rankable_columns`, e.g. ``"test_loss"``).
 
     Raises
     ------
@@ -353,6 +358,10 @@ def run_leaderboard(
         raise ConfigError("the leaderboard needs at least one workload")
     if len(set(names)) != len(names):
         raise ConfigError(f"workload names must be distinct, got {names}")
+    try:
+        metrics = check_metrics(metrics)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     data = sorted({p for c in workloads for p in (data_folders(c) if dataset is None else [])})
     folder = ResultsFolder(out, data=data, keep=source_checkout())
     folder.check(force=force, resume=resume)
@@ -401,7 +410,7 @@ def run_leaderboard(
             if not any(_workload_state(partial, n) != "new" for n in names):
                 folder.discard(keep_checkpoint=False)  # nothing worth resuming
             raise
-        ranks, scores = write_summary(partial, names, quick=quick)
+        ranks, scores = write_summary(partial, names, quick=quick, metrics=metrics)
         extra = {} if finalize is None else dict(finalize(partial))
         manifest = {
             "experiment": kind,
@@ -429,7 +438,11 @@ def run_leaderboard(
 
 
 def summarize_leaderboard(
-    folder: str | Path, names: Sequence[str] | None = None, *, quick: bool = False
+    folder: str | Path,
+    names: Sequence[str] | None = None,
+    *,
+    quick: bool = False,
+    metrics: Sequence[str] = (),
 ) -> tuple[list[RankRow], dict[str, list[Score]]]:
     """(Re)write the leaderboard's summary in ``folder`` from its workloads' results folders.
 
@@ -439,4 +452,4 @@ def summarize_leaderboard(
     if names is None:
         found = [p.parent.name for p in folder.glob(f"*/{MANIFEST}")]
         names = sorted(found, key=lambda n: (n != REFERENCE_WORKLOAD, n))
-    return write_summary(folder, list(names), quick=quick)
+    return write_summary(folder, list(names), quick=quick, metrics=metrics)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from adcs.columns import COLUMNS, Column
 from adcs.experiments.records import RunRecord, variant_labels
 from adcs.experiments.results import load_records
 from adcs.experiments.stats import CONFIDENCE, SeedValues, t_interval, tied
@@ -32,10 +33,12 @@ __all__ = [
     "Placing",
     "RankRow",
     "Score",
+    "check_metrics",
     "entry_labels",
     "percentile_curve",
     "rank_table",
     "rank_workload",
+    "rankable_columns",
     "scores_of",
     "target_worst",
     "workload_scores",
@@ -77,6 +80,9 @@ class Score:
     client_updates, loss_evals, tv : float
         Mean over seeds of the updates and loss evaluations computed, and of the TV distance of
         the selection shares to uniform selection.
+    columns : dict of str to (dict of int to float)
+        Per seed, every column of :func:`rankable_columns`: a per-evaluation one by its final
+        value, a per-run one as it is (NaN where the run has none).
     """
 
     workload: str
@@ -91,11 +97,22 @@ class Score:
     client_updates: float
     loss_evals: float
     tv: float
+    columns: dict[str, dict[int, float]] = field(default_factory=dict)
 
     def values(self, metric: str) -> dict[int, float]:
-        """The per-seed values of ``metric`` (one of :data:`METRICS`)."""
-        values: dict[int, float] = getattr(self, metric)
-        return values
+        """The per-seed values of ``metric`` (one of :data:`METRICS`, or a column's name)."""
+        if metric in METRICS:
+            values: dict[int, float] = getattr(self, metric)
+            return values
+        return self.columns[metric]
+
+    def ranked(self, metric: str) -> dict[int, float]:
+        """The values the ranks are taken on: higher is better (a column whose lower values are
+        better, ``Column.lower_is_better``, negated)."""
+        values = self.values(metric)
+        if metric in METRICS or not COLUMNS[metric].lower_is_better:
+            return values
+        return {seed: -v for seed, v in values.items()}
 
     def mean(self, metric: str) -> tuple[float, float]:
         """Mean over seeds of ``metric`` and its 95 % t half-width (NaN with one seed)."""
@@ -168,6 +185,35 @@ def entry_labels(records: Sequence[RunRecord]) -> dict[str, str]:
     return labels
 
 
+def rankable_columns() -> list[Column]:
+    """The columns the leaderboard can rank: one number per evaluation or per run."""
+    return [c for c in COLUMNS if not c.per_group and not c.parts]
+
+
+def check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
+    """``metrics`` if each is one of :data:`METRICS` or a rankable column's name.
+
+    Raises
+    ------
+    ValueError
+        Naming the metric and those that can be ranked.
+    """
+    known = [*METRICS, *(c.name for c in rankable_columns())]
+    for metric in metrics:
+        if metric not in known:
+            raise ValueError(f"cannot rank by {metric!r}; the columns that can be: {known}")
+    return tuple(dict.fromkeys(metrics))
+
+
+def _column_value(column: Column, record: RunRecord) -> float:
+    value = record.value(column.attr)
+    if value is None:
+        return math.nan
+    if column.per == "eval":
+        return record.final(column.attr)
+    return float(value)
+
+
 def scores_of(
     workload: str,
     records: Sequence[RunRecord],
@@ -211,6 +257,8 @@ def scores_of(
             client_updates=float(np.mean([r.client_updates for r in runs])),
             loss_evals=float(np.mean([r.loss_evals for r in runs])),
             tv=float(np.mean([r.tv_to_uniform for r in runs])),
+            columns={c.name: {r.seed: _column_value(c, r) for r in runs}
+                     for c in rankable_columns()},
         )  # fmt: skip
         scores.append(score)
     return scores, target
