@@ -169,12 +169,13 @@ class _Context:
         return total / data.data_sizes[clients]
 
     def local_updates(
-        self, params: F32Array, run_index: IntArray, rows: IntArray
+        self, params: F32Array, run_index: IntArray, rows: IntArray, t: int
     ) -> tuple[F32Array, F32Array]:
         """E local SGD steps of independent (run, client) jobs, in memory-bounded calls.
 
         ``params`` (k, dim) of the stream; ``run_index`` (J,) the job's run; ``rows`` (J, E·B) its
-        training rows. Returns the updates (J, dim) and the first-minibatch losses (J,).
+        training rows; ``t`` the round (its η_ℓ, ``SimConfig.lr_at``). Returns the updates
+        (J, dim) and the first-minibatch losses (J,).
         """
         cfg = self.config
         n_jobs = run_index.size
@@ -186,7 +187,7 @@ class _Context:
             job_rows = rows[part].reshape(-1, cfg.local_steps, cfg.batch_size)
             x, y = self.data.train_batch(job_rows)
             updates[part], losses[part] = local_update(
-                self.model, params[run_index[part]], x, y, cfg.local_lr
+                self.model, params[run_index[part]], x, y, cfg.lr_at(t)
             )
         return updates, losses
 

@@ -94,12 +94,12 @@ class _Lot:
             assert self.client_loss is not None
             pos = self._positions(clients)
             updates = ctx.shared.block_grads(
-                self.forward, j, pos, ctx.config.batch_size, -ctx.config.local_lr
+                self.forward, j, pos, ctx.config.batch_size, -ctx.config.lr_at(self.t)
             )
             losses32 = self.client_loss[j, pos]
         else:
             updates, losses32 = ctx.local_updates(
-                params, np.full(clients.size, j), self._rows_of(clients)
+                params, np.full(clients.size, j), self._rows_of(clients), self.t
             )
         return ClientStats(avail.mask, clients, losses32.astype(np.float64), updates)
 
@@ -172,7 +172,7 @@ class _Lot:
         if jobs:
             run_index = np.concatenate([np.full(c.size, j) for j, c, _ in jobs])
             clients = np.concatenate([c for _, c, _ in jobs])
-            updates, _ = ctx.local_updates(params, run_index, self._rows_for(clients))
+            updates, _ = ctx.local_updates(params, run_index, self._rows_for(clients), self.t)
             updates *= np.concatenate([w for _, _, w in jobs]).astype(np.float32)[:, None]
             np.add.at(step, run_index, updates)
         step *= np.float32(cfg.server_lr)
@@ -231,12 +231,12 @@ class _Lot:
             if self.forward is not None and ctx.shared is not None and in_union.all():
                 assert self.client_loss is not None
                 out[~have] = ctx.shared.block_grads(
-                    self.forward, j, upos, ctx.config.batch_size, -ctx.config.local_lr
+                    self.forward, j, upos, ctx.config.batch_size, -ctx.config.lr_at(self.t)
                 )
                 losses[~have] = self.client_loss[j, upos]
             else:
                 upd, first = ctx.local_updates(
-                    self.params, np.full(missing.size, j), self._rows_for(missing)
+                    self.params, np.full(missing.size, j), self._rows_for(missing), self.t
                 )
                 out[~have], losses[~have] = upd, first
         return out, losses
@@ -249,6 +249,6 @@ class _Lot:
         sample_weights = np.zeros((len(parts), self.union.size), dtype=np.float32)
         for i, (_, clients, coef) in enumerate(parts):
             sample_weights[i, self._positions(clients)] = coef
-        sample_weights *= np.float32(-cfg.local_lr / batch)
+        sample_weights *= np.float32(-cfg.lr_at(self.t) / batch)
         per_sample = np.repeat(sample_weights, batch, axis=1)
         return ctx.shared.weighted_grads(self.forward, [j for j, _, _ in parts], per_sample)
