@@ -90,15 +90,10 @@ def report(old_root: Path, new_root: Path) -> list[str]:
         n, ordered, as_sets = same_selections(old / "selections.npz", new / "selections.npz")
         share = f"{ordered / n:.4%} in order, {as_sets / n:.4%} as sets" if n else "no runs"
         lines.append(f"{rel}: selections identical in {share} of {n} run-rounds")
-        for name, key, cols in (
-            ("metrics.csv", KEY_COLUMNS, None),
-            ("runs.csv", ("run_id",), None),
-        ):
+        for name, key in (("metrics.csv", KEY_COLUMNS), ("runs.csv", ("run_id",))):
             if not ((old / name).is_file() and (new / name).is_file()):
                 continue
-            for col, (diff, where) in largest_differences(
-                old / name, new / name, key, cols
-            ).items():
+            for col, (diff, where) in largest_differences(old / name, new / name, key).items():
                 if name == "runs.csv" and not col.startswith("final_"):
                     continue
                 lines.append(
