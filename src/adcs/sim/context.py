@@ -9,10 +9,10 @@ independent (run, client) jobs in memory-bounded calls — from counter-based st
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import numpy as np
 
+from adcs.roundplay import Availability
 from adcs.schedulers.base import ClientStats
 from adcs.sim.availability import AlwaysAvailable, TraceAvailability
 from adcs.sim.data import ClientData
@@ -35,15 +35,6 @@ _GATHER_BUDGET_BYTES = 1 << 30
 """Most inputs (float32) one round may gather at once; larger batch sizes are refused."""
 
 
-@dataclass(frozen=True)
-class _Availability:
-    """A round's availability: the mask (n_clients,) and the available clients, ascending."""
-
-    mask: BoolArray
-    clients: IntArray
-    blind: ClientStats
-
-
 class _Context:
     """What every stream of one :func:`simulate` call shares (read-only during the loop)."""
 
@@ -61,7 +52,7 @@ class _Context:
         self.always = isinstance(config.availability, AlwaysAvailable)
         everyone = np.ones(data.n_clients, dtype=bool)
         everyone.setflags(write=False)
-        self._always = _Availability(
+        self._always = Availability(
             everyone, np.arange(data.n_clients, dtype=np.intp), ClientStats.blind(everyone)
         )
         self.no_clients = np.empty(0, dtype=np.intp)
@@ -100,12 +91,12 @@ class _Context:
             self._sketches[seed_key] = UpdateSketch(self.model.dim, k, seed_key)
         return self._sketches[seed_key].apply(updates)
 
-    def availability(self, seed_key: int, t: int) -> _Availability:
+    def availability(self, seed_key: int, t: int) -> Availability:
         if self.always:
             return self._always
         mask = self.config.availability.mask(seed_key, t, self.data.groups)
         mask.setflags(write=False)
-        return _Availability(mask, np.flatnonzero(mask), ClientStats.blind(mask))
+        return Availability(mask, np.flatnonzero(mask), ClientStats.blind(mask))
 
     def returned(self, seed_key: int, t: int, clients: IntArray) -> BoolArray:
         """Which of the selected clients deliver their update (the rest drop out)."""

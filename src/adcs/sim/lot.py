@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from adcs.roundplay import Availability, RunRound
 from adcs.schedulers.base import ClientStats, LossSource, Probe, ProbeKind
-from adcs.sim.context import _SHARED_ROWS, _Availability, _Context
+from adcs.sim.context import _SHARED_ROWS, _Context
 from adcs.sim.jobs import _EarlyJobs, _locate
 from adcs.sim.model import SharedForward, SharedInputs
-from adcs.sim.runstate import _Run
 from adcs.sim.spec import BoolArray, F32Array, F64Array, IntArray
 
 
@@ -32,7 +32,7 @@ class _Lot:
     def __init__(
         self,
         ctx: _Context,
-        runs: list[_Run],
+        runs: list[RunRound],
         params: F32Array,
         key: int,
         t: int,
@@ -70,7 +70,7 @@ class _Lot:
 
     # -- step 2 --------------------------------------------------------------------------------
 
-    def gather(self, j: int, avail: _Availability) -> ClientStats:
+    def gather(self, j: int, avail: Availability) -> ClientStats:
         """ClientStats of run j: what its probe asked for, at the current model."""
         probe, clients = self.probes[j], self.targets[j]
         if probe.kind is ProbeKind.NONE:
@@ -140,7 +140,7 @@ class _Lot:
                 clients, coef = chosen[j], coefs[j]
             else:
                 clients, coef = chosen[j][ok], coefs[j][ok]
-            if run.spec.aggregator is not None:  # the aggregation hook: updates one by one
+            if run.rules.aggregator is not None:  # the aggregation hook: updates one by one
                 observed[j], fresh[j] = self._aggregate_apart(j, run, clients, coef, stats[j], step)
                 continue
             upd = stats[j].updates
@@ -182,7 +182,7 @@ class _Lot:
     def _aggregate_apart(
         self,
         j: int,
-        run: _Run,
+        run: RunRound,
         clients: IntArray,
         coef: F64Array,
         got: ClientStats,
@@ -195,15 +195,12 @@ class _Lot:
         combine them robustly. Returns what the server received with the first-minibatch losses,
         for ``observe``, and how many updates were computed beyond the probe's.
         """
-        assert run.spec.aggregator is not None
         if got.updates is not None:
             have, pos = _locate(got.clients, clients)
         else:
             have, pos = np.zeros(clients.size, dtype=bool), self.ctx.no_clients
         updates, losses = self._observed(j, clients, have, pos, got)
-        received, aggregate = run.spec.aggregator.aggregate(
-            run.state, self.t, clients, updates, coef, got
-        )
+        received, aggregate = run.aggregate(clients, updates, coef)
         step[j] += aggregate
         return (received, losses), int(np.count_nonzero(~have))
 
