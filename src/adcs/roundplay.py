@@ -38,7 +38,8 @@ deadline, over-commitment — a live runtime's clock is the wall clock) and simu
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import functools
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -74,6 +75,10 @@ __all__ = [
 
 _NOBODY: IntArray = np.empty(0, dtype=np.intp)
 _NOBODY.setflags(write=False)
+_NONE_BACK: BoolArray = np.zeros(0, dtype=bool)
+_NONE_BACK.setflags(write=False)
+_NO_WEIGHTS: F64Array = np.zeros(0)
+_NO_WEIGHTS.setflags(write=False)
 
 
 def locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
@@ -302,6 +307,11 @@ class RoundRules:
                 f"aggregator must follow the Aggregator protocol, got {type(self.aggregator).__name__}"
             )
 
+    @functools.cached_property
+    def observes(self) -> bool:
+        """Whether the scheduler is shown the delivered updates (asked once)."""
+        return bool(self.scheduler.observes_updates)
+
     def base(self) -> F64Array | None:
         """p_n now (None: uniform)."""
         return self.base_weights() if callable(self.base_weights) else self.base_weights
@@ -396,8 +406,8 @@ class RunRound:
             self.selection, self.state = scheduler.select(state, t, available.blind, rng)
         self.stats = available.blind
         self.selected: IntArray = _NOBODY
-        self.returned: BoolArray = np.zeros(0, dtype=bool)
-        self.coef: F64Array = np.zeros(0)
+        self.returned: BoolArray = _NONE_BACK
+        self.coef: F64Array = _NO_WEIGHTS
         self.failed = 0
         self.round_s: float | None = None
         self.busy_s: float | None = None
@@ -405,7 +415,7 @@ class RunRound:
     @property
     def observes(self) -> bool:
         """Whether the scheduler is shown the delivered updates (step 5)."""
-        return bool(self.rules.scheduler.observes_updates)
+        return self.rules.observes
 
     @property
     def held(self) -> IntArray:
@@ -455,10 +465,10 @@ class RunRound:
         """Selected clients whose update is aggregated, in selection order."""
         return self.selected[self.returned]
 
-    def trained(self, failed: Iterable[int] = ()) -> F64Array:
+    def trained(self, failed: Collection[int] = ()) -> F64Array:
         """Step 4: take which clients' training failed; the coefficients c of shape (k,)."""
-        lost = np.fromiter(failed, dtype=np.intp)
-        if lost.size:
+        if failed:
+            lost = np.fromiter(failed, dtype=np.intp)
             self.failed += int(np.count_nonzero(self.returned & np.isin(self.selected, lost)))
             self.returned = self.returned & ~np.isin(self.selected, lost)
         assert self.selection is not None
@@ -483,13 +493,15 @@ class RunRound:
 
     def observe(self, updates: F32Array, losses: F64Array) -> PlayedRound:
         """Step 5: show the delivered updates (n, dim) and losses (n,); the round's record."""
-        rules = self.rules
+        rules, delivered, held = self.rules, self.delivered, self.held
         if self.observes:
             seen = updates if rules.sketch is None else rules.sketch(updates)
-            self.state = rules.scheduler.observe(self.state, self.t, self.delivered, seen, losses)
+            self.state = rules.scheduler.observe(self.state, self.t, delivered, seen, losses)
         assert self.selection is not None
         kind = self.probe.kind
-        fresh = int(np.count_nonzero(~locate(self.held, self.delivered)[0]))
+        fresh = delivered.size  # the updates computed beyond those the probe held
+        if held.size:
+            fresh -= int(np.count_nonzero(locate(held, delivered)[0]))
         return PlayedRound(
             round_idx=self.t,
             probe=self.probe,
@@ -499,7 +511,7 @@ class RunRound:
             returned=self.returned,
             coef=self.coef,
             failed=self.failed,
-            client_updates=self.held.size + fresh,
+            client_updates=held.size + fresh,
             loss_evals=self.stats.n_probed if kind is ProbeKind.LOSSES else 0,
             non_finite=self.non_finite,
             round_s=self.round_s,
