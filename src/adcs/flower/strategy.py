@@ -1,7 +1,8 @@
 """A Flower strategy that runs any adcs scheduler: the simulator's round, over Flower's Grid.
 
 :meth:`SchedulerStrategy.start` owns the round loop and all messaging. Round t = server_round − 1
-is the simulator's five steps (docs/design.md §1, §7; :mod:`adcs.sim.engine`):
+is the simulator's round, the same :mod:`adcs.roundplay` object (docs/design.md §1, §7) played over
+the Grid (:func:`adcs.roundplay.play`):
 
 0. **availability** — the clients whose node is connected and responsive (:class:`NodeMap`;
    new and unresponsive nodes are greeted with ``query.adcs_hello`` in the background, so a node
@@ -14,7 +15,8 @@ is the simulator's five steps (docs/design.md §1, §7; :mod:`adcs.sim.engine`):
    :func:`adcs.rounds.check_selection` (min(m, available) distinct available clients);
 4. **train and aggregate** — ``train`` to the selected clients not probed for their update; the
    updates Δ_i of those that returned are combined with :func:`adcs.rounds.aggregation_weights`:
-   w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i, in float32 like the simulator;
+   w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i, in float32 like the simulator — or by an aggregation rule
+   (``aggregator``, :mod:`adcs.aggregation`);
 5. **observe** — schedulers that learn from updates see the returned selected clients' ones; the
    round is recorded in :attr:`SchedulerStrategy.history`.
 
@@ -32,6 +34,11 @@ failures", each failure with its reason), and the failure count goes into the ro
 It is not a subclass of Flower's ``Strategy``: a round here may need two exchanges (probe, then
 train), which Flower's ``configure_*``/``aggregate_*`` hooks cannot express. ``start`` takes
 Flower's arguments and returns Flower's ``Result``.
+
+What the simulator's round has and Flower's runtime cannot offer: a simulated clock (round
+seconds, deadline, over-commitment; :attr:`RoundRecord.wall_s` is the wall clock) and simulated
+dropouts (here a dropout is a client's real failure). Non-finite statistics never reach the
+scheduler: such replies are rejected as failures.
 """
 
 from __future__ import annotations
