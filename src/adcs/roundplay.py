@@ -58,7 +58,7 @@ from adcs.schedulers.base import (
 )
 
 __all__ = [
-    "Availability",
+    "Available",
     "ClientSeconds",
     "Gatherer",
     "PlayedRound",
@@ -90,7 +90,7 @@ def locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
 
 
 @dataclass(frozen=True)
-class Availability:
+class Available:
     """A round's availability: the mask (n_clients,), the available clients (ascending) and the
     statistics of a blind round (nothing probed)."""
 
@@ -99,10 +99,11 @@ class Availability:
     blind: ClientStats
 
     @staticmethod
-    def of(mask: BoolArray) -> Availability:
+    def of(mask: BoolArray) -> Available:
         """The availability of a mask of shape (n_clients,)."""
         mask = np.asarray(mask, dtype=bool)
-        return Availability(mask, np.flatnonzero(mask), ClientStats.blind(mask))
+        clients = np.flatnonzero(mask)
+        return Available(mask, clients, ClientStats.blind(mask, clients))
 
 
 # ---------------------------------------------------------------------- the clock
@@ -382,7 +383,7 @@ class RunRound:
         The scheduler's state before the round.
     t : int
         The round, from 0.
-    available : Availability
+    available : Available
     rng : numpy.random.Generator
         The scheduler's stream (advanced by its calls).
     """
@@ -392,7 +393,7 @@ class RunRound:
         rules: RoundRules,
         state: Any,
         t: int,
-        available: Availability,
+        available: Available,
         rng: np.random.Generator,
     ) -> None:
         self.rules, self.t, self.rng = rules, t, rng
@@ -520,7 +521,7 @@ class RunRound:
         )
 
 
-def _targets(probe: Probe, available: Availability) -> IntArray:
+def _targets(probe: Probe, available: Available) -> IntArray:
     """The clients to probe: distinct, available, ascending."""
     if probe.kind is ProbeKind.NONE:
         return _NOBODY
@@ -621,7 +622,7 @@ def play(
     feature_dim : int
         Length of :attr:`Trained.features` (for the empty matrix of a round without updates).
     """
-    rnd = RunRound(rules, state, t, Availability.of(available), rng)
+    rnd = RunRound(rules, state, t, Available.of(available), rng)
     stats, held, failed = _gather(rnd, gatherer, feature_dim)
     missing = rnd.select(stats)
     lost: dict[int, str] = {}

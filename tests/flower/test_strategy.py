@@ -29,6 +29,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.task_identity import TaskIdentity
 
 from adcs.aggregation import Robust, RobustAggregation, coordinate_median
+from adcs.columns import COLUMNS, Column
 from adcs.flower import (
     ClientData,
     SchedulerStrategy,
@@ -361,6 +362,25 @@ def test_evaluation_records_per_client_accuracy(clients: list[ClientData]) -> No
     metrics: MetricRecord = result.evaluate_metrics_clientapp[5]
     assert metrics["accuracy"] == pytest.approx(last.accuracy.mean())
     assert metrics["worst-accuracy"] == pytest.approx(last.accuracy.min())
+    assert metrics["p10_acc"] == pytest.approx(np.quantile(last.accuracy, 0.1))
+
+
+@pytest.mark.usefixtures("task_identity")
+def test_a_declared_result_column_is_in_the_evaluation_history(
+    clients: list[ClientData],
+) -> None:
+    column = COLUMNS.add(
+        Column("median_acc", "eval", of_eval=lambda e: float(np.median(e.accuracy)))
+    )
+    try:
+        strategy, result, _grid = run_inprocess(Uniform(m=4), clients, 2, evaluate_every=2)
+        last = strategy.evaluations[-1]
+        assert last.columns["median_acc"] == pytest.approx(np.median(last.accuracy))
+        assert last.columns["worst_acc"] == pytest.approx(last.worst_accuracy)
+    finally:
+        COLUMNS.remove(column.name)
+    metrics: MetricRecord = result.evaluate_metrics_clientapp[2]
+    assert metrics["median_acc"] == pytest.approx(np.median(last.accuracy))
 
 
 @pytest.mark.usefixtures("task_identity")

@@ -122,6 +122,9 @@ class RunRecord:
     honest_acc : ndarray of shape (n_evals, 3)
         Worst, 10th-percentile and mean accuracy of the evaluated honest clients (runs with
         malicious clients, ``[sim.attack]``; empty otherwise).
+    extra : dict
+        The values of the columns declared beyond the built-in ones (:data:`adcs.columns.COLUMNS`),
+        by name.
     """
 
     run_id: str
@@ -148,6 +151,13 @@ class RunRecord:
     p10_acc: FloatArray = field(default_factory=lambda: np.empty(0))
     group_acc: FloatArray = field(default_factory=lambda: np.empty((0, 0)))
     honest_acc: FloatArray = field(default_factory=lambda: np.empty((0, 3)))
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def value(self, name: str) -> Any:
+        """The value of a column's attribute: a field of the record, else one of ``extra``."""
+        if name in self.extra:
+            return self.extra[name]
+        return getattr(self, name)
 
     @property
     def tail(self) -> slice:
@@ -156,12 +166,12 @@ class RunRecord:
 
     def final(self, attr: str) -> float:
         """Mean of ``attr`` (``worst_acc``, ``avg_acc``, ``test_loss``) over the final window."""
-        values = getattr(self, attr)[self.tail]
+        values = np.asarray(self.value(attr))[self.tail]
         return float(values.mean()) if values.size else math.nan
 
     def last(self, attr: str) -> float:
         """``attr`` at the last evaluation."""
-        values = getattr(self, attr)
+        values = np.asarray(self.value(attr))
         return float(values[-1]) if values.size else math.nan
 
     @property

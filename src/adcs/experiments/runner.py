@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments import paper
+from adcs.data import DATASETS
 from adcs.experiments.config import ExperimentConfig, config_to_dict
 from adcs.experiments.distributed import ShardExecutor
 from adcs.experiments.execute import (
@@ -80,6 +80,13 @@ from adcs.experiments.execute import (
 )
 from adcs.experiments.figures import write_figures
 from adcs.experiments.folder import ResultsFolder, RunError, os_error, provenance, source_checkout
+from adcs.experiments.outputs import (
+    Verdict,
+    figures_by_name,
+    study_of,
+    write_study_report,
+    write_tables,
+)
 from adcs.experiments.plan import (
     MEMORY_BUDGET_BYTES,
     _prepare,
@@ -95,12 +102,8 @@ from adcs.experiments.report import (
     ReportContext,
     RunRecord,
     SeriesSummary,
-    curve_series,
-    summaries,
-    write_report,
 )
 from adcs.experiments.results import (
-    STANDARD_PARAM_COLUMNS,
     _write_json,
     load_records,
     param_columns,
@@ -113,7 +116,6 @@ from adcs.sim.spec import Evaluation
 __all__ = [
     "CHECKPOINT_FORMAT",
     "MEMORY_BUDGET_BYTES",
-    "STANDARD_PARAM_COLUMNS",
     "ExperimentOutcome",
     "ProgressFn",
     "RunError",
@@ -163,11 +165,12 @@ class ExperimentOutcome:
         The results folder.
     records : list of RunRecord
     summaries : list of SeriesSummary
-        The report's rows: the paper's series for its setting, else one per variant.
-    claims : list of Claim
-        The paper's claims as checked in ``report.md`` (empty off the paper's setting).
-    paper_setting : bool
-        The configuration is of the paper's setting (its report, columns and verdicts).
+        The report's rows: a study's series for its setting, else one per variant.
+    claims : list of Verdict
+        A study's claims as checked in ``report.md`` (empty off every study's setting).
+    setting : str or None
+        The study whose setting the configuration is (its report, columns and verdicts:
+        :mod:`adcs.experiments.outputs`), e.g. ``"paper"``; None for none.
     figures : list of str
         File names of the figures written.
     wall_s : float
@@ -181,8 +184,8 @@ class ExperimentOutcome:
     folder: Path
     records: list[RunRecord]
     summaries: list[SeriesSummary]
-    claims: list[paper.Claim]
-    paper_setting: bool
+    claims: list[Verdict]
+    setting: str | None
     figures: list[str]
     wall_s: float
     is_subset: bool
@@ -393,11 +396,6 @@ def _run_in(
         raise
 
 
-_DATASET_NAMES = {
-    "fashion-mnist": "Fashion-MNIST", "digits": "Digits (8×8)", "arrays": "User arrays",
-    "cifar10": "CIFAR-10", "femnist": "FEMNIST", "synthetic": "Synthetic(α, β)",
-}  # fmt: skip
-
 _LISTED_SIZES = 10_000
 """Clients whose sizes the manifest lists one by one; larger populations get a summary."""
 
@@ -429,21 +427,12 @@ def _write_results(
         tmp, config, ready.sim_config, ready.fed, records, sim.client_acc, sim.selections,
         ready.model,
     )  # fmt: skip
-    differs = paper.differences(config)
-    is_paper = not differs
-    if "table1" in config.outputs:
-        paper.write_table1(tmp, records, paper_columns=is_paper)
-    figures = write_figures(tmp, records, config.outputs, paper.FIGURES)
+    own, differs = study_of(config)
+    write_tables(tmp, config.outputs, records, own)
+    figures = write_figures(tmp, records, config.outputs, figures_by_name())
     extra = dict(finalize(tmp) or {}) if finalize is not None else {}
     context = _report_context(config, ready, quick, figures, started, notes, tmp)
-    if is_paper:
-        claims = paper.write_report(tmp / "report.md", records, context)
-        rows = summaries(records, paper.console_series(records)) or summaries(
-            records, curve_series(records)
-        )
-    else:
-        claims = []
-        rows = write_report(tmp / "report.md", records, context)
+    shown = write_study_report(tmp / "report.md", records, context, own)
     wall_s = time.perf_counter() - started
     manifest = {
         **_manifest(config, plan, ready, sim, quick, differs, state),
@@ -453,8 +442,8 @@ def _write_results(
     _write_json(tmp / "manifest.json", manifest)
     folder.finish()
     return ExperimentOutcome(
-        folder=folder.out, records=records, summaries=rows, claims=claims,
-        paper_setting=is_paper, figures=figures, wall_s=wall_s, is_subset=dataset.is_subset,
+        folder=folder.out, records=records, summaries=shown.rows, claims=shown.claims,
+        setting=None if own is None else own.name, figures=figures, wall_s=wall_s, is_subset=dataset.is_subset,
         data_source=dataset.source, resumed=bool(state.sessions),
     )  # fmt: skip
 
@@ -477,7 +466,7 @@ def _report_context(
         data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
         figures=tuple(figures), wall_s=time.perf_counter() - started,
         description=config.description, model=config.model.describe(),
-        dataset=_DATASET_NAMES.get(config.data.dataset, config.data.dataset),
+        dataset=DATASETS.resolve(config.data.dataset).title or config.data.dataset,
         notes=(*notes, *(
             f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."
             for p in sorted(tmp.glob("*/report.md"))
@@ -491,7 +480,7 @@ def _manifest(
     ready: _Prepared,
     sim: _Simulated,
     quick: bool,
-    differs: list[str],
+    differs: Mapping[str, list[str]],
     state: _Progress,
 ) -> dict[str, Any]:
     """``manifest.json`` but what the caller and ``finalize`` add: what ran, on what, when."""
@@ -505,8 +494,11 @@ def _manifest(
         "config_source": config.source,
         "seeds": list(config.seeds),
         "quick": quick,
-        "paper_setting": not differs,
-        "differences_from_paper": differs,
+        **{
+            k: v
+            for name, d in differs.items()
+            for k, v in ((f"{name}_setting", not d), (f"differences_from_{name}", d))
+        },
         "runs": [r.run_id for r in plan],
         "data": {
             "source": dataset.source,

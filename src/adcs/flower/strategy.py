@@ -65,8 +65,10 @@ from flwr.serverapp.strategy import Result
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
+from adcs import defaults
 from adcs._validate import check_int, check_number
 from adcs.aggregation import Aggregator
+from adcs.columns import eval_values
 from adcs.flower.client import (
     ACCURACY,
     ARRAYS_KEY,
@@ -149,7 +151,7 @@ class ServerSettings:
     """
 
     n_clients: int
-    server_lr: float = 1.0
+    server_lr: float = defaults.SERVER_LR
     weighting: Literal["uniform", "data_size"] = "uniform"
     seed: int = 0
     run_id: str = "flower"
@@ -198,6 +200,12 @@ class EvaluationRecord:
     def average_accuracy(self) -> float:
         """Mean over the clients that reported."""
         return float(np.nanmean(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
+
+    @property
+    def columns(self) -> dict[str, float]:
+        """The per-evaluation result columns of :data:`adcs.columns.COLUMNS` a runtime can give
+        (those computed from the clients' accuracies), over the clients that reported."""
+        return eval_values(self.accuracy)
 
 
 @dataclass(frozen=True, eq=False)
@@ -551,6 +559,7 @@ class SchedulerStrategy:
             _WEIGHT,
         )
         mean["worst-accuracy"] = record.worst_accuracy
+        mean.update(record.columns)
         return mean
 
     def _evaluate_centrally(

@@ -45,9 +45,10 @@ def to_unit_float(images: NDArray[Any], out: F32Array | None = None) -> F32Array
     """
     if out is None:
         out = np.empty(images.shape, dtype=np.float32)
-    np.copyto(out, images, casting="same_kind")
-    if images.dtype == np.uint8:
-        out *= PIXEL_SCALE  # the same value as float32(p) * PIXEL_SCALE, computed in two passes
+    if images.dtype == np.uint8:  # float32(p) * PIXEL_SCALE, converted and scaled in one pass
+        np.multiply(images, PIXEL_SCALE, out=out, dtype=np.float32)
+    else:
+        np.copyto(out, images, casting="same_kind")
     return out
 
 

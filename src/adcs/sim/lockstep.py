@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adcs.roundplay import Availability, RunRound
+from adcs.roundplay import Available, RunRound
 from adcs.sim.context import _Context
 from adcs.sim.jobs import _plan_early
 from adcs.sim.lot import _Lot
@@ -31,7 +31,7 @@ class _Stream:
         self.params = ctx.model.init_params(len(runs))
         self.timed = ctx.system is not None
 
-    def step(self, t: int, avail: Availability) -> None:
+    def step(self, t: int, avail: Available) -> None:
         """One round of every run of the stream (Algorithm 1, lines 2–14)."""
         ctx = self.ctx
         # 1. probe; blind runs select at once (their choice needs nothing computed)

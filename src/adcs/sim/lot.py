@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adcs.roundplay import Availability, RunRound
+from adcs.roundplay import Available, RunRound
 from adcs.schedulers.base import ClientStats, LossSource, Probe, ProbeKind
 from adcs.sim.context import _SHARED_ROWS, _Context
 from adcs.sim.jobs import _EarlyJobs, _locate
@@ -70,7 +70,7 @@ class _Lot:
 
     # -- step 2 --------------------------------------------------------------------------------
 
-    def gather(self, j: int, avail: Availability) -> ClientStats:
+    def gather(self, j: int, avail: Available) -> ClientStats:
         """ClientStats of run j: what its probe asked for, at the current model."""
         probe, clients = self.probes[j], self.targets[j]
         if probe.kind is ProbeKind.NONE:

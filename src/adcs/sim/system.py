@@ -44,13 +44,16 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 
-from adcs._validate import check_number
+from adcs._validate import check_number, check_string
+from adcs.registry import Registry
 from adcs.roundplay import probe_phase, training_phase
 from adcs.streams import Domain, counter_uniform, stream_key
 
 __all__ = [
     "LOSS_BYTES",
+    "SYSTEM_PROFILES",
     "ClientTimes",
+    "MeasuredSystem",
     "SystemConfig",
     "SystemProfile",
     "client_times",
@@ -334,3 +337,55 @@ def client_times(
     for a in (update, loss, full_loss):
         a.setflags(write=False)
     return ClientTimes(update, loss, full_loss)
+
+
+@dataclass(frozen=True)
+class MeasuredSystem:
+    """Measured devices from a CSV file with the round rules, read once N is known.
+
+    The ``[sim.system]`` row ``kind = "csv"``: a configuration holds it, and the simulator's
+    :class:`SystemConfig` is :meth:`for_clients`.
+
+    Parameters
+    ----------
+    path : str
+        Columns ``client,compute,upload,download``, one row per client
+        (:meth:`SystemProfile.from_csv`).
+    deadline : float, optional
+        Seconds (> 0) after which the training phase closes (:class:`SystemConfig`).
+    overcommit : float
+        o ≥ 0: invite ⌈(1 + o)·m⌉ clients and aggregate the first m to return.
+    forward_cost : float
+        Cost of a forward pass relative to a training step, in (0, 1] (default 1/3).
+    """
+
+    path: str
+    deadline: float | None = None
+    overcommit: float = 0.0
+    forward_cost: float = SystemConfig.forward_cost
+
+    def __post_init__(self) -> None:
+        check_string("path", self.path)
+        self._config(None)
+
+    def _config(self, profile: SystemProfile | None) -> SystemConfig:
+        return SystemConfig(
+            profile=profile,
+            deadline=self.deadline,
+            overcommit=self.overcommit,
+            forward_cost=self.forward_cost,
+        )
+
+    def for_clients(self, n_clients: int) -> SystemConfig:
+        """The simulator's configuration with the file's ``n_clients`` devices."""
+        return self._config(SystemProfile.from_csv(self.path, n_clients))
+
+
+SYSTEM_PROFILES: Registry[Any] = Registry(
+    "system profile",
+    "adcs.system_profiles",
+    {"lognormal": SystemConfig, "csv": MeasuredSystem},
+)
+"""The ``[sim.system]`` kinds (docs/design.md §8): a row's constructor arguments are the
+table's keys (``profile`` is not one: a ``csv`` row reads it); a row with
+``for_clients(n_clients)`` is completed when N is known."""
