@@ -48,7 +48,7 @@ class _Stream:
             rnd.trained()
         # 4. train the aggregated clients, and aggregate
         chosen, returned, coefs = self._aggregated(rounds)
-        observed, _ = lot.train_and_step(stats, chosen, returned, coefs)
+        observed = lot.train_and_step(stats, chosen, returned, coefs)
         # 5. observe, record
         for rnd, run, (updates, losses) in zip(rounds, self.runs, observed, strict=True):
             run.record(rnd.observe(updates, losses))

@@ -116,12 +116,13 @@ class _Lot:
         chosen: list[IntArray],
         returned: list[BoolArray],
         coefs: list[F64Array],
-    ) -> tuple[list[tuple[F32Array, F64Array]], list[int]]:
+    ) -> list[tuple[F32Array, F64Array]]:
         """Aggregate the returned clients' updates and step every run's model.
 
         Returns, for each run, the returned clients' updates (n_returned, dim) and their
-        first-minibatch losses at w⁽ᵗ⁾ (empty unless the run observes updates), and how many
-        updates were computed beyond those its probe already held.
+        first-minibatch losses at w⁽ᵗ⁾ (empty unless the run observes updates or has an
+        aggregation rule: then what the rule received). The weights and the count of updates
+        computed are the round's (:class:`adcs.roundplay.RunRound`).
         """
         ctx, cfg = self.ctx, self.ctx.config
         runs = self.runs
@@ -141,7 +142,7 @@ class _Lot:
             else:
                 clients, coef = chosen[j][ok], coefs[j][ok]
             if run.rules.aggregator is not None:  # the aggregation hook: updates one by one
-                observed[j], fresh[j] = self._aggregate_apart(j, run, clients, coef, stats[j], step)
+                observed[j] = self._aggregate_apart(j, run, clients, coef, stats[j], step)
                 continue
             upd = stats[j].updates
             if upd is not None:
@@ -177,7 +178,7 @@ class _Lot:
             np.add.at(step, run_index, updates)
         step *= np.float32(cfg.server_lr)
         params += step
-        return observed, fresh
+        return observed
 
     def _aggregate_apart(
         self,
@@ -187,13 +188,13 @@ class _Lot:
         coef: F64Array,
         got: ClientStats,
         step: F32Array,
-    ) -> tuple[tuple[F32Array, F64Array], int]:
+    ) -> tuple[F32Array, F64Array]:
         """Step run j through its aggregator (:mod:`adcs.aggregation`) and add it to ``step[j]``.
 
         Every returned client's update is formed on its own (probed ones reused), never folded
         into the shared weighted product, so that the aggregator can replace some (a poison) or
         combine them robustly. Returns what the server received with the first-minibatch losses,
-        for ``observe``, and how many updates were computed beyond the probe's.
+        for ``observe``.
         """
         if got.updates is not None:
             have, pos = _locate(got.clients, clients)
@@ -202,7 +203,7 @@ class _Lot:
         updates, losses = self._observed(j, clients, have, pos, got)
         received, aggregate = run.aggregate(clients, updates, coef)
         step[j] += aggregate
-        return (received, losses), int(np.count_nonzero(~have))
+        return received, losses
 
     def _rows_for(self, clients: IntArray) -> IntArray:
         """Training rows of any clients at this round (from the union's draw where it has them)."""
