@@ -423,11 +423,12 @@ class RunRound:
         """Clients whose update the probe holds (ascending; reused if they are aggregated)."""
         return self.stats.clients if self.stats.updates is not None else _NOBODY
 
-    def select(self, stats: ClientStats) -> IntArray:
-        """Steps 2–3: take the gathered ``stats``; select; the clients still to train.
+    def select(self, stats: ClientStats) -> None:
+        """Steps 2–3: take the gathered ``stats`` and select; :attr:`to_train` then says whose
+        update is still to be computed.
 
         ``stats.available`` is what may be selected (a live runtime drops the clients whose
-        probe failed). Returns :attr:`to_train`.
+        probe failed).
         """
         rules, t = self.rules, self.t
         self.stats = stats
@@ -453,7 +454,6 @@ class RunRound:
                 self.probe, self.probed, stats, clients, ok, target
             )
         self.selected, self.returned = clients, ok
-        return self.to_train
 
     @property
     def to_train(self) -> IntArray:
@@ -624,7 +624,8 @@ def play(
     """
     rnd = RunRound(rules, state, t, Available.of(available), rng)
     stats, held, failed = _gather(rnd, gatherer, feature_dim)
-    missing = rnd.select(stats)
+    rnd.select(stats)
+    missing = rnd.to_train
     lost: dict[int, str] = {}
     if missing.size:
         more, lost = _split(gatherer.updates(missing))
