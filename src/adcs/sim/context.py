@@ -9,10 +9,10 @@ independent (run, client) jobs in memory-bounded calls — from counter-based st
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import numpy as np
 
+from adcs.roundplay import Available
 from adcs.schedulers.base import ClientStats
 from adcs.sim.availability import AlwaysAvailable, BernoulliAvailability, TraceAvailability
 from adcs.sim.data import ClientData
@@ -42,15 +42,6 @@ _GATHER_BUDGET_BYTES = 1 << 30
 """Most inputs (float32) one round may gather at once; larger batch sizes are refused."""
 
 
-@dataclass(frozen=True)
-class _Availability:
-    """A round's availability: the mask (n_clients,) and the available clients, ascending."""
-
-    mask: BoolArray
-    clients: IntArray
-    blind: ClientStats
-
-
 class _Context:
     """What every stream of one :func:`simulate` call shares (read-only during the loop)."""
 
@@ -69,7 +60,7 @@ class _Context:
         everyone = np.ones(data.n_clients, dtype=bool)
         everyone.setflags(write=False)
         clients = np.arange(data.n_clients, dtype=np.intp)
-        self._always = _Availability(everyone, clients, ClientStats.blind(everyone, clients))
+        self._always = Available(everyone, clients, ClientStats.blind(everyone, clients))
         self.no_clients = np.empty(0, dtype=np.intp)
         self.system = config.system
         self._times: dict[int, ClientTimes] = {}
@@ -107,7 +98,7 @@ class _Context:
             self._sketches[seed_key] = UpdateSketch(self.model.dim, k, seed_key)
         return self._sketches[seed_key].apply(updates)
 
-    def availability(self, seed_key: int, t: int) -> _Availability:
+    def availability(self, seed_key: int, t: int) -> Available:
         if self.always:
             return self._always
         model = self.config.availability
@@ -119,7 +110,7 @@ class _Context:
             mask = model.mask(seed_key, t, self.data.groups)
             clients = np.flatnonzero(mask)
         mask.setflags(write=False)
-        return _Availability(mask, clients, ClientStats.blind(mask, clients))
+        return Available(mask, clients, ClientStats.blind(mask, clients))
 
     def returned(self, seed_key: int, t: int, clients: IntArray) -> BoolArray:
         """Which of the selected clients deliver their update (the rest drop out)."""
