@@ -107,6 +107,8 @@ class Column:
         Write NaN as a blank cell.
     summary_key : str or None
         Its key in ``summary.json`` (default ``name``).
+    lower_is_better : bool
+        Ranked lower first (a loss, a cost, a distance); else higher first.
     """
 
     name: str
@@ -121,6 +123,7 @@ class Column:
     final: bool = False
     nan_blank: bool = False
     summary_key: str | None = None
+    lower_is_better: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
@@ -322,7 +325,7 @@ COLUMNS = ColumnTable(
         Column("worst_acc", "eval", _f64("worst_acc"), lambda e: float(e.accuracy.min()),
                final=True),
         Column("avg_acc", "eval", _f64("avg_acc"), lambda e: float(e.accuracy.mean()), final=True),
-        Column("test_loss", "eval", _f64("test_loss"), final=True),
+        Column("test_loss", "eval", _f64("test_loss"), final=True, lower_is_better=True),
         Column("p10_acc", "eval", _f64("p10_acc"),
                lambda e: float(percentile_accuracy(e.accuracy))),
         Column("acc_g", "eval", _f64("group_acc"), field="group_acc", per_group=True,
@@ -330,20 +333,25 @@ COLUMNS = ColumnTable(
         Column("honest", "eval", _honest, field="honest_acc", present="any",
                parts=("honest_worst_acc", "honest_p10_acc", "honest_avg_acc")),
         Column("clock_s", "eval", lambda v: v.result.eval_clock, field="eval_clock",
-               present="all"),
+               present="all", lower_is_better=True),
         # per run, in the order of runs.csv and summary.json
-        Column("tv_to_uniform", "run", lambda v: float(v.result.tv_to_uniform)),
-        Column("client_updates", "run", lambda v: int(v.result.client_updates), parse=int),
-        Column("loss_evals", "run", lambda v: int(v.result.loss_evals), parse=int),
+        Column("tv_to_uniform", "run", lambda v: float(v.result.tv_to_uniform),
+               lower_is_better=True),
+        Column("client_updates", "run", lambda v: int(v.result.client_updates), parse=int,
+               lower_is_better=True),
+        Column("loss_evals", "run", lambda v: int(v.result.loss_evals), parse=int,
+               lower_is_better=True),
         Column("share_g", "run", _f64("group_share"), field="group_share", per_group=True,
                summary_key="group_share"),
-        Column("dropped", "run", lambda v: int(v.result.dropped), parse=_int_or(0)),
+        Column("dropped", "run", lambda v: int(v.result.dropped), parse=_int_or(0),
+               lower_is_better=True),
         Column("mean_available", "run", _mean_available),
-        Column("non_finite", "run", lambda v: int(v.result.non_finite), parse=_int_or(0)),
+        Column("non_finite", "run", lambda v: int(v.result.non_finite), parse=_int_or(0),
+               lower_is_better=True),
         Column("sim_time_s", "run", lambda v: v.result.total_time, parse=_optional_float,
-               field="total_time", present="all"),
+               field="total_time", present="all", lower_is_better=True),
         Column("client_time_s", "run", lambda v: v.result.client_time, parse=_optional_float,
-               field="client_time", present="all"),
+               field="client_time", present="all", lower_is_better=True),
     ]
 )  # fmt: skip
 """The result columns, in file order (:class:`ColumnTable`; ``COLUMNS.add`` declares one more)."""

@@ -28,6 +28,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.task_identity import TaskIdentity
 
+from adcs.aggregation import Robust, RobustAggregation, coordinate_median
 from adcs.columns import COLUMNS, Column
 from adcs.flower import (
     ClientData,
@@ -329,6 +330,21 @@ def test_data_size_weighting_and_server_lr(clients: list[ClientData]) -> None:
     updates = [client_update(small_model(), params, clients[c], SEED, 1, c)[0] for c in chosen]
     expected = 0.5 * sum(s * u for s, u in zip(sizes / sizes.sum(), updates, strict=True))
     np.testing.assert_allclose(result.arrays["params"].numpy(), expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.usefixtures("task_identity")
+def test_an_aggregation_rule_takes_the_updates_one_by_one(clients: list[ClientData]) -> None:
+    rule = RobustAggregation(Robust.MEDIAN)
+    strategy, result, _ = run_inprocess(Uniform(m=5), clients, 1, aggregator=rule)
+    chosen = strategy.history[0].selected
+    params = small_model().init_params(1)[0]
+    updates = np.stack(
+        [client_update(small_model(), params, clients[c], SEED, 1, c)[0] for c in chosen]
+    )
+    expected = params + coordinate_median(updates, np.full(5, 0.2))
+    got = result.arrays["params"].numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(got, params + updates.mean(axis=0), rtol=1e-3, atol=1e-5)
 
 
 @pytest.mark.usefixtures("task_identity")

@@ -14,6 +14,8 @@ This is i.i.d. sampling from the client's distribution with the label counts str
 * :func:`iid` — uniform random split; equal sizes, or log-normal sizes (quantity skew).
 * :func:`dirichlet` — Dirichlet(α) label skew (Hsu, Qi and Brown 2019) over all the data, with
   optional quantity skew; or, given a size, equal sizes.
+* :func:`dirichlet_per_class` — each class split among the clients by Dirichlet(α·1_N) shares
+  (Yurochkin et al. 2019; the split of PowerOfChoice's experiments): sizes differ widely.
 * :func:`shards` — McMahan et al.'s pathological split: the data sorted by label, cut into
   shards, k shards per client.
 * :func:`classes_per_client` — each client holds k classes, each class split evenly among its
@@ -36,7 +38,14 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from adcs._validate import check_int, check_number
+from adcs._validate import (
+    check_client_count,
+    check_int,
+    check_non_negative,
+    check_number,
+    check_positive,
+    check_unit_interval,
+)
 from adcs.data.counts import (
     _apportion_1d,
     _check_rng,
@@ -47,9 +56,11 @@ from adcs.data.counts import (
     _labels,
     _n_classes,
     _nonempty,
+    _per_class_dirichlet_counts,
     _size_weights,
     _split_classes,
 )
+from adcs.registry import Table
 
 __all__ = [
     "PARTITIONS",
@@ -59,6 +70,7 @@ __all__ = [
     "class_counts",
     "classes_per_client",
     "dirichlet",
+    "dirichlet_per_class",
     "iid",
     "majority_groups",
     "natural",
@@ -319,6 +331,50 @@ def dirichlet(
     )
 
 
+def dirichlet_per_class(
+    train_labels: ArrayLike,
+    test_labels: ArrayLike,
+    rng: np.random.Generator,
+    n_clients: int,
+    alpha: float,
+    balance: bool = True,
+    min_size: int = 10,
+) -> Partition:
+    """Each class split among the clients in shares p_c ~ Dirichlet(α·1_N), drawn per class.
+
+    The split of Yurochkin et al. (2019) and of PowerOfChoice's experiments (Cho, Wang and Joshi
+    2022): small α gives each class to few clients, and client sizes differ widely. Every training
+    sample is used; each client's test set has its training class proportions (the union of the
+    test sets is the whole test split); its group is its majority class.
+
+    Parameters
+    ----------
+    train_labels, test_labels : ndarray of shape (n_train,) and (n_test,), int
+    rng : numpy.random.Generator
+    n_clients : int
+        N ≥ 1.
+    alpha : float
+        Concentration α > 0.
+    balance : bool
+        A client already holding at least n_train/N samples takes no share of the classes split
+        after (classes are split in label order), which caps how large a client grows.
+    min_size : int
+        The draw is repeated until every client holds at least this many training samples (≥ 1).
+    """
+    train = _labels(train_labels, "train_labels")
+    test = _labels(test_labels, "test_labels")
+    _check_rng(rng)
+    n_classes = _n_classes(train, test)
+    n_clients = check_int("n_clients", n_clients)
+    check_number("alpha", alpha, 0.0, low_open=True)
+    if not isinstance(balance, bool):
+        raise ValueError(f"balance must be true or false, got {balance!r}")
+    min_size = check_int("min_size", min_size)
+    totals = np.bincount(train, minlength=n_classes)
+    counts = _per_class_dirichlet_counts(totals, n_clients, alpha, rng, balance, min_size)
+    return _from_counts(train, test, counts, rng, groups=None)
+
+
 def iid(
     train_labels: ArrayLike,
     test_labels: ArrayLike,
@@ -562,6 +618,15 @@ def majority_groups(partition: Partition, train_labels: ArrayLike, n_classes: in
 # --------------------------------------------------------------------------------------------
 
 
+PARAMETER_CHECKS: Mapping[str, Callable[[str, Any], object]] = {
+    "n_groups": check_int, "clients_per_group": check_int, "dominance": check_unit_interval,
+    "n_clients": check_client_count, "alpha": check_positive, "size_sigma": check_non_negative,
+    "train_per_client": check_int, "test_per_client": check_int,
+    "shards_per_client": check_int, "classes": check_int,
+}  # fmt: skip
+"""Types and ranges of the built-in partitions' parameters (the data decide the rest)."""
+
+
 @dataclass(frozen=True)
 class PartitionKind:
     """One row of :data:`PARTITIONS`.
@@ -581,6 +646,17 @@ class PartitionKind:
     required: frozenset[str] = frozenset()
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """The values of parameters not given (the partition function's defaults)."""
+    checks: Mapping[str, Callable[[str, Any], object]] = field(
+        default_factory=lambda: PARAMETER_CHECKS
+    )
+    """``check(name, value)`` of a parameter (``ValueError`` naming it), run when a configuration
+    is read; a parameter without one is checked by the split itself."""
+
+    def check(self, params: Mapping[str, Any], prefix: str = "") -> None:
+        """Check the parameters' values (``ValueError`` naming ``prefix + key``)."""
+        for key, value in params.items():
+            if key in self.checks:
+                self.checks[key](prefix + key, value)
 
     def value(self, params: Mapping[str, Any], key: str) -> Any:
         """The parameter ``key`` as the partition will use it (None: unset, the data decide)."""
@@ -609,7 +685,7 @@ def _natural(data: Any, rng: np.random.Generator, n_clients: int | None = None) 
 
 
 _SIZES = frozenset({"train_per_client", "test_per_client"})
-PARTITIONS: dict[str, PartitionKind] = {
+PARTITIONS: Table[PartitionKind] = Table("partition", "adcs.partitions", {
     "paper_groups": PartitionKind(
         lambda d, rng, **p: paper_groups(*_labels_of(d), rng, **p),
         frozenset({"n_groups", "clients_per_group", "dominance"}) | _SIZES,
@@ -623,6 +699,10 @@ PARTITIONS: dict[str, PartitionKind] = {
         lambda d, rng, **p: dirichlet(*_labels_of(d), rng, **p),
         frozenset({"n_clients", "alpha", "size_sigma"}) | _SIZES, frozenset({"n_clients", "alpha"}),
     ),
+    "dirichlet_per_class": PartitionKind(
+        lambda d, rng, **p: dirichlet_per_class(*_labels_of(d), rng, **p),
+        frozenset({"n_clients", "alpha", "balance", "min_size"}), frozenset({"n_clients", "alpha"}),
+    ),
     "shards": PartitionKind(
         lambda d, rng, **p: shards(*_labels_of(d), rng, **p),
         frozenset({"n_clients", "shards_per_client"}), frozenset({"n_clients"}),
@@ -632,7 +712,7 @@ PARTITIONS: dict[str, PartitionKind] = {
         frozenset({"n_clients", "classes"}), frozenset({"n_clients"}),
     ),
     "natural": PartitionKind(_natural, frozenset({"n_clients"})),
-}  # fmt: skip
+}, row_type=PartitionKind)  # fmt: skip
 """The one name → partition table used by configurations."""
 
 
@@ -649,10 +729,10 @@ def partition_kind(kind: str) -> PartitionKind:
         from adcs.data.huggingface import flwr_partition_kind
 
         return flwr_partition_kind(kind)
-    if kind not in PARTITIONS:
+    if not PARTITIONS.recognises(kind):
         raise ValueError(
-            f"partition must be one of {sorted(PARTITIONS)} or 'flwr:NAME' (a partitioner of "
-            f"Flower Datasets), got {kind!r}"
+            f"partition must be one of {sorted(PARTITIONS)}, 'flwr:NAME' (a partitioner of "
+            f"Flower Datasets) or an import path 'package.module:NAME', got {kind!r}"
         )
     return PARTITIONS[kind]
 

@@ -114,8 +114,8 @@ def _setting_value(config: ExperimentConfig, key: str) -> Any:
     if key.startswith("data."):  # fields, options and partition parameters alike
         return config.data.value(key.removeprefix("data."))
     value: Any = config
-    for part in key.split("."):
-        value = getattr(value, part)
+    for part in key.split("."):  # a user's availability class may have no kind
+        value = getattr(value, part, None)
     return value
 
 
