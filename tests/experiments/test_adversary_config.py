@@ -189,7 +189,7 @@ def test_a_crafted_attack_and_the_bounds_build_and_round_trip():
     ("attack", "defence", "message"),
     [
         ({"kind": "forged", "n_malicious": 1}, None, "sim.attack.kind"),
-        ({"kind": "crafted", "n_malicious": 1, "lie": ["loss"]}, None, "unknown key"),
+        ({"kind": "crafted", "n_malicious": 1, "lie": ["loss"]}, None, "only for kind"),
         ({"kind": "crafted", "n_malicious": 1, "cosine": 2.0}, None, "sim.attack.cosine"),
         ({"kind": "crafted", "n_malicious": 1, "target": "x"}, None, "sim.attack.target"),
         (None, {"novelty": 0.5}, "sim.defence.novelty"),

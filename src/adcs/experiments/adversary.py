@@ -48,9 +48,18 @@ from adcs.adversary import (
     malicious_clients,
 )
 from adcs.aggregation import Aggregator, Robust
+from adcs.experiments.schema import ConfigError, KindTable
+from adcs.registry import Registry
 from adcs.schedulers.base import Scheduler
 
-__all__ = ["ATTACK_KINDS", "AttackSettings", "AttackTable", "DefenceSettings", "adversarial_run"]
+__all__ = [
+    "ATTACKS",
+    "ATTACK_TABLE",
+    "AttackSettings",
+    "AttackTable",
+    "DefenceSettings",
+    "adversarial_run",
+]
 
 
 class _Error(ValueError):
@@ -235,43 +244,35 @@ class DefenceSettings:
 AttackTable = AttackSettings | Crafted
 """What ``[sim.attack]`` builds: the lies (``kind = "lie"``) or a crafted attack."""
 
-ATTACK_KINDS: dict[str, type[AttackSettings] | type[Crafted]] = {
-    "lie": AttackSettings,
-    "crafted": Crafted,
-}
-"""``[sim.attack] kind`` → the class its other keys construct."""
+ATTACKS: Registry[Any] = Registry(
+    "attack", "adcs.attacks", {"lie": AttackSettings, "crafted": Crafted}
+)
+"""``[sim.attack] kind`` → the class whose constructor its other keys are."""
+ATTACK_TABLE = KindTable("sim.attack", ATTACKS, "lie", frozenset({"seed"}))
+"""``[sim.attack]`` (:mod:`adcs.experiments.schema`): the kind's class checks its own keys."""
 
 KEYS = {
     "attack": frozenset(f.name for f in fields(AttackSettings)),
-    "crafted": frozenset(f.name for f in fields(Crafted)) - {"seed"},
     "defence": frozenset(f.name for f in fields(DefenceSettings)),
 }
-"""The keys each table accepts (besides ``kind``)."""
+"""The keys of ``[sim.attack]`` (kind "lie") and ``[sim.defence]``."""
 
 
 def parse(table: str, raw: dict[str, Any]) -> AttackTable | DefenceSettings:
     """``[sim.attack]`` or ``[sim.defence]`` from its TOML table (ValueError naming the key)."""
-    values = dict(raw)
-    kind = values.pop("kind", "lie") if table == "attack" else None
-    if kind is not None:
-        _choices("sim.attack.kind", kind, sorted(ATTACK_KINDS))
-    keys = KEYS["crafted" if kind == "crafted" else table]
-    unknown = sorted(set(values) - keys)
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    if table == "attack":
+        try:
+            attack: AttackTable = ATTACK_TABLE.parse(values, None)
+        except ConfigError as exc:  # the lies' own messages already name their key
+            raise ConfigError(str(exc).replace("sim.attack: sim.attack.", "sim.attack.")) from None
+        return attack
+    unknown = sorted(set(values) - KEYS[table])
     if unknown:
         raise _Error(
             f"unknown key(s) {', '.join(f'sim.{table}.{k}' for k in unknown)}; "
-            f"allowed: {sorted(keys)}"
+            f"allowed: {sorted(KEYS[table])}"
         )
-    for k in ("clients", "lie"):
-        if isinstance(values.get(k), list):
-            values[k] = tuple(values[k])
-    if kind == "crafted":
-        try:
-            return Crafted(**values)
-        except ValueError as exc:
-            raise _Error(f"sim.attack.{exc}") from None
-    if table == "attack":
-        return AttackSettings(**values)
     return DefenceSettings(**values)
 
 
