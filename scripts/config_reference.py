@@ -29,6 +29,7 @@ from adcs.aggregation import Robust
 from adcs.data import DATASETS, PARTITIONS
 from adcs.experiments import config as cfg
 from adcs.experiments.adversary import AttackSettings, DefenceSettings
+from adcs.experiments.outputs import output_names
 from adcs.experiments.schema import KindTable
 from adcs.schedulers import SCHEDULERS
 
@@ -153,7 +154,12 @@ def top_section() -> list[str]:
     docs["model"] = ("table", "The `[model]` table.")
     docs["methods"] = ("array of tables", "The `[[methods]]` tables, at least one.")
     kind, text = docs["outputs"]
-    docs["outputs"] = (kind, text.replace("from `OUTPUTS`", "any of " + _keys(cfg.OUTPUTS)))
+    docs["outputs"] = (
+        kind,
+        text.replace(
+            "from `adcs.experiments.outputs.output_names`", "any of " + _keys(output_names())
+        ),
+    )
     tables = {k: "its defaults" for k in ("data", "sim", "model")}
     return [
         "## Top level",

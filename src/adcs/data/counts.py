@@ -135,6 +135,40 @@ def _split_classes(available: IntArray, weights: NDArray[Any], name: str) -> Int
     return _nonempty(counts, name)
 
 
+def _per_class_dirichlet_counts(
+    available: IntArray,
+    n_clients: int,
+    alpha: float,
+    rng: np.random.Generator,
+    balance: bool,
+    min_size: int,
+    tries: int = 1000,
+) -> IntArray:
+    """Counts (n_clients, C): class c split among the clients by p_c ~ Dirichlet(α·1_N).
+
+    Classes are split in order 0 … C − 1 (largest-remainder rounding). With ``balance``, a client
+    that already holds at least total/N samples takes no share of the classes still to split.
+    The whole draw is repeated until every client holds at least ``min_size`` samples (at most
+    ``tries`` times; then ValueError).
+    """
+    n_classes = available.size
+    cap = int(available.sum()) / n_clients
+    for _ in range(tries):
+        counts = np.zeros((n_clients, n_classes), dtype=np.intp)
+        for c in range(n_classes):
+            p = rng.dirichlet(np.full(n_clients, float(alpha)))
+            if balance:
+                p = p * (counts.sum(axis=1) < cap)
+            if available[c] and p.sum() > 0:
+                counts[:, c] = _apportion_1d(int(available[c]), p)
+        if counts.sum(axis=1).min() >= min_size:
+            return counts
+    raise ValueError(
+        f"no per-class Dirichlet(alpha={alpha}) split gave each of {n_clients} clients "
+        f"{min_size} samples in {tries} draws; raise alpha or lower min_size"
+    )
+
+
 def _draw(labels: IntArray, counts: IntArray, rng: np.random.Generator) -> tuple[IntArray, ...]:
     """Draw disjoint index sets: client i gets ``counts[i, c]`` random samples of class c."""
     n_clients, n_classes = counts.shape

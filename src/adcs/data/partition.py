@@ -14,6 +14,8 @@ This is i.i.d. sampling from the client's distribution with the label counts str
 * :func:`iid` — uniform random split; equal sizes, or log-normal sizes (quantity skew).
 * :func:`dirichlet` — Dirichlet(α) label skew (Hsu, Qi and Brown 2019) over all the data, with
   optional quantity skew; or, given a size, equal sizes.
+* :func:`dirichlet_per_class` — each class split among the clients by Dirichlet(α·1_N) shares
+  (Yurochkin et al. 2019; the split of PowerOfChoice's experiments): sizes differ widely.
 * :func:`shards` — McMahan et al.'s pathological split: the data sorted by label, cut into
   shards, k shards per client.
 * :func:`classes_per_client` — each client holds k classes, each class split evenly among its
@@ -54,6 +56,7 @@ from adcs.data.counts import (
     _labels,
     _n_classes,
     _nonempty,
+    _per_class_dirichlet_counts,
     _size_weights,
     _split_classes,
 )
@@ -67,6 +70,7 @@ __all__ = [
     "class_counts",
     "classes_per_client",
     "dirichlet",
+    "dirichlet_per_class",
     "iid",
     "majority_groups",
     "natural",
@@ -325,6 +329,50 @@ def dirichlet(
         groups=np.argmax(train_counts, axis=1),
         n_groups=n_classes,
     )
+
+
+def dirichlet_per_class(
+    train_labels: ArrayLike,
+    test_labels: ArrayLike,
+    rng: np.random.Generator,
+    n_clients: int,
+    alpha: float,
+    balance: bool = True,
+    min_size: int = 10,
+) -> Partition:
+    """Each class split among the clients in shares p_c ~ Dirichlet(α·1_N), drawn per class.
+
+    The split of Yurochkin et al. (2019) and of PowerOfChoice's experiments (Cho, Wang and Joshi
+    2022): small α gives each class to few clients, and client sizes differ widely. Every training
+    sample is used; each client's test set has its training class proportions (the union of the
+    test sets is the whole test split); its group is its majority class.
+
+    Parameters
+    ----------
+    train_labels, test_labels : ndarray of shape (n_train,) and (n_test,), int
+    rng : numpy.random.Generator
+    n_clients : int
+        N ≥ 1.
+    alpha : float
+        Concentration α > 0.
+    balance : bool
+        A client already holding at least n_train/N samples takes no share of the classes split
+        after (classes are split in label order), which caps how large a client grows.
+    min_size : int
+        The draw is repeated until every client holds at least this many training samples (≥ 1).
+    """
+    train = _labels(train_labels, "train_labels")
+    test = _labels(test_labels, "test_labels")
+    _check_rng(rng)
+    n_classes = _n_classes(train, test)
+    n_clients = check_int("n_clients", n_clients)
+    check_number("alpha", alpha, 0.0, low_open=True)
+    if not isinstance(balance, bool):
+        raise ValueError(f"balance must be true or false, got {balance!r}")
+    min_size = check_int("min_size", min_size)
+    totals = np.bincount(train, minlength=n_classes)
+    counts = _per_class_dirichlet_counts(totals, n_clients, alpha, rng, balance, min_size)
+    return _from_counts(train, test, counts, rng, groups=None)
 
 
 def iid(
@@ -650,6 +698,10 @@ PARTITIONS: Table[PartitionKind] = Table("partition", "adcs.partitions", {
     "dirichlet": PartitionKind(
         lambda d, rng, **p: dirichlet(*_labels_of(d), rng, **p),
         frozenset({"n_clients", "alpha", "size_sigma"}) | _SIZES, frozenset({"n_clients", "alpha"}),
+    ),
+    "dirichlet_per_class": PartitionKind(
+        lambda d, rng, **p: dirichlet_per_class(*_labels_of(d), rng, **p),
+        frozenset({"n_clients", "alpha", "balance", "min_size"}), frozenset({"n_clients", "alpha"}),
     ),
     "shards": PartitionKind(
         lambda d, rng, **p: shards(*_labels_of(d), rng, **p),

@@ -62,7 +62,7 @@ from adcs.data.partition import PARTITIONS as PARTITION_TABLE
 from adcs.experiments import adversary
 from adcs.experiments.adversary import AttackSettings, DefenceSettings
 from adcs.experiments.data_config import DataConfig, resolve_path
-from adcs.experiments.outputs import OUTPUTS
+from adcs.experiments.outputs import output_names
 from adcs.experiments.schema import (
     ConfigError,
     KindTable,
@@ -84,7 +84,6 @@ from adcs.sim.system import SYSTEM_PROFILES
 
 __all__ = [
     "MODEL_KINDS",
-    "OUTPUTS",
     "PAPER_CONFIGS",
     "PARTITIONS",
     "ConfigError",
@@ -162,6 +161,9 @@ class SimSettings:
         The ``[sim.attack]`` table: malicious clients, for every method (None: all honest).
     defence : DefenceSettings or None
         The ``[sim.defence]`` table: defences for every method (None: none).
+    lr_decay : tuple of (int, float)
+        Step schedule of η_ℓ, ``[[round, factor], …]``: from that round on (counting from 0)
+        η_ℓ = local_lr · factor (``SimConfig.lr_decay``); empty (default): constant.
     """
 
     rounds: int = 20_000
@@ -179,9 +181,15 @@ class SimSettings:
     eval_clients: int | None = None
     attack: AttackSettings | None = None
     defence: DefenceSettings | None = None
+    lr_decay: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         _int("sim.rounds", self.rounds, 1)
+        try:
+            decay = SimConfig(rounds=1, lr_decay=self.lr_decay).lr_decay
+        except ValueError as exc:
+            raise ConfigError(f"sim.{exc}") from None
+        object.__setattr__(self, "lr_decay", decay)
         _int("sim.local_steps", self.local_steps, 1)
         _int("sim.batch_size", self.batch_size, 1)
         _float("sim.local_lr", self.local_lr, 0.0, math.inf, low_open=True)
@@ -218,6 +226,9 @@ class SimSettings:
             settings = doc.pop(table)
             if settings is not None:
                 doc[table] = settings.to_dict()
+        doc["lr_decay"] = [list(pair) for pair in self.lr_decay]
+        if not self.lr_decay:
+            del doc["lr_decay"]
         return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
 
 
@@ -303,7 +314,7 @@ class ExperimentConfig:
     sim : SimSettings
     methods : tuple of MethodConfig
     outputs : tuple of str
-        Figures/tables to produce, from :data:`OUTPUTS`.
+        Figures/tables to produce, from :func:`~adcs.experiments.outputs.output_names`.
     model : object
         The ``[model]`` table: a row of :data:`adcs.sim.models.MODELS` (default
         :class:`~adcs.sim.models.Logistic`, the paper's).
@@ -338,7 +349,7 @@ class ExperimentConfig:
         if not self.methods:
             raise ConfigError("methods must list at least one method ([[methods]] tables)")
         for o in self.outputs:
-            _choice("outputs[]", o, OUTPUTS)
+            _choice("outputs[]", o, output_names())
         for i, method in enumerate(self.methods):
             _check_method(f"methods[{i}]", method, self.m, timed=self.sim.system is not None)
         if self.sim.attack is not None and n_clients is not None:  # else checked when loaded

@@ -18,16 +18,18 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from adcs.experiments.outputs import register_outputs
+from adcs.experiments.config import ExperimentConfig
+from adcs.experiments.outputs import Study, StudyReport, register_study
 from adcs.experiments.report import (
     ReportContext,
     RunRecord,
     Series,
     SeriesSummary,
+    curve_series,
     final_note,
     fmt,
     method_label,
@@ -38,9 +40,6 @@ from adcs.experiments.report import (
     summaries,
     summarize,
 )
-
-if TYPE_CHECKING:
-    from adcs.experiments.config import ExperimentConfig
 
 __all__ = [
     "CLAIMS_NEED",
@@ -204,7 +203,6 @@ FIGURES: dict[str, tuple[str, tuple[Series, ...]]] = {
 
 PAPER_OUTPUTS = (*FIGURES, "table1")
 """The outputs a configuration may ask for by the paper's names."""
-register_outputs(*PAPER_OUTPUTS)
 
 TABLE1_SERIES: tuple[Series, ...] = FIGURE_SERIES["fig1"]
 """Rows of Table 1 (the runs of Fig. 1; the paper lists Uniform, OCS, PowerOfChoice, ADCS)."""
@@ -724,3 +722,17 @@ def write_report(
         out += [f"![{fig}]({fig})", ""]
     path.write_text("\n".join(out).rstrip() + "\n", encoding="utf-8")
     return claims
+
+
+def _report(path: Path, records: Sequence[RunRecord], context: ReportContext) -> StudyReport:
+    claims = write_report(path, records, context)
+    rows = summaries(records, console_series(records)) or summaries(records, curve_series(records))
+    return StudyReport(rows, list(claims))
+
+
+def _table1(folder: Path, records: Sequence[RunRecord], in_setting: bool) -> None:
+    write_table1(folder, records, paper_columns=in_setting)
+
+
+STUDY = register_study(Study("paper", differences, FIGURES, {"table1": _table1}, _report))
+"""The paper as a study (:mod:`adcs.experiments.outputs`): its figures, Table 1 and report."""

@@ -110,6 +110,11 @@ def _variant_name(
     return "-".join(parts)
 
 
+def runs_per_seed(config: ExperimentConfig) -> int:
+    """The distinct runs of one seed of ``config`` (every seed has the same)."""
+    return len(expand_runs(dataclasses.replace(config, seeds=config.seeds[:1])))
+
+
 def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
     """Every distinct run of ``config``: methods × hyperparameter grid × seeds, duplicates removed.
 
@@ -336,7 +341,9 @@ def _prepare(
         raise ConfigError(
             f"{config.source}: m={config.m} exceeds the number of clients N={first.n_clients}"
         )
-    check_clients(config, first.n_clients)  # eval_clients ≤ N; the records fit with the real N
+    check_clients(
+        config, first.n_clients, runs_per_seed(config)
+    )  # eval_clients ≤ N; the records fit with the real N
     if config.data.total_clients is None:  # a trace is checked against the real N
         sim_config = sim_settings(config, first.n_clients)
     for data in fed.values():

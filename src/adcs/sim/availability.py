@@ -91,8 +91,33 @@ class BernoulliAvailability:
         return "bernoulli"
 
     def mask(self, key: int, round_idx: int, groups: IntArray) -> BoolArray:
+        mask = np.zeros(groups.shape[0], dtype=bool)
+        mask[self.available_clients(key, round_idx, groups.shape[0])] = True
+        return mask
+
+    def available_clients(self, key: int, round_idx: int, n_clients: int) -> IntArray:
+        """The clients available at round ``round_idx``, ascending: the indices of :meth:`mask`.
+
+        Drawn by geometric skips, so the cost follows the ≈ p·N available clients, not N: the
+        gap from one available client to the next is 1 + ⌊E / λ⌋ with E standard exponential and
+        λ = −ln(1 − p), i.e. geometric with success probability p, from the round's own stream
+        (a pure function of (seed, t), as every availability model's).
+        """
+        if self.p >= 1.0:
+            return np.arange(n_clients, dtype=np.intp)
         rng = round_generator(key, Domain.AVAILABILITY, round_idx)
-        return np.asarray(rng.random(groups.shape[0]) < self.p)
+        rate = -math.log1p(-self.p)
+        expected = n_clients * self.p
+        chunk = int(expected + 6.0 * math.sqrt(expected) + 16)
+        parts: list[IntArray] = []
+        last = -1
+        while last < n_clients:  # one chunk almost always reaches past the last client
+            gaps = np.floor(rng.standard_exponential(chunk) / rate)
+            gaps += 1.0
+            ends = last + np.cumsum(gaps)
+            parts.append(ends[ends < n_clients].astype(np.intp))
+            last = int(min(ends[-1], n_clients))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "p": self.p}

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from adcs.registry import Registry
 from adcs.sim.model import LogisticRegression, Model
 
-__all__ = ["MODELS", "LeNet5", "Logistic", "TorchFactory", "TorchLogistic"]
+__all__ = ["MLP", "MODELS", "LeNet5", "Logistic", "TorchFactory", "TorchLogistic"]
 
 _DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")
 
@@ -102,12 +102,21 @@ class _Torch:
                 f"kind = {self.kind!r} needs PyTorch: pip install 'adcs[torch]'"
             ) from None
         model: Model = torch_models.model_for(
-            self.kind, input_shape, n_classes, factory=self._factory(), device=self.device
+            self.kind,
+            input_shape,
+            n_classes,
+            factory=self._factory(),
+            device=self.device,
+            **self._options(),
         )
         return model
 
     def _factory(self) -> str | None:
         return None
+
+    def _options(self) -> dict[str, Any]:
+        """Further keyword arguments of :func:`adcs.sim.torch.model_for` for this kind."""
+        return {}
 
 
 @dataclass(frozen=True)
@@ -124,6 +133,48 @@ class LeNet5(_Torch):
 
     torch_kind: ClassVar[str] = "cnn"
     text: ClassVar[str] = "LeNet-5 (PyTorch)"
+
+
+@dataclass(frozen=True)
+class MLP(_Torch):
+    """Fully connected ReLU layers (``kind = "mlp"``; :func:`adcs.sim.torch.mlp`).
+
+    Attributes
+    ----------
+    hidden : tuple of int
+        The hidden layers' widths, each ≥ 1 (default (64, 30), the MLP of PowerOfChoice's
+        Fashion-MNIST experiments).
+    input_norm : (float, float) or None
+        Standardise inputs as (x − mean) / std first (std > 0), a fixed layer.
+    """
+
+    hidden: tuple[int, ...] = (64, 30)
+    input_norm: tuple[float, float] | None = None
+    torch_kind: ClassVar[str] = "mlp"
+
+    def __post_init__(self) -> None:
+        hidden = self.hidden
+        if not isinstance(hidden, list | tuple) or not all(
+            isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in hidden
+        ):
+            raise ValueError(f"hidden must be an array of integers ≥ 1, got {hidden!r}")
+        object.__setattr__(self, "hidden", tuple(hidden))
+        norm = self.input_norm
+        if norm is not None:
+            if not isinstance(norm, list | tuple) or len(norm) != 2:
+                raise ValueError(f"input_norm must be [mean, std], got {norm!r}")
+            mean, std = (float(v) for v in norm)
+            if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
+                raise ValueError(f"input_norm must be [mean, std] with std > 0, got {norm!r}")
+            object.__setattr__(self, "input_norm", (mean, std))
+        super().__post_init__()
+
+    def describe(self) -> str:
+        on = "" if self.device == "cpu" else f" on {self.device}"
+        return f"an MLP with hidden layers {list(self.hidden)} (PyTorch){on}"
+
+    def _options(self) -> dict[str, Any]:
+        return {"hidden": self.hidden, "input_norm": self.input_norm}
 
 
 @dataclass(frozen=True)
@@ -159,7 +210,13 @@ class TorchFactory(_Torch):
 MODELS: Registry[Any] = Registry(
     "model",
     "adcs.models",
-    {"logistic": Logistic, "logistic-torch": TorchLogistic, "cnn": LeNet5, "torch": TorchFactory},
+    {
+        "logistic": Logistic,
+        "logistic-torch": TorchLogistic,
+        "cnn": LeNet5,
+        "mlp": MLP,
+        "torch": TorchFactory,
+    },
     requires=("build", "describe"),
 )
 """The ``[model]`` kinds; all but ``logistic`` need the extra ``adcs[torch]``."""

@@ -79,6 +79,10 @@ class SimConfig:
         Evaluate a fixed subset of this many clients (drawn once, the same for every seed and
         run) instead of all of them — the metrics of a large population at bounded cost.
         ``None`` (default): every client.
+    lr_decay : tuple of (int, float)
+        A step schedule of the local rate: pairs (t_k, f_k), t_k strictly increasing, f_k > 0;
+        from round t_k on (rounds count from 0) η_ℓ is ``local_lr`` · f_k (:meth:`lr_at`).
+        Empty (default): η_ℓ = ``local_lr`` throughout.
     """
 
     rounds: int
@@ -94,6 +98,7 @@ class SimConfig:
     system: SystemConfig | None = None
     sketch_dim: int | None = None
     eval_clients: int | None = None
+    lr_decay: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         check_int("rounds", self.rounds)
@@ -116,6 +121,15 @@ class SimConfig:
             check_int("sketch_dim", self.sketch_dim)
         if self.eval_clients is not None:
             check_int("eval_clients", self.eval_clients)
+        object.__setattr__(self, "lr_decay", _check_lr_decay(self.lr_decay))
+
+    def lr_at(self, t: int) -> float:
+        """η_ℓ in round t (0-based): ``local_lr`` times the factor of the last milestone ≤ t."""
+        factor = 1.0
+        for start, f in self.lr_decay:
+            if t >= start:
+                factor = f
+        return self.local_lr * factor
 
     @property
     def eval_rounds(self) -> IntArray:
@@ -124,6 +138,22 @@ class SimConfig:
         if points[-1] != self.rounds:
             points = np.append(points, self.rounds)
         return points
+
+
+def _check_lr_decay(schedule: Any) -> tuple[tuple[int, float], ...]:
+    """``lr_decay`` as a tuple of (round, factor) pairs, checked (see :class:`SimConfig`)."""
+    if not isinstance(schedule, list | tuple):
+        raise ValueError(f"lr_decay must be a sequence of (round, factor) pairs, got {schedule!r}")
+    out: list[tuple[int, float]] = []
+    for pair in schedule:
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise ValueError(f"lr_decay entries must be (round, factor) pairs, got {pair!r}")
+        start = check_int("lr_decay round", pair[0], minimum=0)
+        factor = check_number("lr_decay factor", pair[1], 0.0, low_open=True)
+        if out and start <= out[-1][0]:
+            raise ValueError(f"lr_decay rounds must increase strictly, got {schedule!r}")
+        out.append((start, factor))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ devices. From them the simulator times every round:
 
 A round is a **probe phase** — the probed clients work in parallel and the server waits for the
 slowest (probes are neither dropped nor cut by the deadline) — then a **training phase**, timed by
-:func:`training_phase`: every selected client returns after its full local round (at once when
+:func:`~adcs.roundplay.training_phase`: every selected client returns after its full local round (at once when
 its update was already probed this round), a dropped-out client fails at that same moment, and the
 round closes when the last client has answered, when the first ``target`` updates are in
 (FedScale's over-commitment: ⌈(1 + o)·m⌉ are invited and the first m kept), or at the deadline,
@@ -46,6 +46,7 @@ from scipy.special import ndtri
 
 from adcs._validate import check_number, check_string
 from adcs.registry import Registry
+from adcs.roundplay import probe_phase, training_phase
 from adcs.streams import Domain, counter_uniform, stream_key
 
 __all__ = [
@@ -336,64 +337,6 @@ def client_times(
     for a in (update, loss, full_loss):
         a.setflags(write=False)
     return ClientTimes(update, loss, full_loss)
-
-
-def probe_phase(seconds: F64Array) -> tuple[float, float]:
-    """Duration (the slowest probed client) and busy client-seconds (their sum) of a probe.
-
-    ``seconds`` (n_probed,) are the probed clients' durations; both are 0 without a probe.
-    """
-    if seconds.size == 0:
-        return 0.0, 0.0
-    return float(seconds.max()), float(seconds.sum())
-
-
-def training_phase(
-    response: F64Array, failed: BoolArray, target: int, deadline: float | None = None
-) -> tuple[BoolArray, float, float]:
-    """Who is aggregated, how long the training phase lasts, and the client-seconds it costs.
-
-    Parameters
-    ----------
-    response : ndarray of shape (k,)
-        When each selected client answers (seconds from the phase's start; 0 when its update
-        was already probed), in selection order.
-    failed : ndarray of bool, shape (k,)
-        Dropped out: it answers at its time without an update.
-    target : int
-        Updates wanted (k without over-commitment, m with): the phase closes once that many
-        are in.
-    deadline : float, optional
-        The phase closes at this time at the latest.
-
-    Returns
-    -------
-    kept : ndarray of bool, shape (k,)
-        The first ``target`` successful clients by response time (ties in selection order),
-        among those in time.
-    seconds : float
-        When the phase closes: at the ``target``-th success, else at the last answer, and never
-        after the deadline (0 with nobody selected).
-    busy : float
-        Σ_i min(response_i, seconds): every client works until it answers or the phase closes.
-    """
-    k = response.shape[0]
-    kept = np.zeros(k, dtype=bool)
-    if k == 0:
-        return kept, 0.0, 0.0
-    in_time = response <= deadline if deadline is not None else np.ones(k, dtype=bool)
-    good = np.flatnonzero(~failed & in_time)
-    good = good[np.argsort(response[good], kind="stable")]
-    if 0 < target <= good.size:
-        seconds = float(response[good[target - 1]])
-        kept[good[:target]] = True
-    else:
-        seconds = float(response.max())
-        kept[good] = True
-    if deadline is not None:
-        seconds = min(seconds, float(deadline))
-    busy = float(np.minimum(response, seconds).sum())
-    return kept, seconds, busy
 
 
 @dataclass(frozen=True)

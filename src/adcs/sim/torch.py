@@ -22,8 +22,8 @@ global generator, not adcs's counter-based streams) and any buffer that changes 
 are refused. Buffers that do not change, and frozen parameters (``requires_grad = False``), are
 constants.
 
-Built-in factories: :func:`logistic` (the paper's model, Sec. 6, as a module) and :func:`lenet5`
-(LeNet-5 for 28 × 28 × 1 inputs). Importing this module needs the extra ``adcs[torch]``; once it is
+Built-in factories: :func:`logistic` (the paper's model, Sec. 6, as a module), :func:`lenet5`
+(LeNet-5 for 28 × 28 × 1 inputs) and :func:`mlp` (fully connected ReLU layers of given widths). Importing this module needs the extra ``adcs[torch]``; once it is
 imported, every forked child process (the simulator's workers) starts with one PyTorch thread,
 since the thread teams of its parent's MKL and OpenMP do not survive a fork.
 """
@@ -65,6 +65,7 @@ __all__ = [
     "lenet5",
     "load_factory",
     "logistic",
+    "mlp",
     "model_for",
 ]
 
@@ -147,6 +148,57 @@ def lenet5(n_classes: int = 10) -> nn.Module:
     )
 
 
+class _Standardise(nn.Module):
+    """x ↦ (x − mean) / std with fixed constants (no parameters, nothing that trains)."""
+
+    def __init__(self, mean: float, std: float) -> None:
+        super().__init__()
+        self.mean, self.std = float(mean), float(std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+    def extra_repr(self) -> str:
+        return f"mean={self.mean}, std={self.std}"
+
+
+def mlp(
+    n_features: int = 784,
+    n_classes: int = 10,
+    hidden: Sequence[int] = (64, 30),
+    input_norm: tuple[float, float] | None = None,
+) -> nn.Module:
+    """A multi-layer perceptron: linear layers of widths ``hidden`` with ReLU between them.
+
+    flatten → [standardise] → linear ``hidden[0]`` → ReLU → … → linear ``hidden[-1]`` → ReLU →
+    linear ``n_classes`` (logits). The default widths (64, 30) are the MLP of PowerOfChoice's
+    Fashion-MNIST experiments (Cho, Wang and Joshi, AISTATS 2022); ``hidden = ()`` is logistic
+    regression with PyTorch's initialisation. PyTorch's default initialisation.
+
+    Parameters
+    ----------
+    n_features, n_classes : int
+        Inputs of any shape with ``n_features`` entries are flattened.
+    hidden : sequence of int
+        Widths of the hidden layers, each ≥ 1 (may be empty).
+    input_norm : (mean, std), optional
+        Standardise every input entry as (x − mean) / std first (std > 0), a fixed layer.
+    """
+    check_int("n_features", n_features)
+    check_int("n_classes", n_classes, minimum=2)
+    widths = [check_int("hidden[]", w) for w in hidden]
+    layers: list[nn.Module] = [nn.Flatten()]
+    if input_norm is not None:
+        mean, std = (float(v) for v in input_norm)
+        if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
+            raise ValueError(f"input_norm must be (mean, std) with std > 0, got {input_norm!r}")
+        layers.append(_Standardise(mean, std))
+    for n_in, n_out in itertools.pairwise([n_features, *widths]):
+        layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+    layers.append(nn.Linear(widths[-1] if widths else n_features, n_classes))
+    return nn.Sequential(*layers)
+
+
 def load_factory(spec: str) -> Callable[[], nn.Module]:
     """The callable named by ``"package.module:function"`` (the current folder is searched too).
 
@@ -181,7 +233,11 @@ def load_factory(spec: str) -> Callable[[], nn.Module]:
     return target
 
 
-MODEL_FACTORIES: dict[str, Callable[..., nn.Module]] = {"logistic-torch": logistic, "cnn": lenet5}
+MODEL_FACTORIES: dict[str, Callable[..., nn.Module]] = {
+    "logistic-torch": logistic,
+    "cnn": lenet5,
+    "mlp": mlp,
+}
 """Built-in model kinds of the ``[model]`` table (besides ``logistic``, NumPy, and ``torch``)."""
 
 
@@ -192,11 +248,14 @@ def model_for(
     *,
     factory: str | None = None,
     device: str = "cpu",
+    hidden: Sequence[int] = (64, 30),
+    input_norm: tuple[float, float] | None = None,
 ) -> TorchModel:
     """The :class:`TorchModel` of a ``[model]`` kind for inputs of ``input_shape``, checked.
 
-    ``kind`` is ``"logistic-torch"``, ``"cnn"`` (LeNet-5, inputs with 28 × 28 × 1 entries) or
-    ``"torch"`` (``factory`` names a zero-argument callable returning the module).
+    ``kind`` is ``"logistic-torch"``, ``"cnn"`` (LeNet-5, inputs with 28 × 28 × 1 entries),
+    ``"mlp"`` (:func:`mlp` with ``hidden`` and ``input_norm``) or ``"torch"`` (``factory`` names
+    a zero-argument callable returning the module).
     """
     shape = tuple(int(d) for d in input_shape)
     n_features = math.prod(shape)
@@ -209,6 +268,8 @@ def model_for(
                 f"kind 'cnn' is LeNet-5 for 28×28×1 inputs; the data's inputs have shape {shape}"
             )
         module_factory = functools.partial(lenet5, n_classes)
+    elif kind == "mlp":
+        module_factory = functools.partial(mlp, n_features, n_classes, tuple(hidden), input_norm)
     elif kind == "torch":
         if factory is None:
             raise ValueError("kind 'torch' needs factory = 'package.module:function'")
