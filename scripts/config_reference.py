@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from adcs.adversary import Attack, Defence
+from adcs.adversary import Attack, Crafted, Defence
 from adcs.aggregation import Robust
 from adcs.data import DATASETS, PARTITIONS
 from adcs.experiments import config as cfg
@@ -256,6 +256,12 @@ def sim_section() -> list[str]:
         "and `n_malicious`).",
         "",
         *field_rows(AttackSettings, docs={**docstring_entries(Attack), **attack_docs}),
+        "",
+        'With `kind = "crafted"` (the default `kind` is `"lie"`, the table above) the',
+        "malicious clients report *and send* crafted updates (`adcs.adversary.Crafted`; see",
+        "the threat model in the concepts). Its keys:",
+        "",
+        *field_rows(Crafted, skip={"seed"}),
         "",
         "### `[sim.defence]`",
         "",

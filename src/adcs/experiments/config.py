@@ -60,7 +60,7 @@ from adcs import defaults
 from adcs.data.datasets import DATASETS
 from adcs.data.partition import PARTITIONS as PARTITION_TABLE
 from adcs.experiments import adversary
-from adcs.experiments.adversary import AttackSettings, DefenceSettings
+from adcs.experiments.adversary import AttackTable, DefenceSettings
 from adcs.experiments.data_config import DataConfig, resolve_path
 from adcs.experiments.outputs import output_names
 from adcs.experiments.schema import (
@@ -157,7 +157,7 @@ class SimSettings:
         uses the true ones); omitted: the updates themselves.
     eval_clients : int or None
         Evaluate a fixed subset of this many clients (large populations); omitted: all.
-    attack : AttackSettings or None
+    attack : AttackSettings or Crafted or None
         The ``[sim.attack]`` table: malicious clients, for every method (None: all honest).
     defence : DefenceSettings or None
         The ``[sim.defence]`` table: defences for every method (None: none).
@@ -179,7 +179,7 @@ class SimSettings:
     system: Any = None
     sketch_dim: int | None = None
     eval_clients: int | None = None
-    attack: AttackSettings | None = None
+    attack: AttackTable | None = None
     defence: DefenceSettings | None = None
     lr_decay: tuple[tuple[int, float], ...] = ()
 
