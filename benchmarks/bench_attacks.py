@@ -62,12 +62,27 @@ else:  # pragma: no cover
 
 import numpy as np
 
-from adcs.adversary import capture_ratio, honest_accuracy, selection_rates
+from adcs.adversary import Crafted, capture_ratio, honest_accuracy, selection_rates
 from adcs.experiments.adversary import AttackSettings, DefenceSettings, adversarial_run
 from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
 from adcs.experiments.plan import _federated_data, expand_runs
 from adcs.experiments.workload import DataSource, load_data
 from adcs.sim import RunResult, RunSpec, simulate
+
+try:  # the checkout and the tests import this file as benchmarks.bench_attacks
+    from benchmarks import attack_families, attack_report
+except ImportError:  # `adcs bench attacks` loads it from its folder (also the installed copy's)
+    import attack_families  # type: ignore[no-redef]
+    import attack_report  # type: ignore[no-redef]
+
+family_lines, shares = attack_families.family_lines, attack_families.shares
+_fmt, goal_lines, cost_table = (
+    attack_report._fmt,
+    attack_report.goal_lines,
+    attack_report.cost_table,
+)
+capturability_lines = attack_report.capturability_lines
+capture_tables, accuracy_tables = attack_report.capture_tables, attack_report.accuracy_tables
 
 REPO = Path(__file__).resolve().parents[1]
 # the checkout's experiments/, or the installed package's copy beside these scripts (adcs/)
@@ -85,10 +100,7 @@ def _shown(source: str) -> str:
         return source
 
 
-BLOCKS = ("clean", "capture", "poison", "costs")
-GOAL_RATIO = 1.5
-CAPTURE_RATE = 0.95  # selected in (nearly) every round
-GOAL_WORST_POINTS = 1.0
+BLOCKS = ("clean", "capture", "poison", "costs", "families")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,6 +127,13 @@ class Suite:
     cost_methods: tuple[str, ...] = ("adcs",)
     defence: DefenceSettings = field(default_factory=DefenceSettings)
     costs: tuple[tuple[str, DefenceSettings], ...] = ()
+    families: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    family_k: tuple[int, ...] = (1, 3, 5)
+    bound: DefenceSettings = field(default_factory=DefenceSettings)
+
+    def crafted(self, keys: Mapping[str, Any], k: int, adaptive: bool) -> Crafted:
+        """A family's attack with k malicious clients (:class:`adcs.adversary.Crafted`)."""
+        return Crafted(n_malicious=k, adaptive=adaptive, **keys)
 
     @property
     def defended(self) -> DefenceSettings:
@@ -144,7 +163,11 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
         values["costs"] = tuple(
             (name, DefenceSettings(**table)) for name, table in values.get("costs", {}).items()
         )
-        for key in ("k", "poisons", "poison_lie", "blind", "cost_methods"):
+        values["bound"] = DefenceSettings(**values.get("bound", {}))
+        values["families"] = tuple(
+            (name, dict(table)) for name, table in values.get("families", {}).items()
+        )
+        for key in ("k", "poisons", "poison_lie", "blind", "cost_methods", "family_k"):
             if key in values:
                 values[key] = tuple(values[key])
         if "lies" in values:
@@ -155,6 +178,10 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
             for poison in ("none", *suite.poisons):
                 if lie or poison != "none":
                     suite.attack(max(suite.k), lie, poison, True)
+        for name, keys in suite.families:
+            if {"clients", "n_malicious", "adaptive"} & set(keys):
+                raise ValueError(f"families.{name}: the suite sets clients and adaptive")
+            suite.crafted(keys, max(suite.family_k), True)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"suite: {exc}") from None
     return suite
@@ -169,7 +196,7 @@ def load_suite(path: str | Path) -> tuple[ExperimentConfig, Suite]:
         raise ConfigError(f"{path}: {exc}") from None
     suite = parse_suite(raw.pop("suite", {}))
     config = config_from_dict(raw, source=str(path), base_dir=path.parent)
-    k_max = max(suite.k)
+    k_max = max(suite.k + suite.family_k)
     if k_max >= config.data.total_clients:
         raise ConfigError(f"{path}: suite.k={k_max} leaves no honest client")
     return config, suite
@@ -194,6 +221,8 @@ class Planned:
     malicious: tuple[int, ...]
     baseline: str
     spec: RunSpec = field(compare=False)
+    since: int = 0
+    """Rates are measured from this round on (a sleeper's start)."""
 
 
 def _label(lie: Sequence[str]) -> str:
@@ -217,7 +246,7 @@ def plan_suite(
         defence_label: str,
         defence: DefenceSettings | None,
         attack_label: str = "none",
-        attack: AttackSettings | None = None,
+        attack: AttackSettings | Crafted | None = None,
     ) -> None:
         k = 0 if attack is None else int(attack.n_malicious or 0)
         adaptive = attack is not None and attack.adaptive
@@ -232,18 +261,30 @@ def plan_suite(
         scheduler, hook = adversarial_run(run.scheduler, run.seed, n, attack, defence)
         malicious = () if attack is None else attack.malicious(run.seed, n)
         spec = RunSpec(scheduler, run.seed, run_id, {"method": method}, hook)
+        since = attack.start if isinstance(attack, Crafted) else 0
         out.append(
             Planned(run_id, block, variant, run.seed, defence_label, attack_label, k,
-                    adaptive, malicious, baseline, spec)
+                    adaptive, malicious, baseline, spec, since)
         )  # fmt: skip
 
     defended, robust = suite.defence, suite.defended
+    lies = "clean" in blocks or "capture" in blocks or "poison" in blocks
     for run in base:
-        if "clean" in blocks or "capture" in blocks or "poison" in blocks:
+        if lies:
             add(run, "clean", "off", None)
             add(run, "clean", "on", defended)
             add(run, "clean", "on+robust", robust)
         method = run.meta["method"]
+        if "families" in blocks:
+            if not lies:
+                add(run, "clean", "off", None)
+            add(run, "clean", "bound", suite.bound)
+            for name, keys in suite.families if method not in suite.blind else ():
+                for k in suite.family_k:
+                    add(run, "families", "off", None, name, suite.crafted(keys, k, False))
+                    for adaptive in (False, True):
+                        attack = suite.crafted(keys, k, adaptive)
+                        add(run, "families", "bound", suite.bound, name, attack)
         if "capture" in blocks and method not in suite.blind:
             for lie in suite.lies:
                 for k in suite.k:
@@ -268,7 +309,7 @@ def plan_suite(
                         attack = suite.attack(k, suite.poison_lie, poison, adaptive)
                         add(run, "poison", "on+robust", robust, label, attack)
         if "costs" in blocks and method in suite.cost_methods:
-            if "clean" not in blocks and "capture" not in blocks and "poison" not in blocks:
+            if not lies and "families" not in blocks:
                 add(run, "clean", "off", None)
             for name, defence in suite.costs:
                 add(run, "costs", name, defence)
@@ -326,245 +367,20 @@ def measure(plan: Sequence[Planned], results: Mapping[str, RunResult], n: int) -
     out = []
     for p in plan:
         result = results[p.run_id]
+        base = rates.get(p.baseline, np.full(n, np.nan))
+        if p.since:  # a sleeper: its rounds since it woke, against the same rounds without it
+            rates[p.run_id] = selection_rates(result.selected[p.since :], n)
+            if p.baseline in results:
+                base = selection_rates(results[p.baseline].selected[p.since :], n)
         # client_acc's columns are the evaluated clients (all, or [sim] eval_clients of them)
         evaluated = result.eval_clients if result.eval_clients.size else np.arange(n)
         liars = np.flatnonzero(np.isin(evaluated, p.malicious))
         honest = honest_accuracy(result.client_acc, liars.tolist())
-        base = rates.get(p.baseline, np.full(n, np.nan))
         out.append(
             Measured(p, rates[p.run_id], base, honest.worst, honest.p10, honest.average,
                      int(result.client_updates), int(result.loss_evals))
         )  # fmt: skip
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# the report
-
-
-def _fmt(x: float, digits: int = 2) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if math.isinf(x):
-        return "∞"
-    return f"{x:.{digits}f}"
-
-
-def _mean(values: Sequence[float]) -> float:
-    finite = [v for v in values if not math.isnan(v)]
-    return float(np.mean(finite)) if finite else math.nan
-
-
-def _captures(rate: float, clean: float) -> bool:
-    """Whether a liar's selection rate means capture, against its no-attack rate.
-
-    Above ``GOAL_RATIO`` × the no-attack rate, or at ``CAPTURE_RATE`` or more from below it: a
-    client already picked in 67% of rounds cannot reach 1.5× that, yet one picked in every round
-    by its lie has captured the scheduler. NaN (not run) is never capture.
-    """
-    return rate > GOAL_RATIO * clean or rate >= CAPTURE_RATE > clean
-
-
-def capturability_lines(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
-    """Markdown: which scheduler one liar captures, and how far — rates beside no-attack rates.
-
-    For k = 1 (the single liar of the goal): per method and lie, the liar's selection rate
-    without defence, with defences against the naive and the adaptive liar, each beside the
-    same client's rate in the no-attack run with the same defences (means over seeds), then one
-    plain sentence per method naming the lies that capture it (:func:`_captures`).
-    """
-    cells: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
-    lies: list[str] = []
-    for m in measured:
-        p = m.planned
-        if p.block != "capture" or p.k != 1:
-            continue
-        mode = "off" if p.defence == "off" else ("adaptive" if p.adaptive else "naive")
-        for c in p.malicious:
-            cells[(p.method, p.attack, mode)].append((m.rates[c], m.baseline_rates[c]))
-        if p.attack not in lies:
-            lies.append(p.attack)
-    if not cells:
-        return []
-
-    def rate(method: str, lie: str, mode: str) -> tuple[float, float]:
-        pairs = cells.get((method, lie, mode), [])
-        if not pairs:
-            return math.nan, math.nan
-        return _mean([a for a, _ in pairs]), _mean([b for _, b in pairs])
-
-    lines = [
-        "### How capturable each scheduler is (one liar; selection rate, % of rounds, beside "
-        "its no-attack rate in brackets)",
-        "",
-        "| scheduler | lie | no defence | defences on, naive liar | defences on, adaptive liar |",
-        "|---|---|---|---|---|",
-    ]
-    verdicts = []
-    for method in methods:
-        if not any(key[0] == method for key in cells):
-            continue
-        captured: dict[str, list[str]] = {"off": [], "on": []}
-        for lie in lies:
-            row = []
-            for mode in ("off", "naive", "adaptive"):
-                a, b = rate(method, lie, mode)
-                row.append("–" if math.isnan(a) else f"{100 * a:.0f} ({100 * b:.0f})")
-                if _captures(a, b):
-                    captured["off" if mode == "off" else "on"].append(
-                        f"{lie}{'' if mode == 'off' else f' ({mode})'} "
-                        f"{100 * a:.0f}% vs {100 * b:.0f}%"
-                    )
-            lines.append(f"| {method} | {lie} | " + " | ".join(row) + " |")
-        off = "; ".join(captured["off"]) or "none"
-        on = "; ".join(captured["on"]) or "none"
-        verdicts.append(
-            f"- **{method}**: without defence, captured (rate > {GOAL_RATIO:g}× its no-attack "
-            f"rate, or ≥ {100 * CAPTURE_RATE:.0f}% of rounds from below) by: {off}. "
-            f"With defences on, by: {on}."
-        )
-    blind = [m for m in methods if not any(key[0] == m for key in cells)]
-    if blind:
-        verdicts.append(
-            f"- **{', '.join(blind)}**: reads no client statistics, so no lie changes its "
-            "selections (its lie runs are its no-attack runs): not capturable."
-        )
-    return [*lines, "", *verdicts, ""]
-
-
-def capture_tables(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
-    """Markdown: per k, the liars' capture ratio for every lie and liar mode × method."""
-    lines: list[str] = []
-    cells: dict[tuple[int, str, str, str], list[float]] = defaultdict(list)
-    rows: dict[int, list[tuple[str, str]]] = defaultdict(list)
-    for m in measured:
-        p = m.planned
-        if p.block != "capture":
-            continue
-        mode = "no defence" if p.defence == "off" else (
-            "defended, adaptive" if p.adaptive else "defended, naive"
-        )  # fmt: skip
-        cells[(p.k, p.attack, mode, p.method)].extend(m.ratios.tolist())
-        if (p.attack, mode) not in rows[p.k]:
-            rows[p.k].append((p.attack, mode))
-    for k in sorted(rows):
-        lines += [
-            f"### Capture ratio, k = {k} (liar's selection rate ÷ its no-attack rate; mean over "
-            f"{'liars and ' if k > 1 else ''}seeds, max in brackets)",
-            "",
-            "| lie | liar | " + " | ".join(methods) + " |",
-            "|---|---|" + "---|" * len(methods),
-        ]
-        for attack, mode in rows[k]:
-            vals = []
-            for method in methods:
-                v = cells.get((k, attack, mode, method))
-                finite = [x for x in (v or []) if not math.isnan(x)]
-                if not v:
-                    vals.append("(not run)")
-                else:
-                    peak = max(finite) if finite else math.nan
-                    vals.append(f"{_fmt(_mean(v))} ({_fmt(peak)})")
-            lines.append(f"| {attack} | {mode} | " + " | ".join(vals) + " |")
-        lines.append("")
-    return lines
-
-
-def accuracy_tables(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
-    """Markdown: honest worst / p10 / average accuracy of the clean runs and the poison runs."""
-    by: dict[tuple[str, str, int, bool, str], list[Measured]] = defaultdict(list)
-    for m in measured:
-        p = m.planned
-        if p.block in ("clean", "poison"):
-            by[(p.attack, p.defence, p.k, p.adaptive, p.method)].append(m)
-    keys = sorted({k[:4] for k in by}, key=lambda k: (k[0] != "none", k[0], k[2], k[1], k[3]))
-    lines = [
-        "### Honest clients' accuracy: worst / 10th percentile / average (%, mean over seeds)",
-        "",
-        "| attack | k | defence | " + " | ".join(methods) + " |",
-        "|---|---|---|" + "---|" * len(methods),
-    ]
-    for attack, defence, k, adaptive in keys:
-        vals = []
-        for method in methods:
-            group = by.get((attack, defence, k, adaptive, method), [])
-            if not group:
-                vals.append("–")
-                continue
-            w, p10, a = (
-                100 * _mean([getattr(g, f) for g in group]) for f in ("worst", "p10", "average")
-            )
-            vals.append(f"{w:.1f} / {p10:.1f} / {a:.1f}")
-        label = defence + (", adaptive" if adaptive else "")
-        lines.append(f"| {attack} | {k or '–'} | {label} | " + " | ".join(vals) + " |")
-    lines.append("")
-    return lines
-
-
-def cost_table(measured: Sequence[Measured]) -> list[str]:
-    """Markdown: the no-attack cost of each defence alone (and of the bundles)."""
-    by: dict[tuple[str, str], list[Measured]] = defaultdict(list)
-    for m in measured:
-        p = m.planned
-        if p.attack == "none":
-            by[(p.method, p.defence)].append(m)
-    lines = [
-        "### No-attack cost of each defence (worst / p10 / average accuracy, %, mean over seeds; "
-        "Δ worst against no defence)",
-        "",
-        "| method | defence | worst | p10 | average | Δ worst (points) | client updates |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for (method, defence), group in sorted(by.items()):
-        off = by.get((method, "off"), [])
-        w = 100 * _mean([g.worst for g in group])
-        delta = w - 100 * _mean([g.worst for g in off]) if off else math.nan
-        lines.append(
-            f"| {method} | {defence} | {w:.1f} | {100 * _mean([g.p10 for g in group]):.1f} | "
-            f"{100 * _mean([g.average for g in group]):.1f} | {_fmt(delta, 1)} | "
-            f"{int(np.mean([g.client_updates for g in group]))} |"
-        )
-    lines.append("")
-    return lines
-
-
-def goal_lines(measured: Sequence[Measured], methods: Sequence[str]) -> list[str]:
-    """Whether the issue's goal is met, with the numbers."""
-    lines = ["### The goal", ""]
-    worst_ratio: dict[str, tuple[float, str]] = {}
-    for m in measured:
-        p = m.planned
-        finite = m.ratios[~np.isnan(m.ratios)]  # NaN: selected neither with nor without
-        if p.block == "capture" and p.k == 1 and p.defence == "on" and finite.size:
-            r = float(finite.max())
-            if p.method not in worst_ratio or r > worst_ratio[p.method][0]:
-                worst_ratio[p.method] = (
-                    r,
-                    f"{p.attack}, {'adaptive' if p.adaptive else 'naive'}, seed {p.seed}",
-                )
-    for method in methods:
-        if method in worst_ratio:
-            r, where = worst_ratio[method]
-            verdict = "met" if r <= GOAL_RATIO else "NOT met"
-            lines.append(
-                f"- {method}: largest single-liar capture ratio with defences on {_fmt(r)} "
-                f"({where}) — ≤ {GOAL_RATIO}: {verdict}"
-            )
-    adcs = [method for method in methods if method.startswith("adcs")]
-    for method in adcs:
-        clean = {d: [m.worst for m in measured if m.planned.method == method
-                     and m.planned.attack == "none" and m.planned.defence == d]
-                 for d in ("off", "on", "on+robust")}  # fmt: skip
-        if clean["off"] and clean["on"]:
-            delta = 100 * (_mean(clean["on"]) - _mean(clean["off"]))
-            verdict = "met" if delta >= -GOAL_WORST_POINTS else "NOT met"
-            lines.append(
-                f"- {method}: no-attack worst-client accuracy with defences on "
-                f"{100 * _mean(clean['on']):.1f}% vs {100 * _mean(clean['off']):.1f}% without "
-                f"({delta:+.1f} points) — within {GOAL_WORST_POINTS:g} point: {verdict}"
-            )
-    lines.append("")
-    return lines
 
 
 def write_results(
@@ -598,7 +414,8 @@ def write_results(
             f"N = {config.data.total_clients}, m = {config.m}, T = {config.sim.rounds}, seeds "
             f"{list(config.seeds)}; lies ×{suite.factor:g}, direction {suite.direction!r}. "
             f"Defences on: `{_defence_text(suite.defence)}`; poison runs add aggregation "
-            f"`{suite.robust}`. Malicious clients per seed: "
+            f"`{suite.robust}`; the families' bounds: `{_defence_text(suite.bound)}`. "
+            "Malicious clients per seed: "
             + ", ".join(f"seed {s}: {list(v)}" for s, v in meta["malicious"].items())
             + ". Every rate is computed from `selections.npz`.",
             "",
@@ -607,6 +424,7 @@ def write_results(
             *capture_tables(measured, methods),
             *accuracy_tables(measured, methods),
             *cost_table(measured),
+            *family_lines(measured, methods),
         ]
         (tmp / "report.md").write_text("\n".join(report) + "\n")
         manifest = {
@@ -620,6 +438,9 @@ def write_results(
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         if out.exists():
+            for sub in out.iterdir():  # nested results (families/, costs/) are kept
+                if sub.is_dir() and not (tmp / sub.name).exists():
+                    sub.rename(tmp / sub.name)
             shutil.rmtree(out)
         tmp.rename(out)
     except BaseException:
@@ -657,17 +478,19 @@ def _write_runs_csv(path: Path, measured: Sequence[Measured]) -> None:
             "run_id", "block", "method", "seed", "defence", "attack", "k", "adaptive",
             "malicious", "liar_rates", "no_attack_rates", "capture_ratios", "honest_worst",
             "honest_p10", "honest_average", "client_updates", "loss_evals", "baseline",
+            "attacker_share", "coalition_share", "since",
         ])  # fmt: skip
         for m in measured:
             p = m.planned
             mal = list(p.malicious)
+            single, coalition = shares(m.rates, mal)
             writer.writerow([
                 p.run_id, p.block, p.method, p.seed, p.defence, p.attack, p.k, p.adaptive,
                 json.dumps(mal), json.dumps([round(float(m.rates[c]), 6) for c in mal]),
                 json.dumps([round(float(m.baseline_rates[c]), 6) for c in mal]),
                 json.dumps([None if not math.isfinite(r) else round(float(r), 6) for r in m.ratios]),
                 repr(m.worst), repr(m.p10), repr(m.average), m.client_updates, m.loss_evals,
-                p.baseline,
+                p.baseline, _fmt(single, 4), _fmt(coalition, 4), p.since,
             ])  # fmt: skip
 
 
@@ -795,6 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="override T")
     parser.add_argument("--seeds", default=None, help="override the seeds, e.g. 0,1")
     parser.add_argument("--k", default=None, help="override suite.k, e.g. 1")
+    parser.add_argument("--family-k", default=None, help="override suite.family_k, e.g. 1,3")
+    parser.add_argument("--families", default=None, help="subset of the families, e.g. sleeper")
     parser.add_argument("--blocks", default=",".join(BLOCKS), help=f"subset of {','.join(BLOCKS)}")
     parser.add_argument("--methods", default=None, help="subset of the methods, e.g. adcs,ocs")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (one per seed)")
@@ -816,6 +641,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _with_rounds(config, args.rounds, seeds)
         if args.k:
             suite = dataclasses.replace(suite, k=tuple(int(k) for k in args.k.split(",")))
+        if args.family_k:
+            ks = tuple(int(k) for k in args.family_k.split(","))
+            suite = dataclasses.replace(suite, family_k=ks)
+        if args.families:
+            chosen = args.families.split(",")
+            unknown = sorted(set(chosen) - {name for name, _ in suite.families})
+            if unknown:
+                raise ConfigError(f"--families: no family {unknown} in the suite")
+            kept = tuple((n, keys) for n, keys in suite.families if n in chosen)
+            suite = dataclasses.replace(suite, families=kept)
         blocks = [b for b in args.blocks.split(",") if b]
         if not set(blocks) <= set(BLOCKS):
             raise ConfigError(f"--blocks must be a subset of {list(BLOCKS)}, got {blocks}")

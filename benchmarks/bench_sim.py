@@ -4,6 +4,12 @@ The workload is the paper's Fig. 1 grid: six methods (Uniform, PowerOfChoice, OC
 ADCS θ = 0.8, R = 20) × seeds, N = 30 clients in the paper's 10 groups of Fashion-MNIST, m = 18,
 E = 1, B = 16, η_ℓ = 0.001. Printed, each measured in this run:
 
+0. **where a seed-round goes** (``--parts-rounds``, one seed by default): the simulator's process
+   CPU time per seed-round, split by part of the round (sampled, ``benchmarks/sim_breakdown.py``),
+   the FLOPs of its products against the minimum and the GFLOP/s each achieves; then the per-run
+   loop below — and, with ``--plain-loop FILE``, an outside plain per-run loop script — timed on
+   the same rounds with the *same* evaluation cadence;
+
 1. **side by side** on the same rounds, three ways — all draw the same minibatches (counter-based,
    :mod:`adcs.streams`) and scheduler random numbers, so they must end with the same selections
    and (up to float32 rounding) the same models; the script checks that:
@@ -39,11 +45,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
 import contextlib
+import importlib.util
 import math
 import resource
+import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -266,6 +276,7 @@ def run_loop(
         pairs = [client_update(run.w, x[i], y[i], config.local_lr) for i in range(clients.size)]
         return np.stack([p[0].ravel() for p in pairs]), np.array([p[1] for p in pairs])
 
+    points = set(config.eval_rounds.tolist())
     for run in runs:
         run.client_acc.append(client_accuracy(run.w, data))
     for t in range(config.rounds):
@@ -304,8 +315,8 @@ def run_loop(
             if scheduler.observes_updates:
                 run.state = scheduler.observe(run.state, t, clients, rows, None)
             run.selected[t] = clients
-    for run in runs:
-        run.client_acc.append(client_accuracy(run.w, data))
+            if t + 1 in points:  # the simulator's evaluation cadence: 0, eval_every, ..., T
+                run.client_acc.append(client_accuracy(run.w, data))
     return runs
 
 
@@ -422,6 +433,90 @@ def grid(specs: list[RunSpec], data: FederatedData, rounds: int, eval_every: int
         )
 
 
+def _sibling(name: str) -> Any:
+    """A module beside this script (the benchmarks are loaded by path, not as a package)."""
+    key = f"adcs_bench_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+def plain_reference(path: str, data_dir: str | None, seeds: int, rounds: int,
+                    eval_every: int) -> float:  # fmt: skip
+    """CPU seconds of an outside per-run loop script on the six methods, data loading excluded.
+
+    The script (a plain NumPy loop, one run at a time) must offer ``run_one(method, seed, theta,
+    R, T, eval_every)`` and build its data in a class ``Sim``, whose construction is not counted.
+    """
+    spec = importlib.util.spec_from_file_location("adcs_bench_plain_loop", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"error: --plain-loop {path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if data_dir is not None:
+        module.DATA = data_dir
+    loading = [0.0]
+
+    class Timed(module.Sim):  # type: ignore[name-defined,misc]
+        def __init__(self, seed: int) -> None:
+            start = time.process_time()
+            super().__init__(seed)
+            loading[0] += time.process_time() - start
+
+    module.Sim = Timed
+    start = time.process_time()
+    for seed in range(seeds):
+        for method in ("uniform", "poc", "ocs", "divfl", "staticdpp", "adcs"):
+            module.run_one(method, seed, 0.8, 20, rounds, eval_every)
+    return time.process_time() - start - loading[0]
+
+
+def parts(data: FederatedData, seeds: int, rounds: int, eval_every: int, plain: str | None,
+          data_dir: str | None) -> None:  # fmt: skip
+    """CPU per seed-round of the six methods by part, FLOPs, and the plain loops on equal terms."""
+    bd = _sibling("sim_breakdown")
+    config = SimConfig(rounds=rounds, eval_every=eval_every)
+    seed_rounds = seeds * rounds
+    print(f"\n== where a seed-round goes: the six methods, {seeds} seed(s) x {rounds} rounds, "
+          f"evaluation every {eval_every}, one process, process CPU time ==")  # fmt: skip
+    start = time.process_time()
+    results = simulate(fig1_specs(seeds), data, config)
+    cpu_ms = (time.process_time() - start) * 1e3 / seed_rounds
+    sampler, counter = bd.PartSampler(), bd.FlopCounter()
+    with counter.installed():
+        for _ in range(bd.SAMPLED_REPEATS):  # the kernel's timer ticks only every few ms
+            with sampler.running():
+                simulate(fig1_specs(seeds), data, config)
+    counter.flops = Counter({k: v // bd.SAMPLED_REPEATS for k, v in counter.flops.items()})
+    f, c = int(np.prod(data.input_shape)) + 1, data.n_classes
+    gram = sum(  # DivFL's Gram of its probed updates each round (symmetric: half)
+        rounds * (r.client_updates // rounds) * (r.client_updates // rounds + 1) // 2 * f * c
+        for r in results
+        if r.spec.meta.get("method") == "divfl"
+    )
+    counter.flops[bd.DIVFL] += 2 * gram
+    for line in bd.breakdown_table(sampler.shares(), cpu_ms, counter.flops, seed_rounds):
+        print(line)
+    computed = sum(counter.flops.values()) / seed_rounds / 1e6
+    least = bd.minimum_flops(results, f, c, config.batch_size, gram) / seed_rounds / 1e6
+    print(f"FLOPs: {computed:.1f} MFLOP computed per seed-round, {least:.1f} at least "
+          f"(shares from {sum(sampler.counts.values())} samples of CPU time)")  # fmt: skip
+    start = time.process_time()
+    run_loop(fig1_specs(seeds), data, config, per_client=False)
+    loop_ms = (time.process_time() - start) * 1e3 / seed_rounds
+    print(f"adcs (vectorised)        {cpu_ms:6.2f} ms CPU per seed-round")
+    print(f"per-run loop (this file) {loop_ms:6.2f} ms CPU per seed-round: "
+          f"adcs {loop_ms / cpu_ms:.2f}x faster")  # fmt: skip
+    if plain is not None:
+        ref_ms = plain_reference(plain, data_dir, seeds, rounds, eval_every) * 1e3 / seed_rounds
+        print(f"plain loop ({Path(plain).name}) {ref_ms:6.2f} ms CPU per seed-round: "
+              f"adcs {ref_ms / cpu_ms:.2f}x faster")  # fmt: skip
+
+
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -497,12 +592,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--scale-rounds", type=int, default=60, help="rounds per scaling measurement"
     )
+    parser.add_argument("--parts-seeds", type=int, default=1, help="seeds of the breakdown")
+    parser.add_argument("--parts-rounds", type=int, default=1000,
+                        help="rounds of the breakdown by part (0 to skip)")  # fmt: skip
+    parser.add_argument("--plain-loop", default=None, metavar="FILE",
+                        help="an outside plain per-run loop script to time on equal terms")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.loop_rounds, args.loop_eval_every = 1, 10, 5
         args.grid_seeds, args.grid_rounds, args.eval_every = 1, 20, 10
         args.scale, args.scale_rounds, args.workers = "30,300", 5, "1"
+        args.parts_rounds = 20
     workers = [int(w) for w in str(args.workers).split(",") if w]
 
     dataset, data = load_data(args.data, partition_seed=0)
@@ -510,6 +611,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f} at start")
     with one_blas_thread() as blas:
         print(f"BLAS threads: {blas}")
+        if args.parts_rounds > 0:
+            parts(data, args.parts_seeds, args.parts_rounds, args.eval_every, args.plain_loop,
+                  args.data)  # fmt: skip
         if args.loop_rounds > 0:
             side_by_side(fig1_specs(args.seeds), data, args.loop_rounds, args.loop_eval_every)
         if args.grid_rounds > 0 or args.full:

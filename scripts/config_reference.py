@@ -2,7 +2,8 @@
 
 Every TOML table and key an experiment configuration accepts, with its type, default and meaning,
 is read from the classes that check them: the settings dataclasses of
-:mod:`adcs.experiments.config` and :mod:`adcs.experiments.adversary`, the data set and partition
+:mod:`adcs.experiments.config` and :mod:`adcs.experiments.adversary`, the library classes the
+``kind`` tables name (their registries), the data set and partition
 tables (:data:`adcs.data.DATASETS`, :data:`adcs.data.PARTITIONS`) and the schedulers' name table
 (:data:`adcs.schedulers.SCHEDULERS`). ``tests/test_docs.py`` fails when the committed page differs.
 
@@ -23,11 +24,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from adcs.adversary import Attack, Defence
+from adcs.adversary import Attack, Crafted, Defence
 from adcs.aggregation import Robust
 from adcs.data import DATASETS, PARTITIONS
 from adcs.experiments import config as cfg
 from adcs.experiments.adversary import AttackSettings, DefenceSettings
+from adcs.experiments.outputs import output_names
+from adcs.experiments.schema import KindTable
 from adcs.schedulers import SCHEDULERS
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "configuration.md"
@@ -44,10 +47,14 @@ def _plain(text: str) -> str:
 def _entry_types(line: str) -> dict[str, str]:
     """``"a : int, b : float in (0, 1]"`` → ``{"a": "int", "b": "float in (0, 1]"}``."""
     out: dict[str, str] = {}
+    waiting: list[str] = []  # names before a shared type: "a, b : float"
     for part in re.split(rf",\s*(?={_NAME}(?:, {_NAME})* : )", line):
         names, _, kind = part.partition(" : ")
-        for name in names.split(","):
-            out[name.strip()] = kind.strip()
+        waiting += [name.strip() for name in names.split(",")]
+        if kind:
+            out.update(dict.fromkeys(waiting, kind.strip()))
+            waiting = []
+    out.update(dict.fromkeys(waiting, ""))
     return out
 
 
@@ -119,7 +126,8 @@ def field_rows(
 
     The type is the docstring's (which names allowed values and ranges), else the annotation.
     """
-    text = dict(docs if docs is not None else docstring_entries(cls))
+    inherited = {k: v for base in reversed(cls.__mro__) for k, v in docstring_entries(base).items()}
+    text = dict(docs if docs is not None else inherited)
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
         if not f.init or f.name in skip or f.name.startswith("_"):
@@ -146,7 +154,12 @@ def top_section() -> list[str]:
     docs["model"] = ("table", "The `[model]` table.")
     docs["methods"] = ("array of tables", "The `[[methods]]` tables, at least one.")
     kind, text = docs["outputs"]
-    docs["outputs"] = (kind, text.replace("from `OUTPUTS`", "any of " + _keys(cfg.OUTPUTS)))
+    docs["outputs"] = (
+        kind,
+        text.replace(
+            "from `adcs.experiments.outputs.output_names`", "any of " + _keys(output_names())
+        ),
+    )
     tables = {k: "its defaults" for k in ("data", "sim", "model")}
     return [
         "## Top level",
@@ -192,9 +205,16 @@ def data_section() -> list[str]:
     return lines
 
 
-def _kind_keys(table: Mapping[str, frozenset[str]]) -> list[str]:
-    rows = ["| kind | keys |", "|---|---|"]
-    rows += [f"| `{kind}` | {_keys(keys)} |" for kind, keys in table.items()]
+def _kind_rows(table: KindTable) -> list[str]:
+    """Each kind of ``table`` (a row of its registry): its class and keys, then their meaning."""
+    rows = ["| kind | class | keys |", "|---|---|---|"]
+    for kind, cls in table.registry.items():
+        keys = _keys(["kind", *table.keys(cls)])
+        rows.append(f"| `{kind}` | `{cls.__module__}.{cls.__qualname__}` | {keys} |")
+    for kind, cls in table.registry.items():
+        if table.keys(cls):
+            rows += ["", f'`kind = "{kind}"`:', ""]
+            rows += field_rows(cls, skip=set(table.hidden))
     return rows
 
 
@@ -216,21 +236,19 @@ def sim_section() -> list[str]:
         "",
         "### `[sim.availability]`",
         "",
-        *field_rows(cfg.AvailabilitySettings),
+        'Which clients can be selected each round. `kind` (default `"always"`) names a row of',
+        '`adcs.sim.availability.AVAILABILITY` (or an import path `"package.module:Name"`); the',
+        "other keys are that class's constructor arguments:",
         "",
-        "The keys each kind takes:",
-        "",
-        *_kind_keys(cfg._AVAILABILITY_KEYS),
+        *_kind_rows(cfg.AVAILABILITY_TABLE),
         "",
         "### `[sim.system]`",
         "",
-        "Client devices and the simulated clock; without this table there is no clock.",
+        "Client devices and the simulated clock; without this table there is no clock. `kind`",
+        '(default `"lognormal"`) names a row of `adcs.sim.system.SYSTEM_PROFILES`; the other',
+        "keys are that class's constructor arguments:",
         "",
-        *field_rows(cfg.SystemSettings),
-        "",
-        "The keys each kind takes:",
-        "",
-        *_kind_keys(cfg._SYSTEM_KEYS),
+        *_kind_rows(cfg.SYSTEM_TABLE),
         "",
         "### `[sim.attack]`",
         "",
@@ -238,6 +256,12 @@ def sim_section() -> list[str]:
         "and `n_malicious`).",
         "",
         *field_rows(AttackSettings, docs={**docstring_entries(Attack), **attack_docs}),
+        "",
+        'With `kind = "crafted"` (the default `kind` is `"lie"`, the table above) the',
+        "malicious clients report *and send* crafted updates (`adcs.adversary.Crafted`; see",
+        "the threat model in the concepts). Its keys:",
+        "",
+        *field_rows(Crafted, skip={"seed"}),
         "",
         "### `[sim.defence]`",
         "",
@@ -248,7 +272,15 @@ def sim_section() -> list[str]:
 
 
 def model_section() -> list[str]:
-    return ["## `[model]`", "", *field_rows(cfg.ModelSettings)]
+    return [
+        "## `[model]`",
+        "",
+        'The model every run trains. `kind` (default `"logistic"`, the paper\'s) names a row of',
+        "`adcs.sim.models.MODELS` (or an import path, or an entry point of `adcs.models`); the",
+        "other keys are that class's constructor arguments:",
+        "",
+        *_kind_rows(cfg.MODEL_TABLE),
+    ]
 
 
 def methods_section() -> list[str]:

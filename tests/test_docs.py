@@ -38,15 +38,16 @@ def test_the_configuration_page_is_the_codes() -> None:
 
 def test_every_configuration_key_is_on_the_page() -> None:
     from adcs.experiments import config as cfg
+    from adcs.experiments import data_config
     from adcs.experiments.adversary import AttackSettings, DefenceSettings
     from adcs.schedulers import SCHEDULERS
     from scripts.config_reference import reference_markdown
 
     text = reference_markdown()
-    keys = set(cfg._TOP_KEYS) | set(cfg._SIM_KEYS) | set(cfg._MODEL_KEYS) | set(cfg._FLAT_KEYS)
-    keys |= set(cfg._TABLE_KEYS) - {"seed"}  # [data.partition] seed: named in the prose
-    for table in (cfg._AVAILABILITY_KEYS, cfg._SYSTEM_KEYS):
-        keys |= set().union(*table.values())
+    keys = set(cfg._TOP_KEYS) | set(cfg._SIM_KEYS) | set(data_config._FLAT_KEYS)
+    keys |= set(data_config._TABLE_KEYS) - {"seed"}  # [data.partition] seed: named in the prose
+    for table in (cfg.AVAILABILITY_TABLE, cfg.SYSTEM_TABLE, cfg.MODEL_TABLE):
+        keys |= {"kind"}.union(*(table.keys(cls) for cls in table.registry.values()))
     keys |= {f.name for cls in (AttackSettings, DefenceSettings) for f in dataclasses.fields(cls)}
     for name in SCHEDULERS:
         assert f"### `{name}`" in text, name
@@ -55,14 +56,24 @@ def test_every_configuration_key_is_on_the_page() -> None:
     assert not missing, missing
 
 
+class _Shared:
+    """Attributes
+    ----------
+    period : int, duty : float in (0, 1], phase : {"group", "client", "none"}
+        For "cyclic": available while ((t + phase) mod period) < duty · period.
+    local_lr, server_lr : float
+        The learning rates.
+    """
+
+
 def test_the_docstring_parser_splits_shared_entries() -> None:
-    from adcs.experiments.config import AvailabilitySettings
     from scripts.config_reference import docstring_entries
 
-    entries = docstring_entries(AvailabilitySettings)
+    entries = docstring_entries(_Shared)
     assert entries["duty"][0] == "float in (0, 1]"
     assert entries["phase"][0] == '{"group", "client", "none"}'
     assert entries["period"][1] == entries["duty"][1] and "cyclic" in entries["period"][1]
+    assert entries["local_lr"] == entries["server_lr"] == ("float", "The learning rates.")
 
 
 def _nav() -> object:

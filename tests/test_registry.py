@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -118,3 +125,79 @@ def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
         assert any(
             r["metric"] == "worst" and r["entry"] == "LowestIndex" for r in csv.DictReader(f)
         )
+
+
+ROWS = "tests.plugins.my_rows"
+_ROWS_DOC = """
+name = "rows"
+m = 2
+seeds = [0]
+[data]
+dataset = "tests.plugins.my_rows:BLOBS"
+n_train = 80
+[data.partition]
+kind = "iid"
+n_clients = 4
+[sim]
+rounds = 4
+eval_every = 2
+[sim.availability]
+kind = "tests.plugins.my_rows:EveryOther"
+shift = 1
+[[methods]]
+name = "uniform"
+"""
+
+
+def test_a_user_data_set_and_availability_model_are_rows_like_the_built_ins(
+    tmp_path: Path,
+) -> None:
+    from adcs.experiments.config import config_to_dict, load_config
+    from tests.plugins.my_rows import BLOBS, EveryOther
+
+    path = tmp_path / "rows.toml"
+    path.write_text(_ROWS_DOC)
+    config = load_config(path)
+    assert config.sim.availability == EveryOther(shift=1)  # the library object is the config
+    doc = config_to_dict(config)
+    assert doc["sim"]["availability"] == {"kind": f"{ROWS}:EveryOther", "shift": 1}
+    assert config_from_dict(doc) == config
+    bad = _ROWS_DOC.replace("shift = 1", "shift = -1")
+    with pytest.raises(ConfigError, match=r"sim\.availability\.shift must be an integer >= 0"):
+        config_from_dict(tomllib.loads(bad))
+    with pytest.raises(ConfigError, match=r"sim\.availability\.p is only for kind = 'bernoulli'"):
+        config_from_dict(tomllib.loads(_ROWS_DOC.replace("shift = 1", "p = 0.5")))
+    with pytest.raises(ConfigError, match=r"data\.n_train must be an integer >= 40, got 3"):
+        config_from_dict(tomllib.loads(_ROWS_DOC.replace("n_train = 80", "n_train = 3")))
+    out = tmp_path / "out"
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Blobs" in (out / "report.md").read_text()
+    selections = np.load(out / "selections.npz")
+    chosen = selections["selected/uniform-seed=0"]  # shift 1: odd clients on even rounds
+    assert [sorted(row) for row in chosen.tolist()] == [[1, 3], [0, 2], [1, 3], [0, 2]]
+    assert BLOBS.data_folders(None) == []
+
+
+def test_a_data_set_entry_point_resolves_and_a_wrong_row_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adcs.data import DATASETS, PARTITIONS
+    from tests.plugins.my_rows import BLOBS
+
+    point = metadata.EntryPoint("blobs", f"{ROWS}:BLOBS", "adcs.datasets")
+    monkeypatch.setattr(metadata, "entry_points", lambda group: [point] * (group == point.group))
+    assert DATASETS.resolve("blobs") is BLOBS and "blobs" not in DATASETS
+    with pytest.raises(ValueError, match="not a DatasetEntry"):
+        DATASETS.resolve(f"{ROWS}:load_blobs")
+    with pytest.raises(ValueError, match="not a PartitionKind"):
+        PARTITIONS.resolve(f"{ROWS}:BLOBS")
+
+
+def test_outputs_are_a_table_the_paper_registers_into() -> None:
+    from adcs.experiments.outputs import output_names
+
+    names = output_names()
+    assert "curves" in names and {"fig1", "fig2", "fig3", "table1"} <= set(names)
+    with pytest.raises(ConfigError, match=r"outputs\[\] must be one of \[.*'fig1'"):
+        config_from_dict({**_doc("uniform"), "outputs": ["fig9"]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 from adcs.streams import (
     Domain,
+    _draw,
+    _draw_rounds,
     counter_normal,
     counter_uniform,
     minibatch_indices,
@@ -18,6 +21,30 @@ from adcs.streams import (
 )
 
 KEY = stream_key(7)
+
+
+MIXED_SIZES = np.array([500] * 20 + [9, 17, 30, 33, 40, 64, 3, 1, 100, 2] * 2)
+
+
+def test_minibatch_draws_are_pinned() -> None:
+    # the stream must never change silently: committed results depend on it
+    out = minibatch_indices(KEY, np.arange(40), 12, MIXED_SIZES, 2, 8)
+    digest = hashlib.sha256(out.astype("<i8").tobytes()).hexdigest()
+    assert digest == "8160e8e4382f7949654d6e15154ef122d4057a1b0da61cd9a3ac064509d9b59c"
+
+
+@pytest.mark.parametrize("per", [1, 5, 16])
+def test_minibatches_drawn_for_many_rounds_at_once_are_those_of_each_round(per: int) -> None:
+    clients = np.arange(40, dtype=np.int64) * 7919
+    sizes = MIXED_SIZES.astype(np.int64)  # direct draws, rejections and whole shuffles
+    block = _draw_rounds(KEY, clients, 30, 9, sizes, per)
+    assert block.shape == (9, 40, per)
+    for r in range(9):
+        np.testing.assert_array_equal(block[r], _draw(KEY, clients, 30 + r, sizes, per))
+        some = [3, 39, 22]
+        np.testing.assert_array_equal(
+            block[r, some], _draw(KEY, clients[some], 30 + r, sizes[some], per)
+        )
 
 
 def test_a_clients_minibatch_does_not_depend_on_who_else_is_asked() -> None:

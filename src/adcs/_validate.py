@@ -8,11 +8,27 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_bool", "check_int", "check_number", "check_unit_interval", "is_int"]
+__all__ = [
+    "MAX_CLIENTS",
+    "check_bool",
+    "check_choice",
+    "check_client_count",
+    "check_int",
+    "check_non_negative",
+    "check_number",
+    "check_positive",
+    "check_string",
+    "check_unit_interval",
+    "is_int",
+]
+
+MAX_CLIENTS = 2**31 - 1
+"""Client indices are int32 throughout the simulator and the results files."""
 
 
 def is_int(value: object) -> bool:
@@ -65,3 +81,36 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def check_client_count(name: str, value: Any) -> int:
+    """``value`` as a number of clients: an integer in [1, :data:`MAX_CLIENTS`]."""
+    if check_int(name, value) > MAX_CLIENTS:
+        raise ValueError(
+            f"{name} must be at most {MAX_CLIENTS:,} (clients are int32), got {value!r}"
+        )
+    return int(value)
+
+
+def check_string(name: str, value: Any) -> str:
+    """``value`` if it is a non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value: Any, allowed: Sequence[str]) -> str:
+    """``value`` if it is one of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+    return str(value)
+
+
+def check_non_negative(name: str, value: Any) -> float:
+    """``value`` as a finite ``float`` >= 0."""
+    return check_number(name, value, 0.0)
+
+
+def check_positive(name: str, value: Any) -> float:
+    """``value`` as a finite ``float`` > 0."""
+    return check_number(name, value, 0.0, low_open=True)

@@ -298,12 +298,14 @@ def _apply_overrides(
 ) -> ExperimentConfig:
     """The shipped quick settings, then the ``--set`` edits, then the dedicated options."""
     from adcs.experiments.bounds import check_counts
+    from adcs.experiments.plan import runs_per_seed
 
     if quick:
         q = packaged_config("quick")
         config = dataclasses.replace(config, sim=q.sim, seeds=q.seeds)
     config = with_sets(config, sets or ())
-    check_counts(config, rounds=rounds, seeds=seeds)  # before the seeds are even listed
+    # before the seeds are even listed
+    check_counts(config, runs_per_seed=runs_per_seed(config), rounds=rounds, seeds=seeds)
     if data is None:
         _check_data_variable(config)
     return with_overrides(
@@ -583,6 +585,16 @@ def leaderboard(
             "(set their parameters with --set 'methods.\"mypkg.selection:MyScheduler\".KEY=VALUE').",
         ),
     ] = None,
+    rank_by: Annotated[
+        str | None,
+        typer.Option(
+            "--rank-by",
+            metavar="COLUMNS",
+            help="Comma-separated result columns ranked beside the worst, 10th-percentile and "
+            "average accuracy (a per-evaluation column by its final value), e.g. "
+            "test_loss,tv_to_uniform; lower ranks first for losses, costs and distances.",
+        ),
+    ] = None,
     seeds: Seeds = None,
     rounds: Rounds = None,
     out: Out = None,
@@ -619,6 +631,7 @@ def leaderboard(
     _run_leaderboard(
         configs, folder, quick=quick, force=force, resume=resume, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
+        metrics=[] if rank_by is None else [m.strip() for m in rank_by.split(",") if m.strip()],
     )  # fmt: skip
 
 

@@ -98,10 +98,10 @@ def _run(
     track: str | None = None,
     track_to: str | None = None,
 ) -> None:
-    from adcs.experiments.runner import check_output, expand_runs, run_experiment
+    from adcs.experiments.runner import plan_experiment, run_experiment
 
-    check_output(config, out, force=force, resume=resume)
-    plan = expand_runs(config)
+    planned = plan_experiment(config, out, overwrite=force, resume=resume)
+    plan = planned.runs
     console.print(
         f"[bold]{config.name}[/]: {len(plan)} distinct runs × {config.sim.rounds} rounds, "
         f"seeds {list(config.seeds)}, m = {config.m}" + _where(workers, ray_address)
@@ -119,7 +119,7 @@ def _run(
             checkpoint_every=checkpoint_every, command=command,
             progress=display.tracker(config.name, "rounds"),
             extra_manifest={"command": command}, executor=executor,
-            on_eval=_evaluations(display, tracker),
+            on_eval=_evaluations(display, tracker), planned=planned,
         )  # fmt: skip
     _print_summary(outcome)
 
@@ -212,6 +212,7 @@ def _run_leaderboard(
     workers: int | None,
     checkpoint_every: int | None,
     ray_address: str | None,
+    metrics: Sequence[str] = (),
 ) -> None:
     from adcs.experiments.leaderboard import run_leaderboard
     from adcs.experiments.runner import expand_runs
@@ -237,7 +238,7 @@ def _run_leaderboard(
             configs, out, quick=quick, force=force, resume=resume, executor=executor,
             workers=workers if workers is not None or resume else default_workers(),
             checkpoint_every=checkpoint_every, command=command, on_workload=announce,
-            progress=lambda name: display.tracker(name, "rounds"),
+            progress=lambda name: display.tracker(name, "rounds"), metrics=metrics,
         )  # fmt: skip
     _print_leaderboard(outcome)
 

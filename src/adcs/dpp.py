@@ -144,7 +144,9 @@ def row_norms(features: ArrayLike) -> NDArray[np.float64]:
 def power_of_two_scale(values: ArrayLike) -> float:
     """2^−e with e the binary exponent of max |values|: multiplying by it is exact and brings the
     largest magnitude into [0.5, 1) (1.0 for an all-zero or non-finite array)."""
-    peak = float(np.max(np.abs(values), initial=0.0))
+    v = np.asarray(values)
+    # max |v| as max(max v, −min v): two reductions, no |v| copy (NaN propagates through both)
+    peak = max(float(np.max(v, initial=0.0)), -float(np.min(v, initial=0.0))) if v.size else 0.0
     if peak == 0.0 or not math.isfinite(peak):
         return 1.0
     return math.ldexp(1.0, -math.frexp(peak)[1])

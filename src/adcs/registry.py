@@ -1,7 +1,8 @@
 """Name → class tables that also resolve import paths and entry points (docs/design.md §8).
 
-Every table the configuration reads from (the schedulers first) is a :class:`Registry`. A name is
-resolved, in order, as
+Every table the configuration reads from is a :class:`Table`: the schedulers, availability models
+and system profiles are :class:`Registry` tables of classes; the data sets, partitions and models
+are tables of rows (:class:`~adcs.data.DatasetEntry`, ...). A name is resolved, in order, as
 
 1. a built-in name of the table (``"adcs"``);
 2. an import path ``"package.module:Name"`` (``"mypkg.selection:MyScheduler"``), imported on
@@ -21,13 +22,15 @@ from __future__ import annotations
 
 import importlib
 import re
+import typing
 from collections.abc import Iterator, Mapping, MutableMapping
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry", "import_path"]
+__all__ = ["Registry", "Table", "import_path"]
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
 
@@ -56,43 +59,45 @@ def import_path(path: str) -> Any:
     return obj
 
 
-class Registry(MutableMapping[str, type[T]], Generic[T]):
-    """A table of built-in classes by name that also resolves import paths and entry points.
+class Table(MutableMapping[str, V], Generic[V]):
+    """A table of built-in rows by name that also resolves import paths and entry points.
 
     Iterating, ``len`` and ``in`` see the table's own names only (the suites built from the
     table, e.g. the leaderboard's entries, stay what the project ships); :meth:`resolve` and
-    ``[]`` accept the other two forms too. ``table[name] = cls`` adds a name in this process.
+    ``[]`` accept the other two forms too. ``table[name] = row`` adds a name in this process.
+    A row found by import path or entry point is checked by :meth:`_checked`: here it must be an
+    instance of ``row_type`` (a data set's :class:`~adcs.data.DatasetEntry`, say); a
+    :class:`Registry` of classes checks their protocol instead.
 
     Parameters
     ----------
     what : str
-        What the table holds, for messages (``"scheduler"``).
+        What the table holds, for messages (``"dataset"``).
     group : str
-        The entry-point group (``"adcs.schedulers"``).
-    builtins : mapping of str to class
-    requires : tuple of str
-        Attributes a class found by import path or entry point must have (the protocol's
-        methods; the built-ins are known to).
+        The entry-point group (``"adcs.datasets"``).
+    builtins : mapping of str to row
+    row_type : type, optional
+        The type a row found by import path or entry point must have.
     """
 
     def __init__(
         self,
         what: str,
         group: str,
-        builtins: Mapping[str, type[T]],
+        builtins: Mapping[str, V],
         *,
-        requires: tuple[str, ...] = (),
+        row_type: type | None = None,
     ) -> None:
         self.what = what
         self.group = group
         self._builtins = dict(builtins)
-        self._requires = requires
+        self._row_type = row_type
 
-    def __getitem__(self, name: str) -> type[T]:
+    def __getitem__(self, name: str) -> V:
         return self.resolve(name)
 
     def get(self, name: str, default: Any = None) -> Any:
-        """The class for ``name`` (any form :meth:`resolve` takes), or ``default``."""
+        """The row for ``name`` (any form :meth:`resolve` takes), or ``default``."""
         try:
             return self.resolve(name)
         except ValueError:
@@ -108,10 +113,10 @@ class Registry(MutableMapping[str, type[T]], Generic[T]):
         return name in self._builtins
 
     def __repr__(self) -> str:
-        return f"Registry({self.what!r}, {sorted(self._builtins)})"
+        return f"{type(self).__name__}({self.what!r}, {sorted(self._builtins)})"
 
-    def __setitem__(self, name: str, cls: type[T]) -> None:
-        self._builtins[name] = cls
+    def __setitem__(self, name: str, row: V) -> None:
+        self._builtins[name] = row
 
     def __delitem__(self, name: str) -> None:
         del self._builtins[name]
@@ -120,8 +125,19 @@ class Registry(MutableMapping[str, type[T]], Generic[T]):
         """The names this group's entry points declare, with their import paths."""
         return {ep.name: ep.value for ep in metadata.entry_points(group=self.group)}
 
-    def resolve(self, name: str) -> type[T]:
-        """The class for a built-in name, an import path or an entry point's name.
+    def recognises(self, name: object) -> bool:
+        """Whether ``name`` has the form of a name :meth:`resolve` takes: a built-in name, an
+        import path or an entry point's name (it may still fail to import)."""
+        return isinstance(name, str) and (
+            name in self._builtins or ":" in name or name in self.entry_points()
+        )
+
+    def name_of(self, row: object) -> str | None:
+        """The built-in name of ``row`` (None when it is none of the table's own rows)."""
+        return next((k for k, v in self._builtins.items() if v is row), None)
+
+    def resolve(self, name: str) -> V:
+        """The row for a built-in name, an import path or an entry point's name.
 
         Raises
         ------
@@ -147,6 +163,36 @@ class Registry(MutableMapping[str, type[T]], Generic[T]):
             f"unknown {self.what} {name!r}: use one of {sorted(self._builtins)}, an import path "
             f"'package.module:Name', or an entry point of the group {self.group!r}"
         )
+
+    def _checked(self, obj: Any, name: str) -> V:
+        if self._row_type is not None and not isinstance(obj, self._row_type):
+            raise ValueError(f"{self.what} {name!r} is {obj!r}, not a {self._row_type.__name__}")
+        return typing.cast(V, obj)
+
+
+class Registry(Table[type[T]], Generic[T]):
+    """A :class:`Table` of classes: a class found by import path or entry point must have the
+    protocol's methods.
+
+    Parameters
+    ----------
+    what, group, builtins
+        As for :class:`Table` (``"scheduler"``, ``"adcs.schedulers"``, the built-in classes).
+    requires : tuple of str
+        Attributes a class found by import path or entry point must have (the protocol's
+        methods; the built-ins are known to).
+    """
+
+    def __init__(
+        self,
+        what: str,
+        group: str,
+        builtins: Mapping[str, type[T]],
+        *,
+        requires: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(what, group, builtins)
+        self._requires = requires
 
     def _checked(self, obj: Any, name: str) -> type[T]:
         if not isinstance(obj, type):

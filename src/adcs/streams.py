@@ -228,6 +228,20 @@ def _hash(
     return _mix(row_key[..., None] + _steps(width))
 
 
+def _hash_rounds(
+    key: int, domain: int, first: int, n_rounds: int, rows: NDArray[Any], width: int
+) -> U64:
+    """:func:`_hash` with ``width`` columns at rounds first, …, first + n_rounds − 1 (salt 0),
+    shape (n_rounds, n_rows, width): the same bits, hashed for many rounds at once."""
+    bases = np.array(
+        [_fold_int(key, domain, first + r, 0) for r in range(n_rounds)], dtype=np.uint64
+    )
+    row_key = np.asarray(rows).astype(np.uint64)
+    row_key *= _GOLDEN_U
+    mixed = _mix(row_key[None, :] ^ bases[:, None])
+    return _mix(mixed[..., None] + _steps(width))
+
+
 def _has_repeat(rows: NDArray[np.int64]) -> NDArray[np.bool_]:
     ordered = np.sort(rows, axis=-1)
     return np.asarray((ordered[..., 1:] == ordered[..., :-1]).any(axis=-1))
@@ -301,41 +315,58 @@ def _first_distinct(row: NDArray[np.int64], count: int) -> list[int] | None:
 def _draw(
     key: int, clients: NDArray[np.int64], round_idx: int, sizes: NDArray[np.int64], per: int
 ) -> NDArray[np.int64]:
-    """:func:`minibatch_indices` without the checks, shape (n, per).
+    """:func:`minibatch_indices` without the checks, shape (n, per)."""
+    return _draw_rounds(key, clients, round_idx, 1, sizes, per)[0]
+
+
+def _draw_rounds(
+    key: int,
+    clients: NDArray[np.int64],
+    first: int,
+    n_rounds: int,
+    sizes: NDArray[np.int64],
+    per: int,
+) -> NDArray[np.int64]:
+    """:func:`_draw` at rounds first, …, first + n_rounds − 1, shape (n_rounds, n, per).
 
     Sequential rejection: a row's uniform draws are scanned in order and repeats skipped, which
     samples without replacement exactly. A client with size ≥ 2·per scans its first
     per + 4 + ⌈per²/size⌉ draws (expected repeats: about per²/(2·size)); the rare client that
     finds too few distinct values there, and smaller clients, take a uniform shuffle instead.
-    Every choice depends on the client's own size only, never on the other clients asked.
+    Every choice depends on the client's own size and the round only, never on the other
+    clients asked or on how many rounds are drawn at once.
     """
-    direct = sizes >= 2 * per
-    everyone = bool(direct.all())
-    rows = slice(None) if everyone else np.flatnonzero(direct)
-    own = sizes[rows]
+    direct = np.repeat((sizes >= 2 * per)[None, :], n_rounds, axis=0)  # (n_rounds, n)
+    cols = np.flatnonzero(direct[0])
+    everyone = cols.size == clients.size
+    own = sizes[cols]
     if per == 1:
         width = np.ones_like(own)
     else:
         width = per + 4 + -(-(per * per) // np.maximum(own, 1))
-    bits = _hash(key, Domain.MINIBATCH, round_idx, 0, clients[rows], int(width.max(initial=1)))
+    bits = _hash_rounds(
+        key, Domain.MINIBATCH, first, n_rounds, clients[cols], int(width.max(initial=1))
+    )
     bits >>= _S32
     bits *= own.astype(np.uint64)[:, None]
     bits >>= _S32  # ⌊u · size⌋ for u = top 32 bits / 2³² (bias below size / 2³²)
     drawn = bits.astype(np.int64)
-    out = drawn[:, :per]
+    out = drawn[..., :per]
     if per > 1:
-        head = np.sort(out, axis=1)
-        for r in np.flatnonzero((head[:, 1:] == head[:, :-1]).any(axis=1)).tolist():
-            fixed = _first_distinct(drawn[r, : width[r]], per)
+        head = np.sort(out, axis=-1)
+        repeats = (head[..., 1:] == head[..., :-1]).any(axis=-1)
+        for r, i in zip(*np.nonzero(repeats), strict=True):
+            fixed = _first_distinct(drawn[r, i, : width[i]], per)
             if fixed is None:
-                direct[np.arange(clients.size)[rows][r]] = False
+                direct[r, cols[i]] = False
             else:
-                out[r] = fixed
+                out[r, i] = fixed
     if everyone and direct.all():
         return np.ascontiguousarray(out)
-    full = np.empty((clients.size, per), dtype=np.int64)
-    full[rows] = out
-    for size in np.unique(sizes[~direct]):
-        which = np.flatnonzero(~direct & (sizes == size))
-        full[which] = _shuffled(key, round_idx, clients[which], int(size), per)
+    full = np.empty((n_rounds, clients.size, per), dtype=np.int64)
+    full[:, cols] = out
+    for r in range(n_rounds):
+        for size in np.unique(sizes[~direct[r]]):
+            which = np.flatnonzero(~direct[r] & (sizes == size))
+            full[r, which] = _shuffled(key, first + r, clients[which], int(size), per)
     return full

@@ -24,11 +24,14 @@ def test_the_shipped_suite_plans_every_attack_once():
     methods, seeds = len(config.methods), len(config.seeds)
     lies, ks, poisons = len(suite.lies), len(suite.k), len(suite.poisons)
     believers = methods - len(suite.blind)
+    families, family_ks = len(suite.families), len(suite.family_k)
     expected = seeds * (
         3 * methods  # no attack: off, on, on+robust
         + believers * lies * ks * 3  # capture: off, on naive, on adaptive
         + methods * poisons * ks * 3  # poison: off, on+robust naive and adaptive
         + len(suite.cost_methods) * len(suite.costs)
+        + methods  # no attack with the bounds
+        + believers * families * family_ks * 3  # families: off, bound naive and adaptive
     )
     assert len(plan) == expected
     ids = [p.run_id for p in plan]
@@ -65,6 +68,8 @@ def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
         lies=(("loss",), ("loss", "direction")),
         poisons=("sign_flip",),
         costs=(("corroborate", DefenceSettings(corroborate=True)),),
+        families=(("sleeper", {"cosine": 0.5, "factor": 10.0, "start": 2}),),
+        family_k=(3,),
     )
     out = tmp_path / "attacks"
     measured = bench_attacks.run_suite(config, suite, out, dataset=load_subset(), workers=1)
@@ -76,13 +81,15 @@ def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
     for method in ("powerofchoice", "ocs", "divfl", "adcs"):
         assert f"- **{method}" in report  # a plain verdict for every scheduler that reads reports
     assert "- **uniform**: reads no client statistics" in report
+    assert "| sleeper | 3 | bound, adaptive |" in report and "largest coalition" in report
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert (
         len(rows) == len(measured) == len(json.loads((out / "manifest.json").read_text())["runs"])
     )
     with np.load(out / "selections.npz") as selections:
         for row in rows:
-            rates = selection_rates(selections[f"selected/{row['run_id']}"], 30)
+            since = int(row["since"])  # a sleeper's rates count the rounds from its start
+            rates = selection_rates(selections[f"selected/{row['run_id']}"][since:], 30)
             liars = json.loads(row["malicious"])
             np.testing.assert_allclose(json.loads(row["liar_rates"]), rates[liars], atol=1e-6)
     assert "runs (clean" in capsys.readouterr().out
@@ -124,3 +131,17 @@ def test_the_verdict_names_the_lies_that_capture_a_scheduler():
     assert "by: loss 90% vs 30%; direction 100% vs 67%. With defences on, by: none." in verdict
     assert "norm" not in verdict
     assert any(line.startswith("- **uniform**") for line in lines)
+
+
+def test_a_rewrite_keeps_nested_results_folders(tmp_path: Path):
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    config = bench_attacks._with_rounds(config, 2, [0])
+    out = tmp_path / "attacks"
+    (out / "families" / "seed0").mkdir(parents=True)
+    (out / "families" / "seed0" / "runs.csv").write_text("x")
+    (out / "manifest.json").write_text("{}")
+    bench_attacks.run_suite(
+        config, suite, out, dataset=load_subset(), blocks=["clean"], methods=["uniform"], workers=1
+    )
+    assert (out / "families" / "seed0" / "runs.csv").read_text() == "x"
+    assert (out / "report.md").is_file()

@@ -26,3 +26,36 @@ def test_iid_data_shares_test_rows_when_clients_outnumber_them() -> None:
     assert data.n_clients == dataset.test_labels.size + 7
     assert int(data.data_sizes.sum()) == dataset.train_labels.size
     assert np.array_equal(data.test_indices[0], data.test_indices[dataset.test_labels.size])
+
+
+def test_quick_run_shows_where_a_seed_round_goes(capsys) -> None:
+    assert (
+        bench_sim.main(["--quick", "--loop-rounds", "0", "--grid-rounds", "0", "--scale", ""]) == 0
+    )
+    out = capsys.readouterr().out
+    rows = dict(re.findall(r"^(\S.*?)\s{2,}(\d+\.\d{3})\s", out, flags=re.MULTILINE))
+    parts = bench_sim._sibling("sim_breakdown").PARTS
+    assert set(parts) <= set(rows)
+    assert abs(sum(float(rows[p]) for p in parts) - float(rows["total"])) < 0.01
+    computed, least = re.search(
+        r"([\d.]+) MFLOP computed per seed-round, ([\d.]+) at least", out
+    ).groups()
+    assert float(computed) >= float(least) > 0  # the forward of every used sample at least
+    assert "per-run loop (this file)" in out
+
+
+def test_the_loops_evaluate_on_the_simulators_cadence() -> None:
+    _, data = bench_sim.load_data(None, partition_seed=0)
+    config = bench_sim.SimConfig(rounds=5, eval_every=2)
+    runs = bench_sim.run_loop(bench_sim.fig1_specs(1)[:1], data, config, per_client=False)
+    assert len(runs[0].client_acc) == config.eval_rounds.size == 4  # rounds 0, 2, 4, 5
+
+
+def test_samples_go_to_the_innermost_named_part_unless_a_frame_claims_them() -> None:
+    bd = bench_sim._sibling("sim_breakdown")
+    assert bd._lookup(bd._RULES, "/x/src/adcs/sim/model.py", "block_grads") == bd.PROBE_UPDATES
+    assert bd._lookup(bd._RULES, "/x/src/adcs/sim/lockstep.py", "step") == bd.ENGINE
+    assert bd._lookup(bd._CLAIMS, "/x/src/adcs/sim/evaluate.py", "_cached") == bd.EVAL
+    assert bd._lookup(bd._CLAIMS, "/x/src/adcs/schedulers/ocs.py", "select") == bd.SELECT
+    assert bd._lookup(bd._CLAIMS, "/x/src/adcs/schedulers/base.py", "usable") is None
+    assert bd._lookup(bd._RULES, "/x/numpy/core/numeric.py", "ones") is None

@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 
 from adcs.adversary import (
+    Crafted,
+    Crafting,
     Defended,
     Direction,
     Lie,
     Lying,
     Poison,
     Poisoned,
+    Sending,
     malicious_clients,
     rates_of,
 )
@@ -162,3 +165,38 @@ def test_attacks_need_a_configuration_that_fixes_n(tmp_path: Path):
     assert config.data.total_clients is None
     with pytest.raises(ConfigError, match="need a configuration that fixes N"):
         expand_runs(config)
+
+
+def test_a_crafted_attack_and_the_bounds_build_and_round_trip():
+    config = config_from_dict(
+        doc_with(
+            {"kind": "crafted", "n_malicious": 2, "cosine": 0.4, "shared": True, "start": 3},
+            {"received": True, "novelty": 3.0, "cap": 1.5, "window": 10},
+        )
+    )
+    attack = config.sim.attack.build(1, 9)
+    assert isinstance(attack, Crafted) and attack.clients == malicious_clients(1, 9, 2)
+    assert attack.cosine == 0.4 and attack.shared and attack.start == 3 and attack.seed == 1
+    defence = config.sim.defence.build()
+    assert (defence.novelty, defence.cap, defence.window) == (3.0, 1.5, 10)
+    run = expand_runs(config)[0]
+    assert isinstance(run.scheduler, Crafting) and isinstance(run.aggregator, Sending)
+    assert isinstance(run.scheduler.scheduler, Defended)
+    assert config_from_dict(config_to_dict(config)).sim == config.sim
+
+
+@pytest.mark.parametrize(
+    ("attack", "defence", "message"),
+    [
+        ({"kind": "forged", "n_malicious": 1}, None, "sim.attack.kind"),
+        ({"kind": "crafted", "n_malicious": 1, "lie": ["loss"]}, None, "only for kind"),
+        ({"kind": "crafted", "n_malicious": 1, "cosine": 2.0}, None, "sim.attack.cosine"),
+        ({"kind": "crafted", "n_malicious": 1, "target": "x"}, None, "sim.attack.target"),
+        (None, {"novelty": 0.5}, "sim.defence.novelty"),
+        (None, {"cap": -1}, "sim.defence.cap"),
+        (None, {"window": 0}, "sim.defence.window"),
+    ],
+)
+def test_bad_crafted_tables_and_bounds_are_refused_naming_the_key(attack, defence, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(doc_with(attack, defence))

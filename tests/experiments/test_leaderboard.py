@@ -314,6 +314,28 @@ def test_the_summary_can_be_rewritten_from_the_workloads_alone(tmp_path: Path, b
         assert (copy / name).read_bytes() == (board / name).read_bytes(), name
 
 
+def test_any_result_column_can_be_ranked_lower_first_for_a_loss(
+    tmp_path: Path, board: Path
+) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(board, copy)
+    lb.summarize_leaderboard(copy, metrics=["test_loss", "p10_acc"])
+    rows = [r for r in _read_csv(copy / "leaderboard.csv") if r["workload"] == "alpha"]
+    runs = _read_csv(board / "alpha" / "runs.csv")
+    for row in rows:  # the mean over seeds of each run's final test loss
+        finals = [float(r["final_test_loss"]) for r in runs if r["variant"] == row["variant"]]
+        assert float(row["test_loss"]) == pytest.approx(np.mean(finals))
+    loss = {r["entry"]: float(r["test_loss"]) for r in rows}
+    best = [r["entry"] for r in rows if r["best_test_loss"] == "true"]
+    assert best and all(loss[b] == min(loss.values()) for b in best)  # lower is better
+    ranked = {r["metric"] for r in _read_csv(copy / "ranks.csv")}
+    assert ranked == {"worst", "p10", "avg", "test_loss", "p10_acc"}
+    with pytest.raises(ValueError, match="cannot rank by 'acc_g'"):
+        lb.summarize_leaderboard(copy, metrics=["acc_g"])
+
+
 def test_a_table_row_without_runs_is_named_in_the_report_not_claimed(
     tmp_path: Path, board: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,13 +14,14 @@ from adcs.data import FashionMNIST
 from adcs.experiments import execute, runner
 from adcs.experiments.config import (
     ConfigError,
-    ModelSettings,
+    build_model,
     config_from_dict,
     config_to_dict,
     load_config,
 )
 from adcs.experiments.paper import PAPER_METHODS
 from adcs.sim import LogisticRegression
+from adcs.sim.models import LeNet5, Logistic, TorchLogistic
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,8 +54,8 @@ def dataset() -> FashionMNIST:
 
 def test_the_default_model_is_the_papers_numpy_logistic_regression() -> None:
     config = config_from_dict(BASE)
-    assert config.model == ModelSettings() and config.model.kind == "logistic"
-    model = config.model.build((784,), 10)
+    assert config.model == Logistic() and config.model.kind == "logistic"
+    model = build_model(config, (784,), 10)
     assert isinstance(model, LogisticRegression) and model.dim == 785 * 10
     assert config.model.describe() == "multinomial logistic regression"
 
@@ -96,9 +97,9 @@ def test_a_torch_kind_without_pytorch_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "adcs.sim.torch", None)  # the import fails
-    settings = ModelSettings(kind="cnn")
-    with pytest.raises(ConfigError, match=r"needs PyTorch: pip install 'adcs\[torch\]'"):
-        settings.build((784,), 10)
+    config = config_from_dict(with_model({"kind": "cnn"}))
+    with pytest.raises(ConfigError, match=r"model\.kind = 'cnn' needs PyTorch: pip install"):
+        build_model(config, (784,), 10)
 
 
 def test_the_cnn_experiment_is_the_papers_partition_with_lenet5() -> None:
@@ -121,12 +122,11 @@ def test_the_cnn_experiment_is_the_papers_partition_with_lenet5() -> None:
 
 def test_the_torch_kinds_build_checked_models() -> None:
     pytest.importorskip("torch", reason="PyTorch (the extra adcs[torch]) is not installed")
-    cnn = ModelSettings(kind="cnn").build((784,), 10)
-    assert cnn.dim == 61_706
-    logistic = ModelSettings(kind="logistic-torch").build((784,), 10)
-    assert logistic.dim == 785 * 10
+    assert LeNet5().build((784,), 10).dim == 61_706
+    assert TorchLogistic().build((784,), 10).dim == 785 * 10
+    cnn = config_from_dict(with_model({"kind": "cnn"}))
     with pytest.raises(ConfigError, match=r"model: kind 'cnn' is LeNet-5 for 28×28×1 inputs"):
-        ModelSettings(kind="cnn").build((12,), 10)
+        build_model(cnn, (12,), 10)
 
 
 @pytest.mark.parametrize(

@@ -80,7 +80,7 @@ def test_an_override_is_checked_like_the_file_and_the_later_one_wins() -> None:
     )
     assert edited.m == 12
     assert edited.sim.to_dict()["availability"] == {"kind": "bernoulli", "p": 0.5}
-    assert isinstance(edited.sim.availability.build(30), BernoulliAvailability)
+    assert edited.sim.availability == BernoulliAvailability(0.5)  # the library's object
     adcs = next(mc for mc in edited.methods if mc.name == "adcs")
     assert dict(adcs.params)["theta"] == 0.6
     untouched = config_to_dict(config)

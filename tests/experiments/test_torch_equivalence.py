@@ -18,8 +18,9 @@ import pytest
 pytest.importorskip("torch", reason="PyTorch (the extra adcs[torch]) is not installed")
 
 from adcs.data import load_subset
-from adcs.experiments.config import ModelSettings, packaged_config, with_overrides
+from adcs.experiments.config import packaged_config, with_overrides
 from adcs.experiments.runner import run_experiment
+from adcs.sim.models import MODELS
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,7 @@ def test_logistic_torch_selects_like_the_numpy_model_on_the_quick_configuration(
         quick = with_overrides(quick, rounds=rounds)
     folders = {}
     for kind in ("logistic", "logistic-torch"):
-        config = dataclasses.replace(quick, model=ModelSettings(kind=kind))
+        config = dataclasses.replace(quick, model=MODELS[kind]())
         folders[kind] = run_experiment(config, tmp_path / kind, dataset=dataset, workers=1).folder
     numpy_sel = np.load(folders["logistic"] / "selections.npz")
     torch_sel = np.load(folders["logistic-torch"] / "selections.npz")

@@ -28,6 +28,8 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.task_identity import TaskIdentity
 
+from adcs.aggregation import Robust, RobustAggregation, coordinate_median
+from adcs.columns import COLUMNS, Column
 from adcs.flower import (
     ClientData,
     SchedulerStrategy,
@@ -331,6 +333,21 @@ def test_data_size_weighting_and_server_lr(clients: list[ClientData]) -> None:
 
 
 @pytest.mark.usefixtures("task_identity")
+def test_an_aggregation_rule_takes_the_updates_one_by_one(clients: list[ClientData]) -> None:
+    rule = RobustAggregation(Robust.MEDIAN)
+    strategy, result, _ = run_inprocess(Uniform(m=5), clients, 1, aggregator=rule)
+    chosen = strategy.history[0].selected
+    params = small_model().init_params(1)[0]
+    updates = np.stack(
+        [client_update(small_model(), params, clients[c], SEED, 1, c)[0] for c in chosen]
+    )
+    expected = params + coordinate_median(updates, np.full(5, 0.2))
+    got = result.arrays["params"].numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(got, params + updates.mean(axis=0), rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.usefixtures("task_identity")
 def test_evaluation_records_per_client_accuracy(clients: list[ClientData]) -> None:
     strategy, result, _grid = run_inprocess(Uniform(m=4), clients, 5, evaluate_every=2)
     assert [e.server_round for e in strategy.evaluations] == [2, 4, 5]
@@ -345,6 +362,25 @@ def test_evaluation_records_per_client_accuracy(clients: list[ClientData]) -> No
     metrics: MetricRecord = result.evaluate_metrics_clientapp[5]
     assert metrics["accuracy"] == pytest.approx(last.accuracy.mean())
     assert metrics["worst-accuracy"] == pytest.approx(last.accuracy.min())
+    assert metrics["p10_acc"] == pytest.approx(np.quantile(last.accuracy, 0.1))
+
+
+@pytest.mark.usefixtures("task_identity")
+def test_a_declared_result_column_is_in_the_evaluation_history(
+    clients: list[ClientData],
+) -> None:
+    column = COLUMNS.add(
+        Column("median_acc", "eval", of_eval=lambda e: float(np.median(e.accuracy)))
+    )
+    try:
+        strategy, result, _grid = run_inprocess(Uniform(m=4), clients, 2, evaluate_every=2)
+        last = strategy.evaluations[-1]
+        assert last.columns["median_acc"] == pytest.approx(np.median(last.accuracy))
+        assert last.columns["worst_acc"] == pytest.approx(last.worst_accuracy)
+    finally:
+        COLUMNS.remove(column.name)
+    metrics: MetricRecord = result.evaluate_metrics_clientapp[2]
+    assert metrics["median_acc"] == pytest.approx(np.median(last.accuracy))
 
 
 @pytest.mark.usefixtures("task_identity")

@@ -82,3 +82,37 @@ def test_bad_trace_files_are_named(tmp_path, content: str, message: str) -> None
 def test_bad_parameters_are_named(factory, name: str) -> None:
     with pytest.raises(ValueError, match=name):
         factory()
+
+
+@pytest.mark.parametrize("p", [0.02, 0.3, 0.9])
+def test_bernoulli_draws_by_geometric_skips_are_independent_coins_of_probability_p(
+    p: float,
+) -> None:
+    model = BernoulliAvailability(p)
+    n, rounds = 2000, 200
+    key = stream_key(11)
+    masks = np.stack([model.mask(key, t, np.zeros(n, dtype=np.intp)) for t in range(rounds)])
+    for t in (0, 57):  # the indices are the mask's, ascending, and a pure function of (seed, t)
+        clients = model.available_clients(key, t, n)
+        np.testing.assert_array_equal(clients, np.flatnonzero(masks[t]))
+        np.testing.assert_array_equal(clients, model.available_clients(key, t, n))
+    total = masks.size
+    sd = np.sqrt(p * (1 - p) / total)
+    assert abs(masks.mean() - p) < 5 * sd
+    # neighbours and the first and last client are independent coins like any other
+    both = (masks[:, 1:] & masks[:, :-1]).mean()
+    assert abs(both - p * p) < 5 * np.sqrt(p * p * (1 - p * p) / total) + 1e-9
+    assert abs(masks[:, 0].mean() - p) < 5 * np.sqrt(p * (1 - p) / rounds)
+    assert abs(masks[:, -1].mean() - p) < 5 * np.sqrt(p * (1 - p) / rounds)
+    counts = masks.sum(axis=1)  # Binomial(n, p) per round
+    assert abs(counts.var() / (n * p * (1 - p)) - 1) < 0.5
+
+
+def test_bernoulli_with_p_one_is_everyone_and_a_huge_population_costs_its_available_clients() -> (
+    None
+):
+    assert BernoulliAvailability(1.0).available_clients(stream_key(0), 3, 7).tolist() == list(
+        range(7)
+    )
+    clients = BernoulliAvailability(1e-5).available_clients(stream_key(0), 3, 10**9)
+    assert clients.size < 100_000 and np.all(np.diff(clients) > 0) and clients[-1] < 10**9

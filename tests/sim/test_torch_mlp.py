@@ -3,6 +3,8 @@ standardisation, per-client updates equal to torch.optim.SGD, and its ``[model]`
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -10,8 +12,9 @@ pytest.importorskip("torch", reason="PyTorch (the extra adcs[torch]) is not inst
 
 import torch
 
-from adcs.experiments.config import ConfigError, ModelSettings
+from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict
 from adcs.sim import local_update
+from adcs.sim.models import MLP
 from adcs.sim.torch import TorchModel, mlp, model_for
 
 from .test_torch import jobs, sgd_updates
@@ -61,21 +64,30 @@ def test_bad_arguments_are_refused(kwargs: dict[str, object], message: str) -> N
 
 
 def test_model_table_keys() -> None:
-    settings = ModelSettings(kind="mlp", hidden=[64, 30], input_norm=[0.1307, 0.3081])  # type: ignore[arg-type]
-    assert settings.hidden == (64, 30) and settings.input_norm == (0.1307, 0.3081)
-    assert settings.to_dict() == {
-        "kind": "mlp", "device": "cpu", "hidden": [64, 30], "input_norm": [0.1307, 0.3081],
+    base: dict[str, Any] = {
+        "name": "t", "m": 2, "seeds": [0], "methods": [{"name": "uniform"}],
+        "data": {"partition": "paper_groups", "n_groups": 2, "clients_per_group": 2},
     }  # fmt: skip
-    assert settings.build((784,), 10).dim == 52_500
-    assert ModelSettings(kind="mlp").hidden == (64, 30)
-    assert ModelSettings(kind="mlp", hidden=[]).build((784,), 10).dim == 7850  # type: ignore[arg-type]
+
+    def model(table: dict[str, Any]) -> Any:
+        return config_from_dict({**base, "model": table})
+
+    config = model({"kind": "mlp", "hidden": [64, 30], "input_norm": [0.1307, 0.3081]})
+    assert isinstance(config.model, MLP)
+    assert config.model.hidden == (64, 30) and config.model.input_norm == (0.1307, 0.3081)
+    assert config_to_dict(config)["model"] == {
+        "kind": "mlp", "device": "cpu", "hidden": (64, 30), "input_norm": (0.1307, 0.3081),
+    }  # fmt: skip
+    assert config.model.build((784,), 10).dim == 52_500
+    assert MLP().hidden == (64, 30)
+    assert MLP(hidden=()).build((784,), 10).dim == 7850
     for bad, message in (
-        ({"kind": "cnn", "hidden": [4]}, "only for kind = 'mlp'"),
-        ({"kind": "logistic", "input_norm": [0, 1]}, "only for kind = 'mlp'"),
+        ({"kind": "cnn", "hidden": [4]}, r"model\.hidden"),
+        ({"kind": "logistic", "input_norm": [0, 1]}, r"model\.input_norm"),
         ({"kind": "mlp", "hidden": 64}, r"model\.hidden"),
-        ({"kind": "mlp", "hidden": [64, 0]}, r"model\.hidden\[\]"),
+        ({"kind": "mlp", "hidden": [64, 0]}, r"model\.hidden"),
         ({"kind": "mlp", "input_norm": [0.1]}, r"model\.input_norm"),
-        ({"kind": "mlp", "input_norm": [0.1, -1.0]}, r"model\.input_norm\[1\]"),
+        ({"kind": "mlp", "input_norm": [0.1, -1.0]}, r"model\.input_norm"),
     ):
         with pytest.raises(ConfigError, match=message):
-            ModelSettings(**bad)  # type: ignore[arg-type]
+            model(bad)

@@ -4,6 +4,8 @@
   scheduler sees (:class:`Lying`) and/or poison what is aggregated (:class:`Poisoned`);
 * :mod:`~adcs.adversary.defence` — screens between the runtime and any scheduler
   (:class:`Defended`) and robust aggregation (:mod:`adcs.aggregation`);
+* :mod:`~adcs.adversary.crafted` — clients that *send* what they report (:class:`Crafted`);
+* :mod:`~adcs.adversary.bound` — bounds by construction: the sliding-window cap, the span screen;
 * :mod:`~adcs.adversary.capture` — selection rates and honest clients' accuracy.
 
 :func:`adversarial` builds a run's scheduler and aggregation hook from an attack and a defence.
@@ -25,6 +27,7 @@ from adcs.adversary.attack import (
     poison_updates,
     tell_lies,
 )
+from adcs.adversary.bound import Window, cap_budget, capped_availability, outside_span
 from adcs.adversary.capture import (
     HonestAccuracy,
     capture_ratio,
@@ -32,10 +35,21 @@ from adcs.adversary.capture import (
     rates_of,
     selection_rates,
 )
+from adcs.adversary.crafted import (
+    Crafted,
+    Crafting,
+    CraftingState,
+    Sending,
+    Target,
+    crafted_directions,
+)
 from adcs.adversary.defence import Defence, Defended, DefendedState, Received, Screening, screen
 
 __all__ = [
     "Attack",
+    "Crafted",
+    "Crafting",
+    "CraftingState",
     "Defence",
     "Defended",
     "DefendedState",
@@ -48,11 +62,18 @@ __all__ = [
     "Poisoned",
     "Received",
     "Screening",
+    "Sending",
+    "Target",
+    "Window",
     "adversarial",
+    "cap_budget",
+    "capped_availability",
     "capture_ratio",
+    "crafted_directions",
     "honest_accuracy",
     "lie_directions",
     "malicious_clients",
+    "outside_span",
     "poison_updates",
     "rates_of",
     "screen",

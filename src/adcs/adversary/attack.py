@@ -48,6 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number
+from adcs.adversary.crafted import Crafted, Crafting, Sending
 from adcs.adversary.defence import (
     Defence,
     Defended,
@@ -56,6 +57,7 @@ from adcs.adversary.defence import (
     best_cosines,
     cosines,
 )
+from adcs.adversary.wrapper import AttackerState, Wrapping, remember
 from adcs.aggregation import Aggregator, RobustAggregation
 from adcs.dpp import gram_matrix, row_norms, unit_rows
 from adcs.schedulers.base import (
@@ -63,7 +65,6 @@ from adcs.schedulers.base import (
     ClientStats,
     FloatArray,
     IntArray,
-    Probe,
     Scheduler,
     Selection,
     finite_rows,
@@ -390,26 +391,12 @@ def _adapted_directions(
 # the wrapper
 
 
-@dataclass(frozen=True, eq=False)
-class LyingState:
-    """Per-run state of :class:`Lying`.
-
-    Attributes
-    ----------
-    inner : object
-        The wrapped scheduler's state.
-    reported : ndarray of shape (k, dim), float32, or None
-        The unit direction each malicious client (``Attack.clients`` order) last reported.
-    has_reported : ndarray of bool, shape (k,)
-    """
-
-    inner: Any
-    reported: F32Array | None = None
-    has_reported: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+LyingState = AttackerState
+"""Per-run state of :class:`Lying` (:class:`~adcs.adversary.wrapper.AttackerState`)."""
 
 
 @dataclass(frozen=True)
-class Lying:
+class Lying(Wrapping):
     """Any scheduler whose malicious clients lie to it (the Scheduler protocol).
 
     Parameters
@@ -424,33 +411,10 @@ class Lying:
     attack: Attack
 
     def __post_init__(self) -> None:
-        if not isinstance(self.scheduler, Scheduler):
-            raise ValueError(
-                f"scheduler must follow the Scheduler protocol, got {type(self.scheduler).__name__}"
-            )
-        if not isinstance(self.attack, Attack):
-            raise ValueError(f"attack must be an Attack, got {self.attack!r}")
-
-    @property
-    def m(self) -> int:
-        return int(self.scheduler.m)
-
-    @property
-    def observes_updates(self) -> bool:
-        return bool(self.scheduler.observes_updates)
+        self._check(self.attack, Attack, "an Attack")
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> LyingState:
-        if max(self.attack.clients) >= n_clients:
-            raise ValueError(
-                f"attack.clients {list(self.attack.clients)} must lie in [0, {n_clients})"
-            )
-        k = len(self.attack.clients)
-        return LyingState(self.scheduler.init(n_clients, data_sizes), None, np.zeros(k, bool))
-
-    def probe(
-        self, state: LyingState, round_idx: int, available: BoolArray, rng: np.random.Generator
-    ) -> Probe:
-        return self.scheduler.probe(state.inner, round_idx, available, rng)
+        return self._initial(self.attack.clients, n_clients, data_sizes)
 
     def select(
         self, state: LyingState, round_idx: int, stats: ClientStats, rng: np.random.Generator
@@ -471,27 +435,7 @@ class Lying:
         mal = np.flatnonzero(self.attack.rows(lied.clients) & finite_rows(lied.updates))
         if mal.size == 0:
             return state
-        reported = state.reported
-        if reported is None:
-            reported = np.zeros((len(self.attack.clients), lied.updates.shape[1]), np.float32)
-        reported, has = reported.copy(), state.has_reported.copy()
-        where = np.searchsorted(np.asarray(self.attack.clients), lied.clients[mal])
-        reported[where] = unit_rows(lied.updates[mal])
-        has[where] = True
-        return replace(state, reported=reported, has_reported=has)
-
-    def observe(
-        self,
-        state: LyingState,
-        round_idx: int,
-        clients: IntArray,
-        updates: FloatArray,
-        losses: FloatArray | None,
-    ) -> LyingState:
-        if not self.scheduler.observes_updates:
-            return state
-        inner = self.scheduler.observe(state.inner, round_idx, clients, updates, losses)
-        return replace(state, inner=inner)
+        return remember(state, self.attack.clients, lied.clients[mal], unit_rows(lied.updates[mal]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -578,14 +522,15 @@ class Poisoned:
 def adversarial(
     scheduler: Scheduler,
     *,
-    attack: Attack | None = None,
+    attack: Attack | Crafted | None = None,
     defence: Defence | None = None,
     seed: int = 0,
 ) -> tuple[Scheduler, Aggregator | None]:
     """A run's scheduler and aggregation hook under an attack and/or a defence.
 
     The scheduler is wrapped as ``Lying(Defended(scheduler))`` — the clients lie to a defended
-    server — keeping only the layers that do something; the hook is the poison followed by the
+    server — keeping only the layers that do something (``Crafting`` for a :class:`Crafted`
+    attack, whose hook :class:`~adcs.adversary.crafted.Sending` always sends the crafted updates); the hook is the poison followed by the
     defence's rule, the rule alone, or None (the runtime's mean). ``seed`` is the run's, for the
     defence's own draws.
     """
@@ -594,6 +539,9 @@ def adversarial(
         run = Defended(run, defence, seed)
     rule = defence.aggregator() if defence is not None else None
     hook: Aggregator | None = rule
+    if isinstance(attack, Crafted):  # it sends what it reports: always through the hook
+        screens = defence if defence is not None and defence.screens else None
+        return Crafting(run, attack), Sending(attack, rule or RobustAggregation(), screens)
     if attack is not None:
         run = Lying(run, attack)
         if attack.poison is not Poison.NONE:

@@ -35,6 +35,9 @@ The screens (each optional, :class:`Defence`):
   client's selection rate lies in [λ·m/N, λ·m/N + 1 − λ].
 * **robust aggregation** (``aggregation``): a rule of :mod:`adcs.aggregation` in place of the mean
   (the runtime's aggregation hook; :func:`adcs.adversary.adversarial` installs it).
+* **the span screen** (``novelty``) and **the sliding-window cap** (``cap``, ``window``): the
+  bounds by construction of :mod:`adcs.adversary.bound`, against clients that *send* what they
+  report (docs/concepts/threat-model.md).
 
 Memory: the received directions are O(N_received · dim) per run (float32), like DivFL's stale
 form; fine for cross-silo populations (a sketched store would bound it at scale).
@@ -50,6 +53,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number, check_unit_interval
+from adcs.adversary.bound import Window, cap_budget, capped_availability, outside_span
 from adcs.aggregation import Robust, RobustAggregation
 from adcs.dpp import row_norms, unit_rows
 from adcs.schedulers.base import (
@@ -109,6 +113,15 @@ class Defence:
         The aggregation rule (``Robust.MEAN``: the runtime's default mean).
     trim : float
         β for ``Robust.TRIMMED_MEAN``.
+    novelty : float
+        ν ≥ 1, or 0 (off): leave out of the round a direction whose part outside the span of the
+        other clients' directions exceeds ν × the round's median part outside
+        (:func:`adcs.adversary.bound.outside_span`).
+    cap : float
+        c > 0, or 0 (off): no client holds more than max(1, ⌊c · window · m / N⌋) selections in
+        any ``window`` consecutive rounds (:mod:`adcs.adversary.bound`).
+    window : int
+        W ≥ 1, the rounds of the cap's window.
     """
 
     received: bool = False
@@ -119,6 +132,9 @@ class Defence:
     uniform_mix: float = 0.0
     aggregation: Robust = Robust.MEAN
     trim: float = 0.2
+    novelty: float = 0.0
+    cap: float = 0.0
+    window: int = 100
 
     def __post_init__(self) -> None:
         check_bool("received", self.received)
@@ -133,11 +149,22 @@ class Defence:
                 f"got {self.aggregation!r}"
             )
         check_number("trim", self.trim, 0.0, 0.5, high_open=True)
+        if check_number("novelty", self.novelty, 0.0) != 0 and self.novelty < 1:
+            raise ValueError(f"novelty must be 0 (off) or a number >= 1, got {self.novelty!r}")
+        check_number("cap", self.cap, 0.0)
+        check_int("window", self.window)
 
     @property
     def screens(self) -> bool:
         """Whether any screen rewrites what the scheduler sees (else no wrapper is needed)."""
-        return self.received or self.corroborate or self.plausibility > 0 or self.uniform_mix > 0
+        return (
+            self.received
+            or self.corroborate
+            or self.plausibility > 0
+            or self.uniform_mix > 0
+            or self.novelty > 0
+            or self.cap > 0
+        )
 
     @property
     def remembers(self) -> bool:
@@ -290,6 +317,16 @@ def _unit(rows: FloatArray) -> tuple[F32Array, FloatArray]:
     return (np.asarray(rows, dtype=np.float32) / safe.astype(np.float32)[:, None]), norms
 
 
+def too_novel(novelty: float, directions: FloatArray, usable: BoolArray) -> BoolArray:
+    """Usable rows whose part outside the others' span exceeds ν × its median, shape (n,)."""
+    outside = outside_span(directions, usable)
+    finite = np.isfinite(outside)
+    if finite.sum() < 3:  # no median to speak of
+        return np.zeros(usable.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(outside > novelty * float(np.median(outside[finite])), dtype=bool)
+
+
 @dataclass(frozen=True, eq=False)
 class Screening:
     """What :func:`screen` did to one round's statistics.
@@ -414,8 +451,10 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
         if np.isfinite(best).any():
             threshold = defence.plausibility * float(np.median(best[np.isfinite(best)]))
             dropped = judged_rows & (best < threshold)
-        if directions is None and losses is not None and dropped.any():
-            losses = np.where(dropped, np.nan, losses)
+    if defence.novelty > 0 and judged is not None:
+        dropped = dropped | too_novel(defence.novelty, judged, judged_rows)
+    if directions is None and losses is not None and dropped.any():
+        losses = np.where(dropped, np.nan, losses)
     # the updates the scheduler sees: honest, consistent rows are passed on untouched
     updates = stats.updates
     if directions is not None:
@@ -446,11 +485,14 @@ class DefendedState:
     n_clients : int
     received : Received or None
         The last update received from each client (None before the first).
+    window : Window or None
+        Each client's selections over the cap's window (None without a cap).
     """
 
     inner: Any
     n_clients: int
     received: Received | None = None
+    window: Window | None = None
 
 
 _TIES, _MIX, _DRAW = 1, 2, 3
@@ -502,7 +544,10 @@ class Defended:
         return self.defence.remembers or bool(self.scheduler.observes_updates)
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> DefendedState:
-        return DefendedState(self.scheduler.init(n_clients, data_sizes), int(n_clients))
+        window = Window.empty(n_clients) if self.defence.cap > 0 else None
+        return DefendedState(
+            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window
+        )
 
     def probe(
         self, state: DefendedState, round_idx: int, available: BoolArray, rng: np.random.Generator
@@ -512,8 +557,14 @@ class Defended:
     def select(
         self, state: DefendedState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, DefendedState]:
-        seen = screen(self.defence, state.received, stats).stats
         key = stream_key(self.seed)
+        if state.window is not None:  # the cap: over-budget clients are not available this round
+            budget = cap_budget(self.defence.cap, self.defence.window, self.m, state.n_clients)
+            allowed = capped_availability(
+                stats.available, state.window, budget, self.m, key, round_idx
+            )
+            stats = ClientStats(allowed, stats.clients, stats.losses, stats.updates)
+        seen = screen(self.defence, state.received, stats).stats
         if self.defence.corroborate and seen.losses is not None and seen.n_probed > 1:
             # a neighbourhood shares one median: break its exact ties at random, not by index
             u = counter_uniform(key, Domain.ATTACK, round_idx, seen.clients, salt=_TIES)
@@ -524,7 +575,10 @@ class Defended:
             coin = counter_uniform(key, Domain.ATTACK, round_idx, np.zeros(1), salt=_MIX)[0]
             if coin < self.defence.uniform_mix:
                 selection = Selection(_uniform_choice(key, round_idx, stats.available, self.m))
-        return selection, replace(state, inner=inner)
+        window = state.window
+        if window is not None:
+            window = window.pushed(np.asarray(selection.clients), self.defence.window)
+        return selection, replace(state, inner=inner, window=window)
 
     def observe(
         self,

@@ -37,9 +37,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs._validate import check_int, check_number
+from adcs._validate import (
+    check_client_count,
+    check_int,
+    check_non_negative,
+    check_number,
+    check_string,
+)
 from adcs.data.fashion_mnist import ChecksumError, load_fashion_mnist
+from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
 from adcs.data.synthetic import Synthetic
+from adcs.registry import Table
 
 __all__ = [
     "CIFAR10_ARCHIVE",
@@ -419,7 +427,7 @@ def load_femnist(path: str | os.PathLike[str]) -> Dataset:
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """One row of :data:`DATASETS`.
+    """One row of :data:`DATASETS`: everything the configuration knows of a data set.
 
     Attributes
     ----------
@@ -433,6 +441,14 @@ class DatasetEntry:
         What its ``path`` option names (checked when a configuration is read).
     generated : bool
         Its clients come with it (``synthetic``): only the ``natural`` partition applies.
+    title : str
+        Its name in reports (default: the table's name).
+    checks : mapping of str to callable
+        ``check(name, value)`` of an option (:mod:`adcs._validate`; ``ValueError`` naming it),
+        run when a configuration is read, before anything is loaded.
+    folders : callable, optional
+        ``folders(path)`` → every folder the loader may read (results folders are kept clear of
+        them); default: ``path`` itself, or the folder of a file.
     """
 
     load: Callable[..., Dataset | Synthetic]
@@ -440,6 +456,28 @@ class DatasetEntry:
     required: frozenset[str] = frozenset()
     path: str | None = None
     generated: bool = False
+    title: str = ""
+    checks: Mapping[str, Callable[[str, Any], object]] = field(default_factory=dict)
+    folders: Callable[[str | None], list[Path]] | None = None
+
+    def check(self, options: Mapping[str, Any], prefix: str = "") -> None:
+        """Check the options' values (``ValueError`` naming ``prefix + key``)."""
+        for key, value in options.items():
+            if key in self.checks:
+                self.checks[key](prefix + key, value)
+
+    def data_folders(self, path: str | None) -> list[Path]:
+        """The folders a load with ``path`` may read."""
+        if self.folders is not None:
+            return self.folders(path)
+        if path is None:
+            return []
+        p = Path(path)
+        return [p if p.is_dir() else p.parent]
+
+
+def _open_unit(name: str, value: Any) -> float:
+    return check_number(name, value, 0.0, 1.0, low_open=True, high_open=True)
 
 
 def _load_huggingface(**options: Any) -> Dataset:
@@ -448,24 +486,43 @@ def _load_huggingface(**options: Any) -> Dataset:
     return load_huggingface(**options)
 
 
-DATASETS: dict[str, DatasetEntry] = {
-    "fashion-mnist": DatasetEntry(load_fashion_mnist_dataset, frozenset({"path"}), path="folder"),
-    "digits": DatasetEntry(load_digits, frozenset({"test_fraction"})),
-    "arrays": DatasetEntry(load_arrays, frozenset({"path"}), frozenset({"path"}), path="file"),
-    "cifar10": DatasetEntry(load_cifar10, frozenset({"path"}), frozenset({"path"}), "either"),
-    "femnist": DatasetEntry(load_femnist, frozenset({"path"}), frozenset({"path"}), "folder"),
-    "synthetic": DatasetEntry(
-        Synthetic,
-        frozenset({"n_clients", "alpha", "beta"}),
-        frozenset({"n_clients"}),
-        generated=True,
-    ),
-    "huggingface": DatasetEntry(
-        _load_huggingface,
-        frozenset({"path", "name", "features", "label", "train_split", "test_split"}),
-        path="folder",
-    ),
-}
+_SOURCE = {"name": check_string, "features": check_string, "label": check_string,
+           "train_split": check_string, "test_split": check_string}  # fmt: skip
+DATASETS: Table[DatasetEntry] = Table(
+    "dataset",
+    "adcs.datasets",
+    {
+        "fashion-mnist": DatasetEntry(
+            load_fashion_mnist_dataset, frozenset({"path"}), path="folder",
+            title="Fashion-MNIST", folders=fashion_mnist_folders,
+        ),
+        "digits": DatasetEntry(
+            load_digits, frozenset({"test_fraction"}), title="Digits (8×8)",
+            checks={"test_fraction": _open_unit},
+        ),
+        "arrays": DatasetEntry(
+            load_arrays, frozenset({"path"}), frozenset({"path"}), "file", title="User arrays"
+        ),
+        "cifar10": DatasetEntry(
+            load_cifar10, frozenset({"path"}), frozenset({"path"}), "either", title="CIFAR-10"
+        ),
+        "femnist": DatasetEntry(
+            load_femnist, frozenset({"path"}), frozenset({"path"}), "folder", title="FEMNIST"
+        ),
+        "synthetic": DatasetEntry(
+            Synthetic, frozenset({"n_clients", "alpha", "beta"}), frozenset({"n_clients"}),
+            generated=True, title="Synthetic(α, β)",
+            checks={"n_clients": check_client_count, "alpha": check_non_negative,
+                    "beta": check_non_negative},
+        ),
+        "huggingface": DatasetEntry(
+            _load_huggingface,
+            frozenset({"path", "name", "features", "label", "train_split", "test_split"}),
+            path="folder", checks=_SOURCE,
+        ),
+    },
+    row_type=DatasetEntry,
+)  # fmt: skip
 """The one name → loader table used by configurations."""
 
 
@@ -479,9 +536,9 @@ def load_dataset(name: str, **options: Any) -> Dataset | Synthetic:
     FileNotFoundError, ChecksumError, DataError
         From the loader.
     """
-    if name not in DATASETS:
+    if not DATASETS.recognises(name):
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {name!r}")
-    entry = DATASETS[name]
+    entry = DATASETS.resolve(name)
     unknown = sorted(set(options) - entry.keys)
     if unknown:
         raise ValueError(

@@ -38,7 +38,14 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from adcs._validate import check_int, check_number
+from adcs._validate import (
+    check_client_count,
+    check_int,
+    check_non_negative,
+    check_number,
+    check_positive,
+    check_unit_interval,
+)
 from adcs.data.counts import (
     _apportion_1d,
     _check_rng,
@@ -53,6 +60,7 @@ from adcs.data.counts import (
     _size_weights,
     _split_classes,
 )
+from adcs.registry import Table
 
 __all__ = [
     "PARTITIONS",
@@ -610,6 +618,15 @@ def majority_groups(partition: Partition, train_labels: ArrayLike, n_classes: in
 # --------------------------------------------------------------------------------------------
 
 
+PARAMETER_CHECKS: Mapping[str, Callable[[str, Any], object]] = {
+    "n_groups": check_int, "clients_per_group": check_int, "dominance": check_unit_interval,
+    "n_clients": check_client_count, "alpha": check_positive, "size_sigma": check_non_negative,
+    "train_per_client": check_int, "test_per_client": check_int,
+    "shards_per_client": check_int, "classes": check_int,
+}  # fmt: skip
+"""Types and ranges of the built-in partitions' parameters (the data decide the rest)."""
+
+
 @dataclass(frozen=True)
 class PartitionKind:
     """One row of :data:`PARTITIONS`.
@@ -629,6 +646,17 @@ class PartitionKind:
     required: frozenset[str] = frozenset()
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """The values of parameters not given (the partition function's defaults)."""
+    checks: Mapping[str, Callable[[str, Any], object]] = field(
+        default_factory=lambda: PARAMETER_CHECKS
+    )
+    """``check(name, value)`` of a parameter (``ValueError`` naming it), run when a configuration
+    is read; a parameter without one is checked by the split itself."""
+
+    def check(self, params: Mapping[str, Any], prefix: str = "") -> None:
+        """Check the parameters' values (``ValueError`` naming ``prefix + key``)."""
+        for key, value in params.items():
+            if key in self.checks:
+                self.checks[key](prefix + key, value)
 
     def value(self, params: Mapping[str, Any], key: str) -> Any:
         """The parameter ``key`` as the partition will use it (None: unset, the data decide)."""
@@ -657,7 +685,7 @@ def _natural(data: Any, rng: np.random.Generator, n_clients: int | None = None) 
 
 
 _SIZES = frozenset({"train_per_client", "test_per_client"})
-PARTITIONS: dict[str, PartitionKind] = {
+PARTITIONS: Table[PartitionKind] = Table("partition", "adcs.partitions", {
     "paper_groups": PartitionKind(
         lambda d, rng, **p: paper_groups(*_labels_of(d), rng, **p),
         frozenset({"n_groups", "clients_per_group", "dominance"}) | _SIZES,
@@ -684,7 +712,7 @@ PARTITIONS: dict[str, PartitionKind] = {
         frozenset({"n_clients", "classes"}), frozenset({"n_clients"}),
     ),
     "natural": PartitionKind(_natural, frozenset({"n_clients"})),
-}  # fmt: skip
+}, row_type=PartitionKind)  # fmt: skip
 """The one name → partition table used by configurations."""
 
 
@@ -701,10 +729,10 @@ def partition_kind(kind: str) -> PartitionKind:
         from adcs.data.huggingface import flwr_partition_kind
 
         return flwr_partition_kind(kind)
-    if kind not in PARTITIONS:
+    if not PARTITIONS.recognises(kind):
         raise ValueError(
-            f"partition must be one of {sorted(PARTITIONS)} or 'flwr:NAME' (a partitioner of "
-            f"Flower Datasets), got {kind!r}"
+            f"partition must be one of {sorted(PARTITIONS)}, 'flwr:NAME' (a partitioner of "
+            f"Flower Datasets) or an import path 'package.module:NAME', got {kind!r}"
         )
     return PARTITIONS[kind]
 

@@ -11,10 +11,12 @@
 - :mod:`adcs.experiments.paper` — the paper's setting, figures, Table 1, claims and report;
 - :mod:`adcs.experiments.theory_check` — the paper's bounds against measured selection bias.
 
-Only the configuration layer is imported here, so that importing this package stays light; the
-simulator and plotting load with the modules that need them.
+Only the configuration layer and the paper's study (which registers its outputs with
+:mod:`adcs.experiments.outputs`) are imported here; the simulator and plotting load with the
+modules that need them.
 """
 
+from adcs.experiments import paper as _paper  # noqa: F401  (registers the paper's study)
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,

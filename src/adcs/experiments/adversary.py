@@ -10,11 +10,23 @@ Both apply to every method of the configuration (docs/design.md §7)::
     poison = "none"           # "none" | "direction" | "sign_flip" | "scaled"
     adaptive = false          # true: the liar adapts to the active defence
 
+    [sim.attack]              # or: clients that send what they report (adcs.adversary.Crafted)
+    kind = "crafted"          # "lie" (the default: the table above) or "crafted"
+    n_malicious = 3
+    cosine = 0.5              # with its own update (or the worst-served client's: target = "worst")
+    shared = false            # a coalition sharing one novel direction, or spreading over k
+    scale = 1.0               # sent norm / true norm (0.01: a free rider)
+    factor = 1.0              # reported loss x factor
+    start = 0                 # honest before this round (a sleeper)
+
     [sim.defence]
     received = true           # schedule on the updates the server received
     corroborate = true        # loss and norm: the median of the client's neighbourhood
     plausibility = 0.9        # leave out directions without a peer (x median best cosine)
     aggregation = "mean"      # or "median", "trimmed_mean" (with trim), "norm_clip"
+    novelty = 3.0             # leave out directions mostly outside the others' span (x median)
+    cap = 1.5                 # no client above 1.5 x its fair share m/N over any ...
+    window = 100              # ... window of this many rounds
 
 :func:`adversarial_runs` turns them into each run's scheduler and aggregation hook.
 """
@@ -27,6 +39,7 @@ from typing import Any
 
 from adcs.adversary import (
     Attack,
+    Crafted,
     Defence,
     Direction,
     Lie,
@@ -35,9 +48,18 @@ from adcs.adversary import (
     malicious_clients,
 )
 from adcs.aggregation import Aggregator, Robust
+from adcs.experiments.schema import ConfigError, KindTable
+from adcs.registry import Registry
 from adcs.schedulers.base import Scheduler
 
-__all__ = ["AttackSettings", "DefenceSettings", "adversarial_run"]
+__all__ = [
+    "ATTACKS",
+    "ATTACK_TABLE",
+    "AttackSettings",
+    "AttackTable",
+    "DefenceSettings",
+    "adversarial_run",
+]
 
 
 class _Error(ValueError):
@@ -189,6 +211,9 @@ class DefenceSettings:
     uniform_mix: float = 0.0
     aggregation: str = "mean"
     trim: float = 0.2
+    novelty: float = 0.0
+    cap: float = 0.0
+    window: int = 100
 
     def __post_init__(self) -> None:
         key = "sim.defence"
@@ -202,6 +227,10 @@ class DefenceSettings:
         _choices(f"{key}.aggregation", self.aggregation, [r.value for r in Robust])
         if not _is_number(self.trim) or not 0.0 <= float(self.trim) < 0.5:
             raise _Error(f"{key}.trim must be a number in [0, 0.5), got {self.trim!r}")
+        try:  # the library's own checks for the bounds (docs/concepts/threat-model.md)
+            Defence(novelty=self.novelty, cap=self.cap, window=self.window)
+        except ValueError as exc:
+            raise _Error(f"{key}.{exc}") from None
 
     def build(self) -> Defence:
         kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -212,35 +241,46 @@ class DefenceSettings:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+AttackTable = AttackSettings | Crafted
+"""What ``[sim.attack]`` builds: the lies (``kind = "lie"``) or a crafted attack."""
+
+ATTACKS: Registry[Any] = Registry(
+    "attack", "adcs.attacks", {"lie": AttackSettings, "crafted": Crafted}
+)
+"""``[sim.attack] kind`` → the class whose constructor its other keys are."""
+ATTACK_TABLE = KindTable("sim.attack", ATTACKS, "lie", frozenset({"seed"}))
+"""``[sim.attack]`` (:mod:`adcs.experiments.schema`): the kind's class checks its own keys."""
+
 KEYS = {
     "attack": frozenset(f.name for f in fields(AttackSettings)),
     "defence": frozenset(f.name for f in fields(DefenceSettings)),
 }
-"""The keys each table accepts."""
+"""The keys of ``[sim.attack]`` (kind "lie") and ``[sim.defence]``."""
 
 
-def parse(table: str, raw: dict[str, Any]) -> AttackSettings | DefenceSettings:
+def parse(table: str, raw: dict[str, Any]) -> AttackTable | DefenceSettings:
     """``[sim.attack]`` or ``[sim.defence]`` from its TOML table (ValueError naming the key)."""
-    unknown = sorted(set(raw) - KEYS[table])
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    if table == "attack":
+        try:
+            attack: AttackTable = ATTACK_TABLE.parse(values, None)
+        except ConfigError as exc:  # the lies' own messages already name their key
+            raise ConfigError(str(exc).replace("sim.attack: sim.attack.", "sim.attack.")) from None
+        return attack
+    unknown = sorted(set(values) - KEYS[table])
     if unknown:
         raise _Error(
             f"unknown key(s) {', '.join(f'sim.{table}.{k}' for k in unknown)}; "
             f"allowed: {sorted(KEYS[table])}"
         )
-    if table == "attack":
-        values = dict(raw)
-        for k in ("clients", "lie"):
-            if isinstance(values.get(k), list):
-                values[k] = tuple(values[k])
-        return AttackSettings(**values)
-    return DefenceSettings(**raw)
+    return DefenceSettings(**values)
 
 
 def adversarial_run(
     scheduler: Scheduler,
     seed: int,
     n_clients: int,
-    attack: AttackSettings | None,
+    attack: AttackTable | None,
     defence: DefenceSettings | None,
 ) -> tuple[Scheduler, Aggregator | None]:
     """One run's scheduler and aggregation hook (:func:`adcs.adversary.adversarial`)."""

@@ -199,25 +199,21 @@ def check_fit(c: Counts, names: Mapping[str, str], source: str, limit: int | Non
     )
 
 
-def _runs_per_seed(config: ExperimentConfig) -> int:
-    from adcs.experiments.runner import expand_runs
-
-    return len(expand_runs(dataclasses.replace(config, seeds=config.seeds[:1])))
-
-
 def config_counts(
     config: ExperimentConfig,
     *,
+    runs_per_seed: int,
     rounds: int | None = None,
     seeds: int | None = None,
     n_clients: int | None = None,
 ) -> Counts:
-    """The counts of ``config`` with the given overrides (N: given, or what the config fixes)."""
+    """The counts of ``config`` with the given overrides (N: given, or what the config fixes);
+    ``runs_per_seed`` its distinct runs of one seed (:func:`adcs.experiments.plan.runs_per_seed`)."""
     sim = config.sim
     rounds = sim.rounds if rounds is None else rounds
     n = n_clients if n_clients is not None else config.data.total_clients
     return Counts(
-        runs_per_seed=_runs_per_seed(config),
+        runs_per_seed=runs_per_seed,
         seeds=len(config.seeds) if seeds is None else seeds,
         rounds=rounds,
         m=config.m,
@@ -230,7 +226,11 @@ def config_counts(
 
 
 def check_counts(
-    config: ExperimentConfig, *, rounds: int | None = None, seeds: int | None = None
+    config: ExperimentConfig,
+    *,
+    runs_per_seed: int,
+    rounds: int | None = None,
+    seeds: int | None = None,
 ) -> None:
     """Refuse, before any work, a configuration (with ``--rounds``/``--seeds``) too large to hold.
 
@@ -240,10 +240,11 @@ def check_counts(
         See :func:`check_fit`.
     """
     names = {k: f"--{k}" for k, v in (("rounds", rounds), ("seeds", seeds)) if v is not None}
-    check_fit(config_counts(config, rounds=rounds, seeds=seeds), names, config.source)
+    counts = config_counts(config, runs_per_seed=runs_per_seed, rounds=rounds, seeds=seeds)
+    check_fit(counts, names, config.source)
 
 
-def check_clients(config: ExperimentConfig, n_clients: int) -> None:
+def check_clients(config: ExperimentConfig, n_clients: int, runs_per_seed: int) -> None:
     """Checks that need the real number of clients N (known once the data are read).
 
     Raises
@@ -257,4 +258,5 @@ def check_clients(config: ExperimentConfig, n_clients: int) -> None:
             f"{config.source}: sim.eval_clients = {asked} exceeds the number of clients "
             f"N = {n_clients}; at most {n_clients} can be evaluated (omit it to evaluate all)"
         )
-    check_fit(config_counts(config, n_clients=n_clients), {}, config.source)
+    counts = config_counts(config, runs_per_seed=runs_per_seed, n_clients=n_clients)
+    check_fit(counts, {}, config.source)

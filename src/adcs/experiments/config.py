@@ -29,24 +29,9 @@ Example (``experiments/fig2.toml``)::
     refresh_every = 20
     sweep = { theta = [0.2, 0.4, 0.6, 0.8, 1.0] }
 
-Data come from the name → loader table :data:`adcs.data.DATASETS` and are split by the name →
-partition table :data:`adcs.data.PARTITIONS`, each with its own keys::
-
-    [data]
-    dataset = "fashion-mnist"    # digits, arrays, cifar10, femnist, synthetic; options beside it
-    path = "data/fashion-mnist"  # for the file-based data sets
-
-    [data.partition]
-    kind = "dirichlet"           # paper_groups, iid, dirichlet, shards, classes_per_client, natural
-    n_clients = 100
-    alpha = 0.3
-    size_sigma = 1.0             # quantity skew (iid, dirichlet)
-    seed = 0                     # the partition's draw
-    resample_per_seed = false    # true: a new partition (or synthetic population) per seed
-
-The flat form of the paper's configurations (``partition = "paper_groups"`` with the partition's
-keys, ``partition_seed``, ``partition_per_seed`` in ``[data]``) keeps working for data sets whose
-options do not clash with partition keys.
+The ``[data]`` table is :mod:`adcs.experiments.data_config`'s; the ``kind`` tables
+(``[sim.availability]``, ``[sim.system]``, ``[model]``) are the library's objects, named through
+their registries and mapped by :class:`~adcs.experiments.schema.KindTable` (docs/design.md §8).
 
 Schedulers are built only through the name → class table :data:`adcs.schedulers.SCHEDULERS`.
 """
@@ -55,11 +40,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 import inspect
 import itertools
 import math
-import re
 import sys
 import typing
 from collections.abc import Mapping, Sequence
@@ -73,37 +56,42 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from adcs import defaults
 from adcs.data.datasets import DATASETS
 from adcs.data.partition import PARTITIONS as PARTITION_TABLE
-from adcs.data.partition import PartitionKind, partition_kind
 from adcs.experiments import adversary
-from adcs.experiments.adversary import AttackSettings, DefenceSettings
-from adcs.experiments.paper import PAPER_OUTPUTS
+from adcs.experiments.adversary import AttackTable, DefenceSettings
+from adcs.experiments.data_config import DataConfig, resolve_path
+from adcs.experiments.outputs import output_names
+from adcs.experiments.schema import (
+    ConfigError,
+    KindTable,
+    _choice,
+    _float,
+    _int,
+    _no_unknown,
+    _table,
+    freeze,
+    value_to_toml,
+)
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
-from adcs.sim.availability import (
-    AlwaysAvailable,
-    Availability,
-    BernoulliAvailability,
-    CyclicAvailability,
-    TraceAvailability,
-)
+from adcs.sim.availability import AVAILABILITY, AlwaysAvailable
 from adcs.sim.engine import SimConfig
-from adcs.sim.model import LogisticRegression, Model
-from adcs.sim.system import SystemConfig, SystemProfile
+from adcs.sim.model import Model
+from adcs.sim.models import MODELS, Logistic
+from adcs.sim.system import SYSTEM_PROFILES
 
 __all__ = [
     "MODEL_KINDS",
-    "OUTPUTS",
     "PAPER_CONFIGS",
     "PARTITIONS",
     "ConfigError",
     "DataConfig",
     "ExperimentConfig",
     "MethodConfig",
-    "ModelSettings",
     "SimSettings",
-    "SystemSettings",
+    "build_model",
     "config_from_dict",
     "config_to_dict",
     "load_config",
@@ -117,421 +105,22 @@ __all__ = [
 PARTITIONS = tuple(PARTITION_TABLE)
 """Partition kinds of :data:`adcs.data.PARTITIONS`."""
 
-OUTPUTS = (*PAPER_OUTPUTS, "curves")
-"""Figures and tables a configuration may ask for: ``curves`` (every variant on one plot), and the
-paper's ``fig1``–``fig3`` and ``table1`` (:mod:`adcs.experiments.paper`)."""
-
 PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 """Configurations shipped with the project (``experiments/<name>.toml``)."""
 
 WEIGHTINGS = ("uniform", "data_size")
-
-_FLAT_KEYS = frozenset(
-    {"dataset", "path", "partition", "partition_seed", "partition_per_seed", "resample_per_seed"}
-)
-"""Keys of the flat ``[data]`` form besides the dataset's options and the partition's keys."""
-_TABLE_KEYS = frozenset({"kind", "seed", "resample_per_seed"})
-"""Keys of a ``[data.partition]`` table besides the partition's own."""
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be run; the message names the file, key and value."""
-
-
-# ---------------------------------------------------------------------------------------------
-# small checkers: each raises ConfigError naming the dotted key
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int(key: str, value: Any, minimum: int) -> int:
-    if not _is_int(value) or value < minimum:
-        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _float(
-    key: str,
-    value: Any,
-    low: float,
-    high: float,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    ok = (_is_int(value) or isinstance(value, float)) and math.isfinite(float(value))
-    if ok:
-        v = float(value)
-        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-    if not ok:
-        left, right = "(" if low_open else "[", ")" if high_open else "]"
-        raise ConfigError(f"{key} must be a number in {left}{low}, {high}{right}, got {value!r}")
-    return float(value)
-
-
-def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise ConfigError(f"{key} must be one of {list(allowed)}, got {value!r}")
-    return str(value)
-
-
-def _no_unknown(section: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        where = f"{section}." if section else ""
-        raise ConfigError(
-            f"unknown key(s) {', '.join(where + k for k in unknown)}; allowed: {sorted(allowed)}"
-        )
-
-
-def _table(key: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{key} must be a table, got {value!r}")
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
 # sections
 
 
-def _positive_int(key: str, value: Any) -> None:
-    _int(key, value, 1)
-
-
-MAX_CLIENTS = 2**31 - 1
-"""Client indices are int32 throughout the simulator and the results files."""
-
-
-def _client_count(key: str, value: Any) -> None:
-    if _int(key, value, 1) > MAX_CLIENTS:
-        raise ConfigError(
-            f"{key} must be at most {MAX_CLIENTS:,} (clients are int32), got {value!r}"
-        )
-
-
-def _unit(key: str, value: Any) -> None:
-    _float(key, value, 0.0, 1.0)
-
-
-def _positive(key: str, value: Any) -> None:
-    _float(key, value, 0.0, math.inf, low_open=True)
-
-
-def _non_negative(key: str, value: Any) -> None:
-    _float(key, value, 0.0, math.inf)
-
-
-def _open_unit(key: str, value: Any) -> None:
-    _float(key, value, 0.0, 1.0, low_open=True, high_open=True)
-
-
-def _partition(key: str, kind: Any) -> PartitionKind:
-    """The partition ``kind`` (a built-in or ``flwr:NAME``), or a ConfigError naming ``key``."""
-    if not isinstance(kind, str):
-        raise ConfigError(f"{key} must be a string, got {kind!r}")
-    try:
-        return partition_kind(kind)
-    except ValueError as exc:
-        raise ConfigError(f"{key}: {exc}") from None
-
-
-def _string(key: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
-
-
-_VALUE_CHECKS: dict[str, Any] = {
-    "n_groups": _positive_int, "clients_per_group": _positive_int, "dominance": _unit,
-    "n_clients": _client_count, "alpha": _positive, "size_sigma": _non_negative,
-    "train_per_client": _positive_int, "test_per_client": _positive_int,
-    "shards_per_client": _positive_int, "classes": _positive_int,
-}  # fmt: skip
-"""Types and ranges of partition parameters (the data decide the rest when loaded)."""
-_OPTION_CHECKS: dict[str, Any] = {
-    "n_clients": _client_count, "alpha": _non_negative, "beta": _non_negative,
-    "test_fraction": _open_unit, "name": _string, "features": _string, "label": _string,
-    "train_split": _string, "test_split": _string,
-}  # fmt: skip
-"""Types and ranges of data set options."""
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """Where the data come from and how they are split over clients (docs/design.md §3, §5, §7).
-
-    Attributes
-    ----------
-    dataset : str
-        A key of :data:`adcs.data.DATASETS` (default ``fashion-mnist``, the paper's).
-    path : str or None
-        The data set's file or folder; ``None`` for Fashion-MNIST uses its lookup
-        (:func:`adcs.data.load_fashion_mnist`).
-    options : tuple of (str, value)
-        The data set's other options (``synthetic``: ``n_clients``, ``alpha``, ``beta``).
-    partition : str
-        A key of :data:`adcs.data.PARTITIONS`; default ``paper_groups`` (``natural`` for a
-        generated data set, whose clients come with it).
-    params : tuple of (str, value)
-        The partition's parameters (e.g. ``n_groups``, ``clients_per_group``, ``dominance`` of
-        ``paper_groups``: the paper's setting is 10 × 3, dominance 1).
-    partition_seed : int
-        Seed of the partition's random draw (and of a generated population).
-    resample_per_seed : bool
-        ``False`` (default): one partition for every run, so the seeds vary the training only.
-        ``True``: each training seed s gets its own partition, drawn from ``(s, partition_seed)``.
-    """
-
-    dataset: str = "fashion-mnist"
-    path: str | None = None
-    options: tuple[tuple[str, Any], ...] = ()
-    partition: str | None = None
-    params: tuple[tuple[str, Any], ...] = ()
-    partition_seed: int = 0
-    resample_per_seed: bool = False
-    flat: bool = field(default=False, compare=False, repr=False)
-    """Read from the flat ``[data]`` form (messages then name the keys as written there)."""
-
-    def __post_init__(self) -> None:
-        _choice("data.dataset", self.dataset, sorted(DATASETS))
-        entry = DATASETS[self.dataset]
-        if self.partition is None:
-            object.__setattr__(self, "partition", "natural" if entry.generated else "paper_groups")
-        options = dict(self.options)
-        _no_unknown("data", options, entry.keys - {"path"})
-        for key, value in options.items():
-            _OPTION_CHECKS.get(key, lambda k, v: None)(f"data.{key}", value)
-        missing = sorted(entry.required - set(options) - ({"path"} if self.path else set()))
-        if missing:
-            raise ConfigError(f"data.{missing[0]} is required for dataset = {self.dataset!r}")
-        if self.path is not None and (not isinstance(self.path, str) or not self.path):
-            raise ConfigError(f"data.path must be a non-empty string, got {self.path!r}")
-        if self.path is not None and "path" not in entry.keys:
-            raise ConfigError(f"data.path: dataset {self.dataset!r} reads no files")
-        kind = _partition("data.partition", self.partition)
-        if entry.generated and self.partition != "natural":
-            raise ConfigError(
-                f"data.partition: dataset {self.dataset!r} brings its own clients; only the "
-                f"'natural' partition applies, got {self.partition!r}"
-            )
-        params = dict(self.params)
-        where = "data" if self.flat else "data.partition"
-        _no_unknown(where, params, kind.keys)
-        for key, value in params.items():  # a flwr partitioner's own arguments: it checks them
-            _VALUE_CHECKS.get(key, lambda k, v: None)(f"{where}.{key}", value)
-        for key in sorted(kind.required - set(params)):
-            raise ConfigError(f"{where}.{key} is required for partition = {self.partition!r}")
-        if entry.generated and params:
-            raise ConfigError(
-                f"data.partition: the clients of {self.dataset!r} are set by its options "
-                f"(data.n_clients); the natural partition takes no {sorted(params)}"
-            )
-        _int("data.partition_seed" if self.flat else "data.partition.seed", self.partition_seed, 0)
-        if not isinstance(self.resample_per_seed, bool):
-            raise ConfigError(
-                f"{where}.resample_per_seed must be true or false, got {self.resample_per_seed!r}"
-            )
-
-    @classmethod
-    def from_dict(cls, table: Mapping[str, Any], base_dir: Path | None = None) -> DataConfig:
-        """The ``[data]`` table of a configuration (either form), validated.
-
-        Raises
-        ------
-        ConfigError
-            On an unknown key or an impossible value.
-        """
-        return _parse_data(table, base_dir)
-
-    def value(self, key: str) -> Any:
-        """A ``[data]`` setting by its key: a field, a data set option or a partition parameter
-        (its default when not given; None when the data decide)."""
-        if key in {f.name for f in dataclasses.fields(self)}:
-            return getattr(self, key)
-        if key in dict(self.options):
-            return dict(self.options)[key]
-        return partition_kind(str(self.partition)).value(dict(self.params), key)
-
-    @property
-    def dataset_options(self) -> dict[str, Any]:
-        """The loader's keyword arguments (``path`` included when given)."""
-        out = dict(self.options)
-        if self.path is not None:
-            out["path"] = self.path
-        return out
-
-    @property
-    def partition_params(self) -> dict[str, Any]:
-        return dict(self.params)
-
-    @property
-    def total_clients(self) -> int | None:
-        """N, when the configuration fixes it (None: the data decide, e.g. FEMNIST's writers)."""
-        if DATASETS[self.dataset].generated:
-            return int(dict(self.options)["n_clients"])
-        return partition_kind(str(self.partition)).n_clients(dict(self.params))
-
-
-AVAILABILITY_KINDS = ("always", "bernoulli", "cyclic", "trace")
-_AVAILABILITY_KEYS = {
-    "always": frozenset({"kind"}),
-    "bernoulli": frozenset({"kind", "p"}),
-    "cyclic": frozenset({"kind", "period", "duty", "phase"}),
-    "trace": frozenset({"kind", "path", "repeat"}),
-}
-
-
-@dataclass(frozen=True)
-class AvailabilitySettings:
-    """``[sim.availability]``: which clients can be selected each round (docs/design.md §4).
-
-    Attributes
-    ----------
-    kind : {"always", "bernoulli", "cyclic", "trace"}
-        "always" (default): every client every round.
-    p : float in (0, 1]
-        For "bernoulli": each client is available with probability p, independently each round.
-    period : int, duty : float in (0, 1], phase : {"group", "client", "none"}
-        For "cyclic": available while ((t + phase) mod period) < duty · period.
-    path : str, repeat : bool
-        For "trace": a ``.npz`` (bool array ``available``, rounds × clients) or ``.csv``
-        (``round,client`` rows of available pairs); ``repeat`` restarts a trace shorter than
-        the run.
-    """
-
-    kind: str = "always"
-    p: float | None = None
-    period: int | None = None
-    duty: float | None = None
-    phase: str = "group"
-    path: str | None = None
-    repeat: bool = False
-
-    def __post_init__(self) -> None:
-        _choice("sim.availability.kind", self.kind, AVAILABILITY_KINDS)
-        need = {"bernoulli": ("p",), "cyclic": ("period", "duty"), "trace": ("path",)}
-        for key in need.get(self.kind, ()):
-            if getattr(self, key) is None:
-                raise ConfigError(f"sim.availability.{key} is required for kind = {self.kind!r}")
-        if self.p is not None:
-            _float("sim.availability.p", self.p, 0.0, 1.0, low_open=True)
-        if self.period is not None:
-            _int("sim.availability.period", self.period, 1)
-        if self.duty is not None:
-            _float("sim.availability.duty", self.duty, 0.0, 1.0, low_open=True)
-        _choice("sim.availability.phase", self.phase, ("group", "client", "none"))
-        if not isinstance(self.repeat, bool):
-            raise ConfigError(f"sim.availability.repeat must be true or false, got {self.repeat!r}")
-        if self.path is not None and (not isinstance(self.path, str) or not self.path):
-            raise ConfigError(
-                f"sim.availability.path must be a non-empty string, got {self.path!r}"
-            )
-
-    def build(self, n_clients: int) -> Availability:
-        """The simulator's availability model (a trace is read and checked here)."""
-        if self.kind == "bernoulli":
-            assert self.p is not None
-            return BernoulliAvailability(self.p)
-        if self.kind == "cyclic":
-            assert self.period is not None and self.duty is not None
-            return CyclicAvailability(self.period, self.duty, self.phase)  # type: ignore[arg-type]
-        if self.kind == "trace":
-            assert self.path is not None
-            try:
-                return TraceAvailability.load(self.path, n_clients, repeat=self.repeat)
-            except ValueError as exc:
-                raise ConfigError(f"sim.availability: {exc}") from None
-        return AlwaysAvailable()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The TOML table (only the keys of its kind)."""
-        return {k: getattr(self, k) for k in sorted(_AVAILABILITY_KEYS[self.kind])}
-
-
-SYSTEM_KINDS = ("lognormal", "csv")
-_SYSTEM_RULES = frozenset({"kind", "deadline", "overcommit", "forward_cost"})
-_SYSTEM_KEYS = {
-    "lognormal": _SYSTEM_RULES
-    | frozenset(f"{q}_{p}" for q in ("compute", "upload", "download") for p in ("median", "sigma"))
-    | {"group_correlation"},
-    "csv": _SYSTEM_RULES | {"path"},
-}
-_SYSTEM_DEFAULTS = SystemConfig()
-
-
-@dataclass(frozen=True)
-class SystemSettings:
-    """``[sim.system]``: client devices and the simulated clock (:mod:`adcs.sim.system`).
-
-    Attributes
-    ----------
-    kind : {"lognormal", "csv"}
-        "lognormal" (default): each client's compute speed and bandwidths are drawn per seed,
-        log-normal around the medians; "csv": measured values from ``path``, for every seed.
-    compute_median, compute_sigma : float
-        Median training speed (samples/s, > 0) and its log-space standard deviation (≥ 0).
-    upload_median, upload_sigma, download_median, download_sigma : float
-        The same for the bandwidths (bytes/s).
-    group_correlation : float in [0, 1]
-        Correlation of the log-values of two clients of one group.
-    path : str
-        For "csv": columns ``client,compute,upload,download``, one row per client.
-    deadline : float > 0, optional
-        Seconds after which a round's training phase closes (later clients are dropped).
-    overcommit : float ≥ 0
-        Invite ⌈(1 + overcommit)·m⌉ clients, aggregate the first m to return.
-    forward_cost : float in (0, 1]
-        Cost of a forward pass relative to a training step (loss probes).
-    """
-
-    kind: str = "lognormal"
-    compute_median: float = _SYSTEM_DEFAULTS.compute_median
-    compute_sigma: float = _SYSTEM_DEFAULTS.compute_sigma
-    upload_median: float = _SYSTEM_DEFAULTS.upload_median
-    upload_sigma: float = _SYSTEM_DEFAULTS.upload_sigma
-    download_median: float = _SYSTEM_DEFAULTS.download_median
-    download_sigma: float = _SYSTEM_DEFAULTS.download_sigma
-    group_correlation: float = 0.0
-    path: str | None = None
-    deadline: float | None = None
-    overcommit: float = 0.0
-    forward_cost: float = _SYSTEM_DEFAULTS.forward_cost
-
-    def __post_init__(self) -> None:
-        key = "sim.system"
-        _choice(f"{key}.kind", self.kind, SYSTEM_KINDS)
-        for q in ("compute", "upload", "download"):
-            _float(f"{key}.{q}_median", getattr(self, f"{q}_median"), 0.0, math.inf, low_open=True)
-            _float(f"{key}.{q}_sigma", getattr(self, f"{q}_sigma"), 0.0, math.inf)
-        _float(f"{key}.group_correlation", self.group_correlation, 0.0, 1.0)
-        if self.kind == "csv" and self.path is None:
-            raise ConfigError(f"{key}.path is required for kind = 'csv'")
-        if self.path is not None and (not isinstance(self.path, str) or not self.path):
-            raise ConfigError(f"{key}.path must be a non-empty string, got {self.path!r}")
-        if self.deadline is not None:
-            _float(f"{key}.deadline", self.deadline, 0.0, math.inf, low_open=True)
-        _float(f"{key}.overcommit", self.overcommit, 0.0, math.inf)
-        _float(f"{key}.forward_cost", self.forward_cost, 0.0, 1.0, low_open=True)
-
-    def build(self, n_clients: int) -> SystemConfig:
-        """The simulator's system configuration (a CSV profile is read and checked here)."""
-        profile = None
-        if self.kind == "csv":
-            assert self.path is not None
-            try:
-                profile = SystemProfile.from_csv(self.path, n_clients)
-            except ValueError as exc:
-                raise ConfigError(f"sim.system: {exc}") from None
-        kwargs = {k: getattr(self, k) for k in sorted(_SYSTEM_KEYS[self.kind] - {"kind", "path"})}
-        return SystemConfig(profile=profile, **kwargs)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The TOML table (only the keys of its kind; no deadline when there is none)."""
-        doc = {k: getattr(self, k) for k in sorted(_SYSTEM_KEYS[self.kind])}
-        if doc["deadline"] is None:
-            del doc["deadline"]
-        return doc
+AVAILABILITY_TABLE = KindTable("sim.availability", AVAILABILITY, "always")
+"""``[sim.availability]``: which clients can be selected each round (docs/design.md §4); its
+kinds are the rows of :data:`adcs.sim.availability.AVAILABILITY`."""
+SYSTEM_TABLE = KindTable("sim.system", SYSTEM_PROFILES, "lognormal", frozenset({"profile"}))
+"""``[sim.system]``: client devices and the simulated clock (:mod:`adcs.sim.system`); its kinds
+are the rows of :data:`adcs.sim.system.SYSTEM_PROFILES`."""
 
 
 @dataclass(frozen=True)
@@ -557,16 +146,18 @@ class SimSettings:
         methods; also faster). ``False``: every run has its own minibatch stream.
     dropout : float in [0, 1)
         Probability that a selected client fails to return its update in a round.
-    availability : AvailabilitySettings
-        The ``[sim.availability]`` table.
-    system : SystemSettings or None
-        The ``[sim.system]`` table; ``None`` (no table): no simulated clock.
+    availability : object
+        The ``[sim.availability]`` table: a row of :data:`adcs.sim.availability.AVAILABILITY`
+        (:class:`~adcs.sim.availability.BernoulliAvailability`, ...).
+    system : object or None
+        The ``[sim.system]`` table: a row of :data:`adcs.sim.system.SYSTEM_PROFILES`
+        (:class:`~adcs.sim.system.SystemConfig`, ...); ``None`` (no table): no simulated clock.
     sketch_dim : int or None
         Schedulers see k-dimensional Johnson–Lindenstrauss sketches of the updates (aggregation
         uses the true ones); omitted: the updates themselves.
     eval_clients : int or None
         Evaluate a fixed subset of this many clients (large populations); omitted: all.
-    attack : AttackSettings or None
+    attack : AttackSettings or Crafted or None
         The ``[sim.attack]`` table: malicious clients, for every method (None: all honest).
     defence : DefenceSettings or None
         The ``[sim.defence]`` table: defences for every method (None: none).
@@ -576,19 +167,19 @@ class SimSettings:
     """
 
     rounds: int = 20_000
-    local_steps: int = 1
-    batch_size: int = 16
-    local_lr: float = 1e-3
-    server_lr: float = 1.0
+    local_steps: int = defaults.LOCAL_STEPS
+    batch_size: int = defaults.BATCH_SIZE
+    local_lr: float = defaults.LOCAL_LR
+    server_lr: float = defaults.SERVER_LR
     eval_every: int = 100
     weighting: str = "uniform"
     common_minibatches: bool = True
     dropout: float = 0.0
-    availability: AvailabilitySettings = AvailabilitySettings()
-    system: SystemSettings | None = None
+    availability: Any = field(default_factory=AlwaysAvailable)
+    system: Any = None
     sketch_dim: int | None = None
     eval_clients: int | None = None
-    attack: AttackSettings | None = None
+    attack: AttackTable | None = None
     defence: DefenceSettings | None = None
     lr_decay: tuple[tuple[int, float], ...] = ()
 
@@ -617,19 +208,20 @@ class SimSettings:
     def build(self, n_clients: int) -> SimConfig:
         """The simulator's configuration."""
         kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        kwargs["availability"] = self.availability.build(n_clients)
-        kwargs["system"] = None if self.system is None else self.system.build(n_clients)
+        kwargs["availability"] = AVAILABILITY_TABLE.for_clients(self.availability, n_clients)
+        if self.system is not None:
+            kwargs["system"] = SYSTEM_TABLE.for_clients(self.system, n_clients)
         del kwargs["attack"], kwargs["defence"]  # per run, not the simulator's (runner.py)
         return SimConfig(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``[sim]`` table (availability and system as their own sub-tables)."""
         doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        doc["availability"] = self.availability.to_dict()
+        doc["availability"] = AVAILABILITY_TABLE.to_dict(self.availability)
         if self.system is None:
             del doc["system"]
         else:
-            doc["system"] = self.system.to_dict()
+            doc["system"] = SYSTEM_TABLE.to_dict(self.system)
         for table in ("attack", "defence"):
             settings = doc.pop(table)
             if settings is not None:
@@ -640,132 +232,24 @@ class SimSettings:
         return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
 
 
-MODEL_KINDS = ("logistic", "logistic-torch", "cnn", "mlp", "torch")
+MODEL_TABLE = KindTable("model", MODELS, "logistic", sort_keys=False)
+"""``[model]``: the model every run trains; its kinds are the rows of
+:data:`adcs.sim.models.MODELS` (docs/design.md §4 "Models")."""
+MODEL_KINDS = tuple(MODELS)
 """Model kinds of the ``[model]`` table; all but ``logistic`` need the extra ``adcs[torch]``."""
-_MODEL_KEYS = frozenset({"kind", "factory", "device", "hidden", "input_norm"})
-_DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")
 
 
-@dataclass(frozen=True)
-class ModelSettings:
-    """``[model]``: the model every run trains (docs/design.md §4 "Models", §7).
+def build_model(config: ExperimentConfig, input_shape: Sequence[int], n_classes: int) -> Model:
+    """The simulator's model of ``config`` for the data's inputs, checked on one forward pass.
 
-    Attributes
-    ----------
-    kind : {"logistic", "logistic-torch", "cnn", "mlp", "torch"}
-        "logistic" (default): the paper's multinomial logistic regression in NumPy;
-        "logistic-torch": the same model in PyTorch; "cnn": LeNet-5 for 28×28×1 inputs;
-        "mlp": ReLU layers of widths ``hidden`` (:func:`adcs.sim.torch.mlp`); "torch": the module a
-        user factory returns.
-    factory : str or None
-        For "torch" only: ``"package.module:function"``, a zero-argument callable returning a
-        ``torch.nn.Module`` (imported with the current folder on the module path).
-    device : str
-        For the PyTorch kinds: "cpu" (default), "cuda", "cuda:N" or "mps".
-    hidden : tuple of int or None
-        For "mlp" only: the hidden layers' widths (default (64, 30), PowerOfChoice's MLP).
-    input_norm : (float, float) or None
-        For "mlp" only: standardise inputs as (x − mean) / std first.
+    Raises
+    ------
+    ConfigError
+        PyTorch is missing, the factory cannot be imported, or the module does not map a
+        batch of inputs to (batch, n_classes).
     """
-
-    kind: str = "logistic"
-    factory: str | None = None
-    device: str = "cpu"
-    hidden: tuple[int, ...] | None = None
-    input_norm: tuple[float, float] | None = None
-
-    def __post_init__(self) -> None:
-        _choice("model.kind", self.kind, MODEL_KINDS)
-        self._check_mlp()
-        if self.kind == "torch":
-            if not isinstance(self.factory, str) or self.factory.count(":") != 1:
-                raise ConfigError(
-                    "model.factory = 'package.module:function' is required for kind = 'torch', "
-                    f"got {self.factory!r}"
-                )
-        elif self.factory is not None:
-            raise ConfigError(f"model.factory is only for kind = 'torch', not {self.kind!r}")
-        if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device):
-            raise ConfigError(
-                f"model.device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}"
-            )
-        if self.kind == "logistic" and self.device != "cpu":
-            raise ConfigError(
-                "model.kind = 'logistic' runs in NumPy on the CPU; use a PyTorch kind"
-            )
-
-    def _check_mlp(self) -> None:
-        if self.kind != "mlp":
-            for key in ("hidden", "input_norm"):
-                if getattr(self, key) is not None:
-                    raise ConfigError(f"model.{key} is only for kind = 'mlp', not {self.kind!r}")
-            return
-        hidden = (64, 30) if self.hidden is None else self.hidden
-        if not isinstance(hidden, list | tuple):
-            raise ConfigError(f"model.hidden must be an array of integers, got {hidden!r}")
-        object.__setattr__(self, "hidden", tuple(_int("model.hidden[]", w, 1) for w in hidden))
-        if self.input_norm is not None:
-            norm = self.input_norm
-            if not isinstance(norm, list | tuple) or len(norm) != 2:
-                raise ConfigError(f"model.input_norm must be [mean, std], got {norm!r}")
-            mean = _float("model.input_norm[0]", norm[0], -math.inf, math.inf)
-            std = _float("model.input_norm[1]", norm[1], 0.0, math.inf, low_open=True)
-            object.__setattr__(self, "input_norm", (mean, std))
-
-    def describe(self) -> str:
-        """The model in words, for reports."""
-        return {
-            "logistic": "multinomial logistic regression",
-            "logistic-torch": "multinomial logistic regression (PyTorch)",
-            "cnn": "LeNet-5 (PyTorch)",
-            "mlp": f"an MLP with hidden layers {list(self.hidden or ())} (PyTorch)",
-            "torch": f"the PyTorch model {self.factory}",
-        }[self.kind] + ("" if self.device == "cpu" else f" on {self.device}")
-
-    def build(self, input_shape: Sequence[int], n_classes: int) -> Model:
-        """The simulator's model for inputs of ``input_shape``, checked on one forward pass.
-
-        Raises
-        ------
-        ConfigError
-            PyTorch is missing, the factory cannot be imported, or the module does not map a
-            batch of inputs to (batch, n_classes).
-        """
-        if self.kind == "logistic":
-            return LogisticRegression(math.prod(input_shape), n_classes)
-        try:
-            torch_models = importlib.import_module("adcs.sim.torch")
-        except ImportError:
-            raise ConfigError(
-                f"model.kind = {self.kind!r} needs PyTorch: pip install 'adcs[torch]'"
-            ) from None
-        try:
-            mlp = self.kind == "mlp"
-            extra = {"hidden": self.hidden, "input_norm": self.input_norm} if mlp else {}
-            return torch_models.model_for(
-                self.kind, input_shape, n_classes, factory=self.factory, device=self.device,
-                **extra,
-            )  # fmt: skip
-        except ValueError as exc:
-            raise ConfigError(f"model: {exc}") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``[model]`` table."""
-        doc: dict[str, Any] = {"kind": self.kind, "device": self.device}
-        if self.factory is not None:
-            doc["factory"] = self.factory
-        if self.hidden is not None:
-            doc["hidden"] = list(self.hidden)
-        if self.input_norm is not None:
-            doc["input_norm"] = list(self.input_norm)
-        return doc
-
-
-def _freeze(value: Any) -> Any:
-    """TOML arrays → tuples, so hyperparameters are hashable and immutable."""
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
+    model: Model = MODEL_TABLE.build(config.model, input_shape, n_classes)
+    return model
 
 
 @dataclass(frozen=True)
@@ -830,7 +314,10 @@ class ExperimentConfig:
     sim : SimSettings
     methods : tuple of MethodConfig
     outputs : tuple of str
-        Figures/tables to produce, from :data:`OUTPUTS`.
+        Figures/tables to produce, from :func:`~adcs.experiments.outputs.output_names`.
+    model : object
+        The ``[model]`` table: a row of :data:`adcs.sim.models.MODELS` (default
+        :class:`~adcs.sim.models.Logistic`, the paper's).
     source : str
         Where the configuration came from (a file path or ``"<dict>"``), for messages.
     """
@@ -843,7 +330,7 @@ class ExperimentConfig:
     methods: tuple[MethodConfig, ...]
     outputs: tuple[str, ...] = ("curves",)
     description: str = ""
-    model: ModelSettings = field(default_factory=ModelSettings)
+    model: Any = field(default_factory=Logistic)
     source: str = field(default="<dict>", compare=False)
 
     def __post_init__(self) -> None:
@@ -862,7 +349,7 @@ class ExperimentConfig:
         if not self.methods:
             raise ConfigError("methods must list at least one method ([[methods]] tables)")
         for o in self.outputs:
-            _choice("outputs[]", o, OUTPUTS)
+            _choice("outputs[]", o, output_names())
         for i, method in enumerate(self.methods):
             _check_method(f"methods[{i}]", method, self.m, timed=self.sim.system is not None)
         if self.sim.attack is not None and n_clients is not None:  # else checked when loaded
@@ -951,84 +438,6 @@ _TOP_KEYS = frozenset(
 _SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimSettings))
 
 
-def _resolve_path(key: str, path: Any, kind: str | None, base_dir: Path | None) -> str:
-    if not isinstance(path, str) or not path:
-        raise ConfigError(f"{key} must be a non-empty string, got {path!r}")
-    resolved = Path(path).expanduser()
-    if not resolved.is_absolute() and base_dir is not None:
-        resolved = base_dir / resolved
-    ok = {"folder": resolved.is_dir(), "file": resolved.is_file()}.get(
-        kind or "", resolved.exists()
-    )
-    if not ok:
-        what = {"folder": "a folder", "file": "a file"}.get(kind or "", "a file or folder")
-        raise ConfigError(f"{key} {path!r} is not {what} (looked at {resolved})")
-    return str(resolved)
-
-
-def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
-    dataset = raw.get("dataset", "fashion-mnist")
-    _choice("data.dataset", dataset, sorted(DATASETS))
-    entry = DATASETS[dataset]
-    option_keys = entry.keys - {"path"}
-    table = raw.get("partition")
-    kwargs: dict[str, Any] = {"dataset": dataset}
-    if isinstance(table, Mapping):  # [data.partition]
-        _no_unknown("data", raw, frozenset({"dataset", "path", "partition"}) | option_keys)
-        kind = table.get("kind", "natural" if entry.generated else "paper_groups")
-        _no_unknown(
-            "data.partition", table, _TABLE_KEYS | _partition("data.partition.kind", kind).keys
-        )
-        params = {k: v for k, v in table.items() if k not in _TABLE_KEYS}
-        kwargs["partition_seed"] = table.get("seed", 0)
-        kwargs["resample_per_seed"] = table.get("resample_per_seed", False)
-    else:  # the flat form: the partition's keys beside the data set's
-        kind = table if table is not None else ("natural" if entry.generated else "paper_groups")
-        found = _partition("data.partition", kind)
-        # a generated data set's options make its clients: its natural partition takes no keys
-        part_keys = frozenset() if entry.generated else found.keys
-        clash = sorted(option_keys & part_keys)
-        if clash:
-            raise ConfigError(
-                f"data: {clash} name both an option of dataset {dataset!r} and a key of "
-                f"partition {kind!r}; put the partition in a [data.partition] table"
-            )
-        _no_unknown("data", raw, _FLAT_KEYS | option_keys | part_keys)
-        params = {k: v for k, v in raw.items() if k in part_keys}
-        kwargs["partition_seed"] = raw.get("partition_seed", 0)
-        if "partition_per_seed" in raw and "resample_per_seed" in raw:
-            raise ConfigError("data: give resample_per_seed or partition_per_seed, not both")
-        kwargs["resample_per_seed"] = raw.get(
-            "resample_per_seed", raw.get("partition_per_seed", False)
-        )
-        kwargs["flat"] = True
-    kwargs["partition"] = kind
-    kwargs["params"] = tuple(sorted((k, _freeze(v)) for k, v in params.items()))
-    kwargs["options"] = tuple(sorted((k, raw[k]) for k in option_keys if k in raw))
-    if "path" in raw:
-        if "path" not in entry.keys:
-            raise ConfigError(f"data.path: dataset {dataset!r} reads no files")
-        kwargs["path"] = _resolve_path("data.path", raw["path"], entry.path, base_dir)
-    return DataConfig(**kwargs)
-
-
-def _kind_table(
-    key: str, value: Any, default: str, keys: Mapping[str, frozenset[str]], base_dir: Path | None
-) -> dict[str, Any]:
-    """A sub-table whose ``kind`` decides its keys (``[sim.availability]``, ``[sim.system]``).
-
-    The kind and the keys are checked, and a relative ``path`` is resolved against ``base_dir``.
-    """
-    table = dict(_table(key, value))
-    kind = table.get("kind", default)
-    _choice(f"{key}.kind", kind, list(keys))
-    _no_unknown(key, table, keys[kind])
-    if isinstance(table.get("path"), str) and base_dir is not None:
-        path = Path(table["path"]).expanduser()
-        table["path"] = str(path if path.is_absolute() else base_dir / path)
-    return table
-
-
 def _parse_method(i: int, raw: Any) -> MethodConfig:
     key = f"methods[{i}]"
     table = _table(key, raw)
@@ -1042,8 +451,8 @@ def _parse_method(i: int, raw: Any) -> MethodConfig:
     for k, values in sweep_raw.items():
         if not isinstance(values, list):
             raise ConfigError(f"{key}.sweep.{k} must be an array of values, got {values!r}")
-        sweep.append((k, tuple(_freeze(v) for v in values)))
-    params = tuple((k, _freeze(v)) for k, v in table.items() if k not in ("name", "sweep"))
+        sweep.append((k, tuple(freeze(v) for v in values)))
+    params = tuple((k, freeze(v)) for k, v in table.items() if k not in ("name", "sweep"))
     return MethodConfig(name=name, params=params, sweep=tuple(sweep))
 
 
@@ -1075,15 +484,9 @@ def config_from_dict(
         sim_raw = dict(_table("sim", raw.get("sim", {})))
         _no_unknown("sim", sim_raw, _SIM_KEYS)
         if "availability" in sim_raw:
-            avail = _kind_table(
-                "sim.availability", sim_raw["availability"], "always", _AVAILABILITY_KEYS, base_dir
-            )
-            sim_raw["availability"] = AvailabilitySettings(**avail)
+            sim_raw["availability"] = AVAILABILITY_TABLE.parse(sim_raw["availability"], base_dir)
         if "system" in sim_raw:
-            system = _kind_table(
-                "sim.system", sim_raw["system"], "lognormal", _SYSTEM_KEYS, base_dir
-            )
-            sim_raw["system"] = SystemSettings(**system)
+            sim_raw["system"] = SYSTEM_TABLE.parse(sim_raw["system"], base_dir)
         for table in ("attack", "defence"):
             if table in sim_raw:
                 try:
@@ -1102,7 +505,6 @@ def config_from_dict(
         if not isinstance(outputs, list):
             raise ConfigError(f"outputs must be an array of strings, got {outputs!r}")
         model_raw = _table("model", raw.get("model", {}))
-        _no_unknown("model", model_raw, _MODEL_KEYS)
         description = raw.get("description", "")
         if not isinstance(description, str):
             raise ConfigError(f"description must be a string, got {description!r}")
@@ -1111,9 +513,9 @@ def config_from_dict(
             description=description,
             m=raw["m"],
             seeds=tuple(seeds),
-            data=_parse_data(data_raw, base_dir),
+            data=DataConfig.from_dict(data_raw, base_dir),
             sim=SimSettings(**sim_raw),
-            model=ModelSettings(**model_raw),
+            model=MODEL_TABLE.parse(model_raw, None),
             methods=tuple(_parse_method(i, t) for i, t in enumerate(methods_raw)),
             outputs=tuple(outputs),
             source=source,
@@ -1188,30 +590,14 @@ def config_from_file(
     return config if data_path is None else with_overrides(config, data_path=data_path)
 
 
-def _value_to_toml(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_value_to_toml(v) for v in value]
-    return value
-
-
 def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
     """The configuration as a plain TOML/JSON-able document; ``config_from_dict`` inverts it."""
-    d = config.data
-    data: dict[str, Any] = {"dataset": d.dataset, **{k: _value_to_toml(v) for k, v in d.options}}
-    if d.path is not None:
-        data["path"] = d.path
-    data["partition"] = {
-        "kind": d.partition,
-        **{k: _value_to_toml(v) for k, v in d.params},
-        "seed": d.partition_seed,
-        "resample_per_seed": d.resample_per_seed,
-    }
     methods = []
     for method in config.methods:
         entry: dict[str, Any] = {"name": method.name}
-        entry.update({k: _value_to_toml(v) for k, v in method.params})
+        entry.update({k: value_to_toml(v) for k, v in method.params})
         if method.sweep:
-            entry["sweep"] = {k: [_value_to_toml(v) for v in vs] for k, vs in method.sweep}
+            entry["sweep"] = {k: [value_to_toml(v) for v in vs] for k, vs in method.sweep}
         methods.append(entry)
     doc: dict[str, Any] = {
         "name": config.name,
@@ -1219,9 +605,9 @@ def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
         "m": config.m,
         "seeds": list(config.seeds),
         "outputs": list(config.outputs),
-        "data": data,
+        "data": config.data.to_dict(),
         "sim": config.sim.to_dict(),
-        "model": config.model.to_dict(),
+        "model": MODEL_TABLE.to_dict(config.model),
         "methods": methods,
     }
     return doc
@@ -1280,10 +666,10 @@ def with_overrides(
         sim = dataclasses.replace(sim, eval_every=sim.rounds)
     data = config.data
     if data_path is not None:
-        entry = DATASETS[data.dataset]
+        entry = DATASETS.resolve(data.dataset)
         if "path" not in entry.keys:
             raise ConfigError(f"data path: dataset {data.dataset!r} reads no files")
-        resolved = _resolve_path("data path", data_path, entry.path, None)
+        resolved = resolve_path("data path", data_path, entry.path, None)
         data = dataclasses.replace(data, path=str(Path(resolved).resolve()))
     return dataclasses.replace(
         config,

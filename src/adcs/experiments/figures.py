@@ -16,15 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments.report import (
-    TIME_FIGURE,
-    RunRecord,
-    Series,
-    curve_series,
-    select_runs,
-    t_interval,
-    variant_labels,
-)
+from adcs.experiments.records import RunRecord, Series, curve_series, select_runs, variant_labels
+from adcs.experiments.report import TIME_FIGURE
+from adcs.experiments.stats import t_interval
+from adcs.experiments.timing import curves, default_targets
 
 __all__ = ["CURVES_TITLE", "plot_accuracy", "plot_accuracy_against_time", "pyplot", "write_figures"]
 
@@ -116,8 +111,6 @@ def plot_accuracy_against_time(
     time-to-accuracy table (default :func:`adcs.experiments.timing.default_targets`) are dashed.
     Returns the variants drawn.
     """
-    from adcs.experiments.timing import curves, default_targets
-
     plt = pyplot()
     targets = default_targets(records) if targets is None else targets
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="col")

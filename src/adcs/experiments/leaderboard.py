@@ -39,41 +39,53 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import stdtrit
 
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
     MethodConfig,
     config_from_dict,
+    packaged_config_path,
     read_toml,
     with_overrides,
 )
 from adcs.experiments.distributed import ShardExecutor
 from adcs.experiments.folder import MANIFEST, ResultsFolder, RunError, provenance, source_checkout
-from adcs.experiments.report import RunRecord, t_interval, variant_labels
+from adcs.experiments.leaderboard_report import write_summary
+from adcs.experiments.ranking import (
+    METRICS,
+    PAPER_THETA,
+    REFRESH_EVERY,
+    THETAS,
+    Placing,
+    RankRow,
+    Score,
+    check_metrics,
+    rank_table,
+    rank_workload,
+    scores_of,
+)
 from adcs.experiments.runner import (
     ExperimentOutcome,
     ProgressFn,
     RunInterrupted,
     config_differences,
     data_folders,
-    load_records,
     resume_identity,
     run_experiment,
     submit_shards,
 )
-from adcs.experiments.timing import TARGET_FRACTION, Estimate, time_to_reach
+from adcs.experiments.stats import paired_difference, tied
+from adcs.experiments.timing import TARGET_FRACTION
 from adcs.schedulers import SCHEDULERS
 
 __all__ = [
@@ -81,6 +93,7 @@ __all__ = [
     "PAPER_THETA",
     "QUICK",
     "REFRESH_EVERY",
+    "TARGET_FRACTION",
     "THETAS",
     "LeaderboardOutcome",
     "Placing",
@@ -102,21 +115,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FloatArray = NDArray[np.float64]
-SeedValues = Mapping[int, float]
-"""One entry's value on each seed it ran."""
-
-THETAS = (0.6, 0.8, 0.9, 0.95)
-"""ADCS's θ on the leaderboard: θ is the lever between diversity and quality (issue 11)."""
-PAPER_THETA = 0.8
-"""The paper's θ (Sec. 6); ``fresh_quality`` runs at it."""
-REFRESH_EVERY = 20
-"""The paper's R for every ADCS entry."""
-CONFIDENCE = 0.95
-"""Of every interval and of the tie test (5 % two-sided)."""
-
-METRICS = ("worst", "p10", "avg")
-"""What is ranked: final worst, 10th-percentile and average client accuracy (higher is better)."""
-METRIC_NAMES = {"worst": "worst", "p10": "10th-percentile", "avg": "average"}
 
 QUICK: dict[str, Any] = {"rounds": 150, "eval_every": 15, "seeds": (0, 1, 2)}
 """``--quick``: every workload with these rounds, evaluation period and seeds (a smoke run)."""
@@ -157,8 +155,6 @@ def leaderboard_methods(entries: Sequence[str] = ()) -> tuple[MethodConfig, ...]
 
 
 def _workloads_dir() -> Path:
-    from adcs.experiments.config import packaged_config_path
-
     # the folder beside the shipped configurations (the checkout's, else the package's)
     return packaged_config_path("quick").parent / WORKLOADS_FOLDER
 
@@ -228,332 +224,6 @@ def quick_workload(config: ExperimentConfig) -> ExperimentConfig:
     return with_overrides(
         config, rounds=QUICK["rounds"], eval_every=QUICK["eval_every"], seeds=QUICK["seeds"]
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# scores
-
-
-@dataclass(frozen=True, eq=False)
-class Score:
-    """One entry's numbers on one workload.
-
-    Attributes
-    ----------
-    workload, variant, method : str
-    label : str
-        The entry's display name (the same on every workload).
-    params : mapping
-        Its hyperparameters.
-    worst, p10, avg : dict of int to float
-        Final worst, 10th-percentile and average client accuracy, per seed.
-    rounds_to_target : dict of int to float
-        Rounds to the workload's target worst accuracy per seed (NaN: never reached).
-    client_updates, loss_evals, tv : float
-        Mean over seeds of the updates and loss evaluations computed, and of the TV distance of
-        the selection shares to uniform selection.
-    """
-
-    workload: str
-    variant: str
-    method: str
-    label: str
-    params: Mapping[str, Any]
-    worst: dict[int, float]
-    p10: dict[int, float]
-    avg: dict[int, float]
-    rounds_to_target: dict[int, float]
-    client_updates: float
-    loss_evals: float
-    tv: float
-
-    def values(self, metric: str) -> dict[int, float]:
-        """The per-seed values of ``metric`` (one of :data:`METRICS`)."""
-        values: dict[int, float] = getattr(self, metric)
-        return values
-
-    def mean(self, metric: str) -> tuple[float, float]:
-        """Mean over seeds of ``metric`` and its 95 % t half-width (NaN with one seed)."""
-        values = np.array(list(self.values(metric).values()), dtype=np.float64)
-        if values.size == 0:
-            return math.nan, math.nan
-        mean, half = t_interval(values)
-        return float(mean), float(half)
-
-    @property
-    def to_target(self) -> Estimate:
-        """Rounds to the target over seeds (a mean only when every seed reached it)."""
-        return Estimate.of_values(list(self.rounds_to_target.values()))
-
-    @property
-    def n_seeds(self) -> int:
-        return len(self.worst)
-
-
-def _final(values: FloatArray, record: RunRecord) -> float:
-    """The final value of an evaluation series: the mean over the record's final window."""
-    tail = np.asarray(values, dtype=np.float64)[record.tail]
-    return float(tail.mean()) if tail.size else math.nan
-
-
-def percentile_curve(client_acc: NDArray[Any], q: float = 0.1) -> FloatArray:
-    """The q-quantile of the clients' accuracies at each evaluation (linear interpolation).
-
-    Parameters
-    ----------
-    client_acc : ndarray of shape (n_evals, n_clients)
-    q : float in [0, 1]
-
-    Returns
-    -------
-    ndarray of shape (n_evals,)
-    """
-    acc = np.asarray(client_acc, dtype=np.float64)
-    return np.asarray(np.quantile(acc, q, axis=-1), dtype=np.float64)
-
-
-def target_worst(records: Sequence[RunRecord]) -> float:
-    """The workload's target worst accuracy: :data:`TARGET_FRACTION` × Uniform's final.
-
-    Uniform's final worst accuracy (mean over seeds) is what random selection reaches; without
-    Uniform runs the first variant's serves.
-    """
-    reference = [r for r in records if r.method == "uniform"] or list(records)
-    if not reference:
-        return math.nan
-    variant = reference[0].variant
-    finals = [r.final("worst_acc") for r in reference if r.variant == variant]
-    return TARGET_FRACTION * float(np.mean(finals))
-
-
-def entry_labels(records: Sequence[RunRecord]) -> dict[str, str]:
-    """A display name per variant: ADCS's leaderboard entries by θ, the others by the table
-    (k-DPP spelled so)."""
-    labels = variant_labels(records)
-    for r in records:
-        if r.method == "kdpp":  # its class name reads badly
-            labels[r.variant] = labels[r.variant].replace("KDPP", "k-DPP", 1)
-        if r.method == "adcs" and "theta" in r.params:
-            label = f"ADCS θ={float(r.params['theta']):g}"
-            if r.params.get("fresh_quality"):
-                label += ", fresh q"
-            if r.params.get("refresh_every") != REFRESH_EVERY:
-                label += f", R={r.params.get('refresh_every')}"
-            labels[r.variant] = label
-    return labels
-
-
-def scores_of(
-    workload: str,
-    records: Sequence[RunRecord],
-    client_acc: Mapping[str, NDArray[Any]],
-    labels: Mapping[str, str] | None = None,
-) -> tuple[list[Score], float]:
-    """Every entry's :class:`Score` on one workload, in the order of ``records``, and the target.
-
-    Parameters
-    ----------
-    workload : str
-    records : sequence of RunRecord
-        The workload's runs.
-    client_acc : mapping of run id to ndarray of shape (n_evals, n_clients)
-        Per-client accuracies (``client_acc.npz``), for the 10th percentile; a run without one
-        gets NaN.
-    labels : mapping, optional
-        Display names by variant (default :func:`entry_labels` of ``records``).
-    """
-    labels = dict(labels or entry_labels(records))
-    target = target_worst(records)
-    by_variant: dict[str, list[RunRecord]] = {}
-    for r in records:
-        by_variant.setdefault(r.variant, []).append(r)
-    scores = []
-    for variant, runs in by_variant.items():
-        runs = sorted(runs, key=lambda r: r.seed)
-        p10 = {}
-        for r in runs:
-            acc = client_acc.get(r.run_id)
-            p10[r.seed] = math.nan if acc is None else _final(percentile_curve(acc), r)
-        reach = {
-            r.seed: time_to_reach(r.eval_rounds.astype(np.float64), r.worst_acc, target)
-            for r in runs
-        }
-        score = Score(
-            workload=workload, variant=variant, method=runs[0].method,
-            label=labels.get(variant, variant), params=dict(runs[0].params),
-            worst={r.seed: r.final("worst_acc") for r in runs}, p10=p10,
-            avg={r.seed: r.final("avg_acc") for r in runs}, rounds_to_target=reach,
-            client_updates=float(np.mean([r.client_updates for r in runs])),
-            loss_evals=float(np.mean([r.loss_evals for r in runs])),
-            tv=float(np.mean([r.tv_to_uniform for r in runs])),
-        )  # fmt: skip
-        scores.append(score)
-    return scores, target
-
-
-# ---------------------------------------------------------------------------------------------
-# ranks and ties
-
-
-def paired_difference(
-    a: SeedValues, b: SeedValues, confidence: float = CONFIDENCE
-) -> tuple[float, float, int]:
-    """Mean over common seeds of ``a − b``, its paired t half-width, and the number of seeds.
-
-    The half-width is NaN with fewer than two common seeds, and the mean NaN with none or when
-    a value is not finite.
-    """
-    seeds = sorted(set(a) & set(b))
-    d = np.array([a[s] - b[s] for s in seeds], dtype=np.float64)
-    if d.size == 0 or not np.isfinite(d).all():
-        return math.nan, math.nan, int(d.size)
-    if d.size < 2:
-        return float(d[0]), math.nan, 1
-    sem = float(d.std(ddof=1)) / math.sqrt(d.size)
-    return float(d.mean()), sem * float(stdtrit(d.size - 1, 0.5 + confidence / 2.0)), int(d.size)
-
-
-def tied(a: SeedValues, b: SeedValues, confidence: float = CONFIDENCE) -> bool:
-    """Whether a two-sided paired t-test over the common seeds cannot tell ``a`` from ``b``.
-
-    |mean(d)| ≤ t(0.5 + confidence/2, n − 1) · sd(d)/√n with d_s = a_s − b_s over n ≥ 2 common
-    seeds (the boundary counts as tied); with one common seed only an exact equality ties; with
-    none, or a value that is not finite, nothing does.
-    """
-    mean, half, n = paired_difference(a, b, confidence)
-    if math.isnan(mean):
-        return False
-    if n < 2:
-        return mean == 0.0
-    return abs(mean) <= half
-
-
-@dataclass(frozen=True)
-class Placing:
-    """An entry's place on one workload.
-
-    Attributes
-    ----------
-    rank : float
-        1 = the highest mean; equal means share the mean of their places.
-    mean : float
-        Mean over seeds (NaN: not finite on some seed).
-    best : bool
-        It has the highest mean.
-    tied : bool
-        It is the best or tied with the best (:func:`tied`).
-    """
-
-    rank: float
-    mean: float
-    best: bool
-    tied: bool
-
-
-def _seed_mean(values: SeedValues) -> float:
-    array = np.array(list(values.values()), dtype=np.float64)
-    return float(array.mean()) if array.size and np.isfinite(array).all() else math.nan
-
-
-def rank_workload(
-    entries: Mapping[str, SeedValues], confidence: float = CONFIDENCE
-) -> dict[str, Placing]:
-    """Rank the entries of one workload by their mean over seeds (higher is better).
-
-    Parameters
-    ----------
-    entries : mapping of entry to (mapping of seed to value)
-    confidence : float
-        Of the tie test.
-
-    Returns
-    -------
-    dict of entry to Placing
-        Ranks 1 … n; equal means share the mean of their places; an entry whose mean is not
-        finite ranks after every finite one. The best (the first of the highest means, in the
-        order of ``entries``) is the reference of the tie test.
-    """
-    names = list(entries)
-    means = np.array([_seed_mean(entries[n]) for n in names], dtype=np.float64)
-    key = np.where(np.isfinite(means), means, -np.inf)
-    ranks = np.empty(len(names), dtype=np.float64)
-    for i, k in enumerate(key):
-        above = float(np.sum(key > k))
-        same = float(np.sum(key == k))
-        ranks[i] = above + (same + 1.0) / 2.0  # the mean of the places above+1 … above+same
-    if not names:
-        return {}
-    top = float(key.max())
-    best = names[int(np.argmax(key))]
-    out = {}
-    for i, name in enumerate(names):
-        is_best = bool(np.isfinite(key[i]) and key[i] == top)
-        out[name] = Placing(
-            rank=float(ranks[i]),
-            mean=float(means[i]),
-            best=is_best,
-            tied=is_best or tied(entries[best], entries[name], confidence),
-        )
-    return out
-
-
-@dataclass(frozen=True)
-class RankRow:
-    """An entry's line of the overall table, for one metric.
-
-    Attributes
-    ----------
-    entry : str
-    mean_rank : float
-        Over the workloads it ran on.
-    workloads : int
-        How many it ran on.
-    best, tied : int
-        On how many it was the best, and the best or tied with the best.
-    ranks : dict of str to float
-        Its rank on each workload.
-    """
-
-    entry: str
-    mean_rank: float
-    workloads: int
-    best: int
-    tied: int
-    ranks: dict[str, float] = field(default_factory=dict)
-
-
-def rank_table(
-    workloads: Mapping[str, Mapping[str, SeedValues]], confidence: float = CONFIDENCE
-) -> tuple[list[RankRow], dict[str, dict[str, Placing]]]:
-    """The overall table: each entry's mean rank over workloads, bests and ties.
-
-    Parameters
-    ----------
-    workloads : mapping of workload to (mapping of entry to per-seed values)
-
-    Returns
-    -------
-    rows : list of RankRow
-        Sorted by mean rank, then by more ties with the best, then by name.
-    placings : dict of workload to (dict of entry to Placing)
-    """
-    placings = {w: rank_workload(entries, confidence) for w, entries in workloads.items()}
-    names = list(dict.fromkeys(e for entries in workloads.values() for e in entries))
-    rows = []
-    for name in names:
-        mine = {w: p[name] for w, p in placings.items() if name in p}
-        rows.append(
-            RankRow(
-                entry=name,
-                mean_rank=float(np.mean([p.rank for p in mine.values()])),
-                workloads=len(mine),
-                best=sum(p.best for p in mine.values()),
-                tied=sum(p.tied for p in mine.values()),
-                ranks={w: p.rank for w, p in mine.items()},
-            )
-        )
-    rows.sort(key=lambda r: (r.mean_rank, -r.tied, r.entry))
-    return rows, placings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -634,6 +304,7 @@ def run_leaderboard(
     command: str = "",
     kind: str = "leaderboard",
     finalize: Callable[[Path], Mapping[str, Any]] | None = None,
+    metrics: Sequence[str] = (),
 ) -> LeaderboardOutcome:
     """Run every workload into ``out/<workload>/`` and write the leaderboard beside them.
 
@@ -670,6 +341,9 @@ def run_leaderboard(
     finalize : callable, optional
         Called with the partial folder once the summary is written; what it returns is added to
         the manifest.
+    metrics : sequence of str
+        Result columns ranked beside the accuracies (any of
+        :func:`~adcs.experiments.ranking.rankable_columns`, e.g. ``"test_loss"``).
 
     Raises
     ------
@@ -684,6 +358,10 @@ def run_leaderboard(
         raise ConfigError("the leaderboard needs at least one workload")
     if len(set(names)) != len(names):
         raise ConfigError(f"workload names must be distinct, got {names}")
+    try:
+        metrics = check_metrics(metrics)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     data = sorted({p for c in workloads for p in (data_folders(c) if dataset is None else [])})
     folder = ResultsFolder(out, data=data, keep=source_checkout())
     folder.check(force=force, resume=resume)
@@ -732,9 +410,7 @@ def run_leaderboard(
             if not any(_workload_state(partial, n) != "new" for n in names):
                 folder.discard(keep_checkpoint=False)  # nothing worth resuming
             raise
-        from adcs.experiments.leaderboard_report import write_summary
-
-        ranks, scores = write_summary(partial, names, quick=quick)
+        ranks, scores = write_summary(partial, names, quick=quick, metrics=metrics)
         extra = {} if finalize is None else dict(finalize(partial))
         manifest = {
             "experiment": kind,
@@ -761,25 +437,19 @@ def run_leaderboard(
     )  # fmt: skip
 
 
-def workload_scores(folder: Path, name: str) -> tuple[list[RunRecord], dict[str, NDArray[Any]]]:
-    """A workload's records and per-client accuracies, read back from its results folder."""
-    records = load_records(folder / name)
-    with np.load(folder / name / "client_acc.npz") as npz:
-        client_acc = {k: np.asarray(npz[k]) for k in npz.files}
-    return records, client_acc
-
-
 def summarize_leaderboard(
-    folder: str | Path, names: Sequence[str] | None = None, *, quick: bool = False
+    folder: str | Path,
+    names: Sequence[str] | None = None,
+    *,
+    quick: bool = False,
+    metrics: Sequence[str] = (),
 ) -> tuple[list[RankRow], dict[str, list[Score]]]:
     """(Re)write the leaderboard's summary in ``folder`` from its workloads' results folders.
 
     ``names`` default: every subfolder holding a results folder, the paper's setting first.
     """
-    from adcs.experiments.leaderboard_report import write_summary
-
     folder = Path(folder)
     if names is None:
         found = [p.parent.name for p in folder.glob(f"*/{MANIFEST}")]
         names = sorted(found, key=lambda n: (n != REFERENCE_WORKLOAD, n))
-    return write_summary(folder, list(names), quick=quick)
+    return write_summary(folder, list(names), quick=quick, metrics=metrics)

@@ -19,8 +19,7 @@ import numpy as np
 
 from adcs.experiments.figures import pyplot
 from adcs.experiments.folder import MANIFEST
-from adcs.experiments.leaderboard import (
-    CONFIDENCE,
+from adcs.experiments.ranking import (
     METRIC_NAMES,
     METRICS,
     PAPER_THETA,
@@ -29,14 +28,15 @@ from adcs.experiments.leaderboard import (
     Placing,
     RankRow,
     Score,
+    check_metrics,
     entry_labels,
-    paired_difference,
     rank_table,
     scores_of,
     workload_scores,
 )
-from adcs.experiments.report import FINAL_FRACTION, RunRecord
+from adcs.experiments.records import RunRecord
 from adcs.experiments.results import _write_csv, _write_json
+from adcs.experiments.stats import CONFIDENCE, FINAL_FRACTION, paired_difference
 from adcs.experiments.timing import TARGET_FRACTION, Estimate
 from adcs.schedulers import SCHEDULERS
 
@@ -137,17 +137,20 @@ def _collect(
 
 
 def write_summary(
-    folder: Path, names: Sequence[str], *, quick: bool = False
+    folder: Path, names: Sequence[str], *, quick: bool = False, metrics: Sequence[str] = ()
 ) -> tuple[list[RankRow], dict[str, list[Score]]]:
     """Write the leaderboard's tables, report and figures into ``folder`` from its workloads.
 
-    Returns the overall rank table on the final worst accuracy and every workload's scores.
+    ``metrics`` are columns ranked beside :data:`METRICS` (:func:`check_metrics`): they join
+    ``leaderboard.csv``, ``ranks.csv`` and ``summary.json``. Returns the overall rank table on
+    the final worst accuracy and every workload's scores.
     """
+    ranked = (*METRICS, *(m for m in check_metrics(metrics) if m not in METRICS))
     scores, targets, contexts = _collect(folder, names)
     tables = {}
     placings: dict[str, dict[str, dict[str, Placing]]] = {}
-    for metric in METRICS:
-        values = {w: {s.label: s.values(metric) for s in scores[w]} for w in names}
+    for metric in ranked:
+        values = {w: {s.label: s.ranked(metric) for s in scores[w]} for w in names}
         tables[metric], placings[metric] = rank_table(values)
     _write_tables(folder, names, scores, targets, tables, placings)
     figures = [_workload_figure(folder, w, scores[w], placings["worst"][w]) for w in names]
@@ -166,7 +169,7 @@ def _write_tables(
     placings: Mapping[str, Mapping[str, Mapping[str, Placing]]],
 ) -> None:
     header = ["workload", "entry", "method", "variant", "seeds"]
-    for metric in METRICS:
+    for metric in tables:
         header += [metric, f"{metric}_half", f"rank_{metric}", f"best_{metric}", f"tied_{metric}"]
     header += ["target_worst", "rounds_to_target", "rounds_to_target_half", "seeds_reached",
                "client_updates", "loss_evals", "tv_to_uniform"]  # fmt: skip
@@ -174,7 +177,7 @@ def _write_tables(
     for w in names:
         for s in scores[w]:
             row: list[Any] = [w, s.label, s.method, s.variant, s.n_seeds]
-            for metric in METRICS:
+            for metric in tables:
                 p = placings[metric][w][s.label]
                 row += [*s.mean(metric), p.rank, p.best, p.tied]
             e = s.to_target
@@ -188,7 +191,7 @@ def _write_tables(
         (
             [metric, i + 1, r.entry, r.mean_rank, r.workloads, r.best, r.tied,
              *(r.ranks.get(w) for w in names)]
-            for metric in METRICS for i, r in enumerate(tables[metric])
+            for metric in tables for i, r in enumerate(tables[metric])
         ),
     )  # fmt: skip
     _write_json(
@@ -200,7 +203,7 @@ def _write_tables(
                                                             for s in scores[w]]}
                 for w in names
             },
-            "ranks": {m: [_row_doc(r) for r in tables[m]] for m in METRICS},
+            "ranks": {m: [_row_doc(r) for r in tables[m]] for m in tables},
             "adcs_theta": {w: _theta_doc(scores[w]) for w in names},
         },
     )  # fmt: skip
@@ -224,7 +227,7 @@ def _definitions() -> dict[str, str]:
 def _entry_doc(s: Score, placings: Mapping[str, Any], w: str) -> dict[str, Any]:
     doc: dict[str, Any] = {"entry": s.label, "method": s.method, "variant": s.variant,
                            "params": dict(s.params)}  # fmt: skip
-    for metric in METRICS:
+    for metric in placings:
         mean, half = s.mean(metric)
         p = placings[metric][w][s.label]
         doc[metric] = {

@@ -18,15 +18,18 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from adcs.experiments.config import ExperimentConfig
+from adcs.experiments.outputs import Study, StudyReport, register_study
 from adcs.experiments.report import (
     ReportContext,
     RunRecord,
     Series,
     SeriesSummary,
+    curve_series,
     final_note,
     fmt,
     method_label,
@@ -37,9 +40,6 @@ from adcs.experiments.report import (
     summaries,
     summarize,
 )
-
-if TYPE_CHECKING:
-    from adcs.experiments.config import ExperimentConfig
 
 __all__ = [
     "CLAIMS_NEED",
@@ -114,8 +114,8 @@ def _setting_value(config: ExperimentConfig, key: str) -> Any:
     if key.startswith("data."):  # fields, options and partition parameters alike
         return config.data.value(key.removeprefix("data."))
     value: Any = config
-    for part in key.split("."):
-        value = getattr(value, part)
+    for part in key.split("."):  # a user's availability class may have no kind
+        value = getattr(value, part, None)
     return value
 
 
@@ -722,3 +722,17 @@ def write_report(
         out += [f"![{fig}]({fig})", ""]
     path.write_text("\n".join(out).rstrip() + "\n", encoding="utf-8")
     return claims
+
+
+def _report(path: Path, records: Sequence[RunRecord], context: ReportContext) -> StudyReport:
+    claims = write_report(path, records, context)
+    rows = summaries(records, console_series(records)) or summaries(records, curve_series(records))
+    return StudyReport(rows, list(claims))
+
+
+def _table1(folder: Path, records: Sequence[RunRecord], in_setting: bool) -> None:
+    write_table1(folder, records, paper_columns=in_setting)
+
+
+STUDY = register_study(Study("paper", differences, FIGURES, {"table1": _table1}, _report))
+"""The paper as a study (:mod:`adcs.experiments.outputs`): its figures, Table 1 and report."""

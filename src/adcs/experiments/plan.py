@@ -25,11 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from adcs.data import Dataset, FashionMNIST, Partition, partition_data
-from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
+from adcs.data import DATASETS, Dataset, FashionMNIST, Partition, partition_data
 from adcs.experiments.adversary import adversarial_run
 from adcs.experiments.bounds import check_clients
-from adcs.experiments.config import ConfigError, DataConfig, ExperimentConfig, config_to_dict
+from adcs.experiments.config import (
+    ConfigError,
+    DataConfig,
+    ExperimentConfig,
+    build_model,
+    config_to_dict,
+)
 from adcs.experiments.workload import DataSource, federate, load_data
 from adcs.schedulers.base import Scheduler
 from adcs.sim.data import ClientData
@@ -103,6 +108,11 @@ def _variant_name(
         if key not in named and (key not in defaults or params[key] != defaults[key]):
             parts.append(f"{key}={_fmt_value(params[key])}")
     return "-".join(parts)
+
+
+def runs_per_seed(config: ExperimentConfig) -> int:
+    """The distinct runs of one seed of ``config`` (every seed has the same)."""
+    return len(expand_runs(dataclasses.replace(config, seeds=config.seeds[:1])))
 
 
 def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
@@ -249,13 +259,7 @@ def _batches(
 
 def data_folders(config: ExperimentConfig) -> list[Path]:
     """The data folders a run of ``config`` may read (results must keep clear of them)."""
-    data = config.data
-    if data.dataset == "fashion-mnist":
-        return fashion_mnist_folders(data.path)
-    if data.path is None:
-        return []
-    path = Path(data.path)
-    return [path if path.is_dir() else path.parent]
+    return DATASETS.resolve(config.data.dataset).data_folders(config.data.path)
 
 
 def resume_identity(config: ExperimentConfig) -> dict[str, Any]:
@@ -337,7 +341,9 @@ def _prepare(
         raise ConfigError(
             f"{config.source}: m={config.m} exceeds the number of clients N={first.n_clients}"
         )
-    check_clients(config, first.n_clients)  # eval_clients ≤ N; the records fit with the real N
+    check_clients(
+        config, first.n_clients, runs_per_seed(config)
+    )  # eval_clients ≤ N; the records fit with the real N
     if config.data.total_clients is None:  # a trace is checked against the real N
         sim_config = sim_settings(config, first.n_clients)
     for data in fed.values():
@@ -346,7 +352,7 @@ def _prepare(
         except ValueError as exc:
             raise ConfigError(f"{config.source}: sim.{exc}") from exc
     try:  # the model is built and checked on one batch before any round
-        model = config.model.build(first.input_shape, first.n_classes)
+        model = build_model(config, first.input_shape, first.n_classes)
     except ConfigError as exc:
         raise ConfigError(f"{config.source}: {exc}") from None
     batches = _batches(plan, fed, sim_config, model.dim)

@@ -1,27 +1,31 @@
-"""Run records, series, their end-of-training numbers, and the neutral ``report.md``.
+"""Series summaries over seeds and the neutral ``report.md``.
 
-Everything here works on :class:`RunRecord` values — plain numbers of finished runs — so the same
-code serves a fresh run and a results folder read back from disk, and tests can feed it
-constructed numbers. Nothing here knows the paper or any method's hyperparameters: a series is a
-method and whichever of its hyperparameters identify it; the paper's series, claims and text live
-in :mod:`adcs.experiments.paper`.
-
-**Final** has one meaning in every file and on the console: the mean over a run's last
-:data:`FINAL_FRACTION` of evaluations (at least one), steadier than the single last evaluation,
-which is kept as ``last_*``. Over seeds: the mean, with a 95 % Student-t interval.
+Works on :class:`~adcs.experiments.records.RunRecord` values (re-exported here with the
+series and the statistics they use). Nothing here knows the paper or any method's
+hyperparameters; the paper's series, claims and text live in :mod:`adcs.experiments.paper`.
+*Final* and the intervals are those of :mod:`adcs.experiments.stats`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import stdtrit
+
+from adcs.experiments.records import (
+    RunRecord,
+    Series,
+    curve_series,
+    method_label,
+    select_runs,
+    variant_labels,
+)
+from adcs.experiments.stats import FINAL_FRACTION, final_note, t_interval, tail_length
+from adcs.experiments.timing import time_section
 
 __all__ = [
     "FINAL_FRACTION",
@@ -44,244 +48,12 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-FINAL_FRACTION = 0.1
-"""Share of a run's last evaluations whose mean is its *final* accuracy and loss."""
-
 TIME_FIGURE = "time.png"
 """Accuracy against rounds and simulated time, drawn for runs with a system profile."""
 
 
-def tail_length(n_evals: int) -> int:
-    """Evaluations in the final window: ⌈FINAL_FRACTION · n_evals⌉, at least 1 (0 without any)."""
-    return 0 if n_evals == 0 else max(1, math.ceil(FINAL_FRACTION * n_evals - 1e-9))
-
-
-def final_note() -> str:
-    """The definition of *final*, as the report and the console state it."""
-    return (
-        f"final = mean over each run's last {100 * FINAL_FRACTION:.0f}% of evaluations "
-        "(last = the last evaluation alone); over seeds: mean ± 95% t-interval"
-    )
-
-
-def method_label(method: str) -> str:
-    """A method's display name: its scheduler class's name (``powerofchoice`` → PowerOfChoice)."""
-    from adcs.schedulers import SCHEDULERS
-
-    cls = SCHEDULERS.get(method)
-    return cls.__name__ if cls is not None else method
-
-
-# ---------------------------------------------------------------------------------------------
-# records
-
-
-@dataclass(frozen=True, eq=False)
-class RunRecord:
-    """The numbers of one finished run: what every results file is written from and read into.
-
-    Attributes
-    ----------
-    run_id : str
-        Unique within an experiment; ``variant`` plus the seed.
-    variant : str
-        The run's method and identifying hyperparameters, without the seed (one curve's runs).
-    method : str
-        A key of :data:`adcs.schedulers.SCHEDULERS`.
-    seed : int
-    params : dict
-        Every hyperparameter of the scheduler but ``m`` (JSON-able).
-    eval_rounds : ndarray of shape (n_evals,)
-    worst_acc, avg_acc, test_loss : ndarray of shape (n_evals,)
-        Minimum and mean over clients of test accuracy, and global test loss.
-    group_share : ndarray of shape (n_groups,)
-        Share of selection slots each group received.
-    tv_to_uniform : float
-        TV distance of ``group_share`` to what uniform selection gives (the groups' real sizes).
-    client_updates, loss_evals : int
-        Client computations spent (see the simulator's accounting).
-    dropped : int
-        Selected clients that dropped out (did not return their update).
-    mean_available : float
-        Mean number of clients available per round.
-    non_finite : int
-        Probed client statistics that were NaN or infinite (excluded from selection).
-    group_clients : ndarray of shape (n_groups,) or None
-        Clients in each group of this run's partition (None when unknown).
-    wall_s : float
-        This run's share of the simulation's wall time (NaN when unknown; never in the
-        byte-reproducible files, see the manifest).
-    eval_clock : ndarray of shape (n_evals,) or None
-        Simulated seconds at each evaluation (runs with a system profile; else None).
-    total_time, client_time : float or None
-        Simulated seconds of the whole run, and client-seconds spent (with a system profile).
-    p10_acc : ndarray of shape (n_evals,)
-        10th-percentile client accuracy (empty when not recorded).
-    group_acc : ndarray of shape (n_evals, n_groups)
-        Mean accuracy of each group's evaluated clients (NaN: none evaluated).
-    honest_acc : ndarray of shape (n_evals, 3)
-        Worst, 10th-percentile and mean accuracy of the evaluated honest clients (runs with
-        malicious clients, ``[sim.attack]``; empty otherwise).
-    """
-
-    run_id: str
-    variant: str
-    method: str
-    seed: int
-    params: Mapping[str, Any]
-    eval_rounds: NDArray[np.int64]
-    worst_acc: FloatArray
-    avg_acc: FloatArray
-    test_loss: FloatArray
-    group_share: FloatArray
-    tv_to_uniform: float
-    client_updates: int
-    loss_evals: int
-    dropped: int = 0
-    mean_available: float = math.nan
-    non_finite: int = 0
-    group_clients: NDArray[np.int64] | None = None
-    wall_s: float = math.nan
-    eval_clock: FloatArray | None = None
-    total_time: float | None = None
-    client_time: float | None = None
-    p10_acc: FloatArray = field(default_factory=lambda: np.empty(0))
-    group_acc: FloatArray = field(default_factory=lambda: np.empty((0, 0)))
-    honest_acc: FloatArray = field(default_factory=lambda: np.empty((0, 3)))
-
-    @property
-    def tail(self) -> slice:
-        """The evaluations of the final window."""
-        return slice(self.eval_rounds.size - tail_length(self.eval_rounds.size), None)
-
-    def final(self, attr: str) -> float:
-        """Mean of ``attr`` (``worst_acc``, ``avg_acc``, ``test_loss``) over the final window."""
-        values = getattr(self, attr)[self.tail]
-        return float(values.mean()) if values.size else math.nan
-
-    def last(self, attr: str) -> float:
-        """``attr`` at the last evaluation."""
-        values = getattr(self, attr)
-        return float(values[-1]) if values.size else math.nan
-
-    @property
-    def final_rounds(self) -> tuple[int, int] | None:
-        """First and last round of the final window (None without evaluations)."""
-        rounds = self.eval_rounds[self.tail]
-        return (int(rounds[0]), int(rounds[-1])) if rounds.size else None
-
-
-# ---------------------------------------------------------------------------------------------
-# series
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return not isinstance(b, bool) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-    return bool(a == b)
-
-
-@dataclass(frozen=True, eq=False)
-class Series:
-    """Which runs make one curve (or one table row): a method and the hyperparameters it fixes.
-
-    Attributes
-    ----------
-    label : str
-    method : str
-    params : mapping
-        Hyperparameters a run must have (others are free); numbers compare with a tolerance.
-    """
-
-    label: str
-    method: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-    def matches(self, record: RunRecord) -> bool:
-        if record.method != self.method:
-            return False
-        return all(
-            k in record.params and _same(record.params[k], v) for k, v in self.params.items()
-        )
-
-
-def select_runs(records: Sequence[RunRecord], series: Series) -> list[RunRecord]:
-    """The runs of one series, one per seed, sorted by seed.
-
-    When several variants match (e.g. two Uniform runs with different options), the first one in
-    ``records`` is used.
-    """
-    matching = [r for r in records if series.matches(r)]
-    if not matching:
-        return []
-    variant = matching[0].variant
-    return sorted((r for r in matching if r.variant == variant), key=lambda r: r.seed)
-
-
-def _value_text(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple)) and len(value) > 4:
-        return f"[{len(value)} values]"
-    return str(value)
-
-
-def variant_labels(records: Sequence[RunRecord]) -> dict[str, str]:
-    """A short label per variant: the method's name and the hyperparameters that tell it apart.
-
-    Only the hyperparameters whose value differs between the variants of the same method in
-    ``records`` are named (``ADCS gamma=0.25`` beside ``ADCS gamma=0``, not every fixed setting);
-    a method with one variant is its name alone.
-    """
-    first: dict[str, RunRecord] = {}
-    for r in records:
-        first.setdefault(r.variant, r)
-    by_method: dict[str, list[RunRecord]] = {}
-    for r in first.values():
-        by_method.setdefault(r.method, []).append(r)
-    labels: dict[str, str] = {}
-    for method, runs in by_method.items():
-        keys = list(dict.fromkeys(k for r in runs for k in r.params))
-        varying = [k for k in keys if len({_value_text(r.params.get(k)) for r in runs}) > 1]
-        for r in runs:
-            parts = [f"{k}={_value_text(r.params.get(k))}" for k in varying]
-            labels[r.variant] = " ".join([method_label(method), ", ".join(parts)]).strip()
-    return labels
-
-
-def curve_series(records: Sequence[RunRecord]) -> tuple[Series, ...]:
-    """One series per variant, in the order of ``records``, matching exactly its runs."""
-    labels = variant_labels(records)
-    seen: dict[str, RunRecord] = {}
-    for r in records:
-        seen.setdefault(r.variant, r)
-    return tuple(Series(labels[r.variant], r.method, dict(r.params)) for r in seen.values())
-
-
 # ---------------------------------------------------------------------------------------------
 # summaries over seeds
-
-
-def t_interval(values: FloatArray, confidence: float = 0.95) -> tuple[FloatArray, FloatArray]:
-    """Mean over seeds and half-width of the Student-t confidence interval.
-
-    Parameters
-    ----------
-    values : ndarray of shape (n_seeds, ...)
-    confidence : float
-
-    Returns
-    -------
-    mean, half_width : ndarray of shape values.shape[1:]
-        ``half_width`` is NaN with a single seed (no interval can be formed).
-    """
-    values = np.asarray(values, dtype=np.float64)
-    n = values.shape[0]
-    mean = values.mean(axis=0)
-    if n < 2:
-        return mean, np.full_like(mean, np.nan)
-    sem = values.std(axis=0, ddof=1) / math.sqrt(n)
-    return mean, sem * float(stdtrit(n - 1, 0.5 + confidence / 2.0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -520,8 +292,6 @@ def write_report(
         if not (timed and fig == TIME_FIGURE):
             out += [f"![{fig}]({fig})", ""]
     if timed:
-        from adcs.experiments.timing import time_section
-
         out += time_section(records, TIME_FIGURE if TIME_FIGURE in context.figures else None)
     path.write_text("\n".join(out).rstrip() + "\n", encoding="utf-8")
     return rows

@@ -11,37 +11,39 @@ same bytes whether it ran at once or was interrupted and resumed.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import enum
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from adcs.adversary import honest_accuracy
+from adcs.columns import COLUMNS, Column, RunView
 from adcs.experiments.config import ExperimentConfig
 from adcs.experiments.folder import write_npz
 from adcs.experiments.plan import _canonical
 from adcs.experiments.report import RunRecord
+from adcs.schedulers import SCHEDULERS
 from adcs.sim.data import ClientData
 from adcs.sim.engine import RunResult, RunSpec, SimConfig
 from adcs.sim.evaluate import _eval_subset as engine_subset
 from adcs.sim.model import Model
 from adcs.sim.system import client_times
 
-__all__ = ["STANDARD_PARAM_COLUMNS", "load_records", "param_columns", "write_data_files"]
-
-STANDARD_PARAM_COLUMNS = ("theta", "refresh_every")
-"""Hyperparameter columns every results file has had; any other varying one is added after."""
+__all__ = ["load_records", "named_columns", "param_columns", "write_data_files"]
 
 _CLOCK_ARRAYS = ("round_time/", "busy_time/")
 
 
 def _record(spec: RunSpec, result: RunResult, data: ClientData) -> RunRecord:
-    mean_available = float(np.mean(result.n_available)) if result.n_available.size else math.nan
+    """The run's record: its identity, and every column of :data:`~adcs.columns.COLUMNS`."""
     meta = spec.meta
+    view = RunView(result, data)
+    own = {f.name for f in dataclasses.fields(RunRecord)}
+    values = {c.attr: c.compute(view) for c in COLUMNS}
     return RunRecord(
         run_id=spec.run_id,
         variant=str(meta.get("variant", spec.run_id)),
@@ -49,34 +51,11 @@ def _record(spec: RunSpec, result: RunResult, data: ClientData) -> RunRecord:
         seed=spec.seed,
         params=dict(meta.get("params", {})),
         eval_rounds=np.asarray(result.eval_rounds, dtype=np.int64),
-        worst_acc=np.asarray(result.worst_acc, dtype=np.float64),
-        avg_acc=np.asarray(result.avg_acc, dtype=np.float64),
-        test_loss=np.asarray(result.test_loss, dtype=np.float64),
-        group_share=np.asarray(result.group_share, dtype=np.float64),
-        tv_to_uniform=float(result.tv_to_uniform),
-        client_updates=int(result.client_updates),
-        loss_evals=int(result.loss_evals),
-        dropped=int(result.dropped),
-        mean_available=mean_available,
-        non_finite=int(result.non_finite),
         group_clients=np.bincount(data.groups, minlength=data.n_groups).astype(np.int64),
         wall_s=float(result.wall_s),
-        eval_clock=result.eval_clock,
-        total_time=result.total_time,
-        client_time=result.client_time,
-        p10_acc=np.asarray(result.p10_acc, dtype=np.float64),
-        group_acc=np.asarray(result.group_acc, dtype=np.float64),
-        honest_acc=_honest_acc(result, meta.get("malicious", ())),
+        **{k: v for k, v in values.items() if k in own},
+        extra={k: v for k, v in values.items() if k not in own},
     )
-
-
-def _honest_acc(result: RunResult, malicious: Sequence[int]) -> np.ndarray:
-    """Worst / p10 / mean accuracy of the evaluated honest clients at each evaluation (n, 3)."""
-    if not malicious:
-        return np.empty((0, 3))
-    liars = np.flatnonzero(np.isin(result.eval_clients, malicious)).tolist()
-    rows = [honest_accuracy(acc, liars) for acc in np.asarray(result.client_acc)]
-    return np.array([[h.worst, h.p10, h.average] for h in rows], dtype=np.float64).reshape(-1, 3)
 
 
 def _cell(value: Any) -> Any:
@@ -91,8 +70,19 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def named_columns(records: Sequence[RunRecord]) -> list[str]:
+    """The hyperparameters the runs' schedulers name (their ``named_params``), in first use."""
+    names: dict[str, None] = {}
+    for method in dict.fromkeys(r.method for r in records):
+        cls = SCHEDULERS.get(method)
+        names.update(dict.fromkeys(getattr(cls, "named_params", ())))
+    return list(names)
+
+
 def param_columns(records: Sequence[RunRecord]) -> list[str]:
-    """Hyperparameter columns: the standard ones, then any that varies among a method's runs."""
+    """Hyperparameter columns: those the schedulers name, then any that varies among a
+    method's runs."""
+    named = named_columns(records)
     varying: set[str] = set()
     by_method: dict[str, list[Mapping[str, Any]]] = {}
     for r in records:
@@ -103,8 +93,7 @@ def param_columns(records: Sequence[RunRecord]) -> list[str]:
             if len(values) > 1:
                 varying.add(key)
     reserved = {"run_id", "method", "seed", "round", "variant", "params"}
-    extra = sorted(varying - set(STANDARD_PARAM_COLUMNS) - reserved)
-    return [*STANDARD_PARAM_COLUMNS, *extra]
+    return [*named, *sorted(varying - set(named) - reserved)]
 
 
 def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
@@ -115,133 +104,101 @@ def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]])
             writer.writerow([_cell(v) for v in row])
 
 
-def _final_and_last(r: RunRecord) -> list[Any]:
-    window = r.final_rounds
-    if window is None:
-        return [None] * 9
+def _final_columns() -> list[str]:
+    """The end-of-training columns of ``runs.csv`` and ``summary.json``: the final window, the
+    final and last value of each column marked ``final``, the last round."""
+    names = [c.name for c in COLUMNS.per("eval") if c.final]
     return [
-        window[1], window[0], r.final("worst_acc"), r.final("avg_acc"), r.final("test_loss"),
-        r.last("worst_acc"), r.last("avg_acc"), r.last("test_loss"), int(r.eval_rounds[-1]),
+        "final_round", "final_from_round", *(f"final_{n}" for n in names),
+        *(f"last_{n}" for n in names), "last_round",
     ]  # fmt: skip
 
 
-_FINAL_COLUMNS = (
-    "final_round", "final_from_round", "final_worst_acc", "final_avg_acc", "final_test_loss",
-    "last_worst_acc", "last_avg_acc", "last_test_loss", "last_round",
-)  # fmt: skip
+def _final_and_last(r: RunRecord) -> list[Any]:
+    window = r.final_rounds
+    attrs = [c.attr for c in COLUMNS.per("eval") if c.final]
+    if window is None:
+        return [None] * (3 + 2 * len(attrs))
+    return [
+        window[1], window[0], *(r.final(a) for a in attrs), *(r.last(a) for a in attrs),
+        int(r.eval_rounds[-1]),
+    ]  # fmt: skip
 
 
-def _timed(records: Sequence[RunRecord]) -> bool:
-    return bool(records) and all(r.eval_clock is not None for r in records)
+@dataclass(frozen=True)
+class _Shown:
+    """A column as one file shows it: the column and its headers."""
+
+    column: Column
+    headers: list[str]
+
+
+def _shown(records: Sequence[RunRecord], per: str) -> list[_Shown]:
+    out = []
+    for column in COLUMNS.per("eval" if per == "eval" else "run"):
+        values = [r.value(column.attr) for r in records]
+        if column.shown(values):
+            out.append(_Shown(column, column.headers(values)))
+    return out
 
 
 def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
     columns = param_columns(records)
     id_columns = ["run_id", "method", "seed", *columns]
-    timed = _timed(records)  # the clock's columns come last, only when there is a clock
 
     def ids(r: RunRecord) -> list[Any]:
         return [r.run_id, r.method, r.seed, *(r.params.get(c) for c in columns)]
 
-    def clock(r: RunRecord) -> list[Any]:
-        return list(r.eval_clock) if r.eval_clock is not None else [None] * r.eval_rounds.size
+    def cells(r: RunRecord, shown: Sequence[_Shown], i: int | None) -> list[Any]:
+        row: list[Any] = []
+        for s in shown:
+            row += s.column.cells(r.value(s.column.attr), i, len(s.headers))
+        return row
 
-    def totals(r: RunRecord) -> list[Any]:
-        return [r.total_time, r.client_time] if timed else []
-
-    # the scale metrics follow the paper's; the clock's column stays last
-    n_acc_groups = max(r.group_acc.shape[1] if r.group_acc.ndim == 2 else 0 for r in records)
-    attacked = any(r.honest_acc.size for r in records)  # [sim.attack]: the honest clients' too
-
-    def honest(r: RunRecord, i: int) -> list[Any]:
-        if not attacked:
-            return []
-        return r.honest_acc[i].tolist() if r.honest_acc.shape[0] > i else [None] * 3
-
+    per_eval, per_run = _shown(records, "eval"), _shown(records, "run")
     _write_csv(
         folder / "metrics.csv",
-        [*id_columns, "round", "worst_acc", "avg_acc", "test_loss", "p10_acc",
-         *(f"acc_g{k}" for k in range(n_acc_groups)), *(_HONEST_COLUMNS * attacked),
-         *(["clock_s"] * timed)],
-        (
-            [*ids(r), int(t), r.worst_acc[i], r.avg_acc[i], r.test_loss[i],
-             *_scale_metrics(r, i, n_acc_groups), *honest(r, i), *([clock(r)[i]] * timed)]
-            for r in records
-            for i, t in enumerate(r.eval_rounds)
-        ),
+        [*id_columns, "round", *(h for s in per_eval for h in s.headers)],
+        ([*ids(r), int(t), *cells(r, per_eval, i)]
+         for r in records for i, t in enumerate(r.eval_rounds)),
     )  # fmt: skip
-    n_groups = max(r.group_share.size for r in records)
     _write_csv(
         folder / "runs.csv",
-        [
-            *id_columns, "variant", "params", *_FINAL_COLUMNS, "tv_to_uniform", "client_updates",
-            "loss_evals", *(f"share_g{k}" for k in range(n_groups)), "dropped", "mean_available",
-            "non_finite", *(["sim_time_s", "client_time_s"] if timed else []),
-        ],
-        (
-            [
-                *ids(r), r.variant, json.dumps(r.params, sort_keys=True), *_final_and_last(r),
-                r.tv_to_uniform, r.client_updates, r.loss_evals, *r.group_share, r.dropped,
-                r.mean_available, r.non_finite, *totals(r),
-            ]
-            for r in records
-        ),
+        [*id_columns, "variant", "params", *_final_columns(),
+         *(h for s in per_run for h in s.headers)],
+        ([*ids(r), r.variant, json.dumps(r.params, sort_keys=True), *_final_and_last(r),
+          *cells(r, per_run, None)] for r in records),
     )  # fmt: skip
     _write_csv(
         folder / "group_share.csv",
         ["run_id", "method", "seed", "group", "share", "clients"],
         (
-            [
-                r.run_id,
-                r.method,
-                r.seed,
-                k,
-                s,
-                None if r.group_clients is None else r.group_clients[k],
-            ]
+            [r.run_id, r.method, r.seed, k, s,
+             None if r.group_clients is None else r.group_clients[k]]
             for r in records
             for k, s in enumerate(r.group_share)
         ),
-    )
-
-
-_HONEST_COLUMNS = ["honest_worst_acc", "honest_p10_acc", "honest_avg_acc"]
-
-
-def _scale_metrics(r: RunRecord, i: int, n_groups: int) -> list[Any]:
-    """p10_acc and the per-group accuracies of evaluation i (blank where not recorded)."""
-    p10 = r.p10_acc[i] if r.p10_acc.size > i else None
-    groups: list[Any] = (
-        r.group_acc[i].tolist() if r.group_acc.ndim == 2 and r.group_acc.shape[0] > i else []
-    )
-    groups += [math.nan] * (n_groups - len(groups))
-    return [p10, *(None if math.isnan(g) else g for g in groups)]
+    )  # fmt: skip
 
 
 def _summary(records: Sequence[RunRecord], config: ExperimentConfig) -> dict[str, Any]:
+    named = named_columns(records)
     runs = []
     for r in records:
-        values = dict(zip(_FINAL_COLUMNS, _final_and_last(r), strict=True))
-        runs.append(
-            {
-                "run_id": r.run_id,
-                "variant": r.variant,
-                "method": r.method,
-                "seed": r.seed,
-                **{c: r.params.get(c) for c in STANDARD_PARAM_COLUMNS},
-                "params": dict(r.params),
-                **values,
-                "group_share": [float(x) for x in r.group_share],
-                "tv_to_uniform": r.tv_to_uniform,
-                "client_updates": r.client_updates,
-                "loss_evals": r.loss_evals,
-                "dropped": r.dropped,
-                "mean_available": r.mean_available,
-                "non_finite": r.non_finite,
-            }
-        )
-        if r.eval_clock is not None:
-            runs[-1].update({"sim_time_s": r.total_time, "client_time_s": r.client_time})
+        run = {
+            "run_id": r.run_id,
+            "variant": r.variant,
+            "method": r.method,
+            "seed": r.seed,
+            **{c: r.params.get(c) for c in named},
+            "params": dict(r.params),
+            **dict(zip(_final_columns(), _final_and_last(r), strict=True)),
+        }
+        for column in sorted(COLUMNS.per("run"), key=lambda c: not c.per_group):
+            value = r.value(column.attr)  # the lists first, then the numbers
+            if column.present == "always" or column.has(value):
+                run[column.key] = value
+        runs.append(run)
     return {
         "experiment": config.name,
         "final": "mean over the last 10% of evaluations",
@@ -312,11 +269,13 @@ def load_records(folder: str | Path) -> list[RunRecord]:
     """
     folder = Path(folder)
     with (folder / "runs.csv").open(newline="", encoding="utf-8") as fh:
-        runs = list(csv.DictReader(fh))
+        run_reader = csv.DictReader(fh)
+        runs = list(run_reader)
+        run_fields = list(run_reader.fieldnames or ())
     with (folder / "metrics.csv").open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         metrics = list(reader)
-        fields = set(reader.fieldnames or ())
+        fields = list(reader.fieldnames or ())
     by_run: dict[str, list[dict[str, str]]] = {}
     for row in metrics:
         by_run.setdefault(row["run_id"], []).append(row)
@@ -332,11 +291,17 @@ def load_records(folder: str | Path) -> list[RunRecord]:
         doc = json.loads(manifest.read_text(encoding="utf-8"))
         wall = {k: float(v) for k, v in (doc.get("run_wall_s") or {}).items()}
 
+    own = {f.name for f in dataclasses.fields(RunRecord)}
+    readers = [(c, c.file_headers(run_fields if c.per == "run" else fields)) for c in COLUMNS]
     records = []
     for row in runs:
         rows = by_run.get(row["run_id"], [])
-        shares = [float(v) for k, v in row.items() if k.startswith("share_g") and v != ""]
         groups = clients.get(row["run_id"])
+        values = {
+            c.attr: c.read([row] if c.per == "run" else rows, headers)
+            for c, headers in readers
+            if headers is not None
+        }
         records.append(
             RunRecord(
                 run_id=row["run_id"],
@@ -345,37 +310,12 @@ def load_records(folder: str | Path) -> list[RunRecord]:
                 seed=int(row["seed"]),
                 params=json.loads(row["params"]),
                 eval_rounds=np.array([int(m["round"]) for m in rows], dtype=np.int64),
-                worst_acc=np.array([float(m["worst_acc"]) for m in rows]),
-                avg_acc=np.array([float(m["avg_acc"]) for m in rows]),
-                test_loss=np.array([float(m["test_loss"]) for m in rows]),
-                group_share=np.array(shares),
-                tv_to_uniform=float(row["tv_to_uniform"]),
-                client_updates=int(row["client_updates"]),
-                loss_evals=int(row["loss_evals"]),
-                dropped=int(row.get("dropped") or 0),
-                mean_available=float(row.get("mean_available") or "nan"),
-                non_finite=int(row.get("non_finite") or 0),
                 group_clients=None
                 if groups is None
                 else np.array([groups[k] for k in sorted(groups)], dtype=np.int64),
                 wall_s=wall.get(row["run_id"], float(row.get("wall_s") or "nan")),
-                eval_clock=(
-                    np.array([float(m["clock_s"]) for m in rows]) if "clock_s" in fields else None
-                ),
-                total_time=float(row["sim_time_s"]) if row.get("sim_time_s") else None,
-                client_time=float(row["client_time_s"]) if row.get("client_time_s") else None,
-                p10_acc=np.array([float(m.get("p10_acc") or "nan") for m in rows]),
-                group_acc=np.array(
-                    [
-                        [float(v or "nan") for k, v in m.items() if k.startswith("acc_g")]
-                        for m in rows
-                    ]
-                ),
-                honest_acc=np.array(
-                    [[float(m[c] or "nan") for c in _HONEST_COLUMNS] for m in rows]
-                    if fields >= set(_HONEST_COLUMNS)
-                    else np.empty((0, 3))
-                ).reshape(-1, 3),
+                **{k: v for k, v in values.items() if k in own},
+                extra={k: v for k, v in values.items() if k not in own},
             )
         )
     return records

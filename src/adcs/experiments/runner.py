@@ -9,14 +9,17 @@ cuts the runs into batches; :mod:`~adcs.experiments.execute` advances the batche
 :mod:`~adcs.experiments.results` writes the data files; this module adds the outputs (tables,
 figures, report) and the manifest, in the results folder::
 
-    metrics.csv      one row per run × evaluation: run_id, method, seed, theta, refresh_every,
-                     any other hyperparameter that varies between runs, round, worst_acc,
+    metrics.csv      one row per run × evaluation: run_id, method, seed, the hyperparameters
+                     the runs' schedulers name (their ``named_params``), any other that
+                     varies between runs, round, then the
+                     per-evaluation columns of :data:`adcs.columns.COLUMNS`: worst_acc,
                      avg_acc, test_loss, p10_acc (the 10th-percentile client accuracy), acc_g<k>
                      (the mean accuracy of group k's evaluated clients); with [sim.attack],
                      honest_worst_acc, honest_p10_acc, honest_avg_acc (the malicious left out)
     runs.csv         one row per run: the same identity columns, variant, params (JSON),
                      final_* (mean over the last 10 % of evaluations, from final_from_round to
-                     final_round) and last_* (the last evaluation), TV, costs, group shares
+                     final_round) and last_* (the last evaluation), then the per-run columns
+                     of the table: TV, costs, group shares
     group_share.csv  one row per run × group: share of selection slots, clients in the group
     client_acc.npz   per-client test accuracy of every run, shape (n_evals, n_eval_clients), and
                      ``eval_clients`` when ``sim.eval_clients`` samples the clients evaluated
@@ -66,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments import paper
+from adcs.data import DATASETS
 from adcs.experiments.config import ExperimentConfig, config_to_dict
 from adcs.experiments.distributed import ShardExecutor
 from adcs.experiments.execute import (
@@ -80,6 +83,13 @@ from adcs.experiments.execute import (
 )
 from adcs.experiments.figures import write_figures
 from adcs.experiments.folder import ResultsFolder, RunError, os_error, provenance, source_checkout
+from adcs.experiments.outputs import (
+    Verdict,
+    figures_by_name,
+    study_of,
+    write_study_report,
+    write_tables,
+)
 from adcs.experiments.plan import (
     MEMORY_BUDGET_BYTES,
     _prepare,
@@ -95,12 +105,8 @@ from adcs.experiments.report import (
     ReportContext,
     RunRecord,
     SeriesSummary,
-    curve_series,
-    summaries,
-    write_report,
 )
 from adcs.experiments.results import (
-    STANDARD_PARAM_COLUMNS,
     _write_json,
     load_records,
     param_columns,
@@ -113,8 +119,8 @@ from adcs.sim.spec import Evaluation
 __all__ = [
     "CHECKPOINT_FORMAT",
     "MEMORY_BUDGET_BYTES",
-    "STANDARD_PARAM_COLUMNS",
     "ExperimentOutcome",
+    "PlannedExperiment",
     "ProgressFn",
     "RunError",
     "RunInterrupted",
@@ -125,6 +131,7 @@ __all__ = [
     "load_records",
     "make_partition",
     "param_columns",
+    "plan_experiment",
     "resume_identity",
     "run_experiment",
     "sim_settings",
@@ -163,11 +170,12 @@ class ExperimentOutcome:
         The results folder.
     records : list of RunRecord
     summaries : list of SeriesSummary
-        The report's rows: the paper's series for its setting, else one per variant.
-    claims : list of Claim
-        The paper's claims as checked in ``report.md`` (empty off the paper's setting).
-    paper_setting : bool
-        The configuration is of the paper's setting (its report, columns and verdicts).
+        The report's rows: a study's series for its setting, else one per variant.
+    claims : list of Verdict
+        A study's claims as checked in ``report.md`` (empty off every study's setting).
+    setting : str or None
+        The study whose setting the configuration is (its report, columns and verdicts:
+        :mod:`adcs.experiments.outputs`), e.g. ``"paper"``; None for none.
     figures : list of str
         File names of the figures written.
     wall_s : float
@@ -181,8 +189,8 @@ class ExperimentOutcome:
     folder: Path
     records: list[RunRecord]
     summaries: list[SeriesSummary]
-    claims: list[paper.Claim]
-    paper_setting: bool
+    claims: list[Verdict]
+    setting: str | None
     figures: list[str]
     wall_s: float
     is_subset: bool
@@ -211,6 +219,48 @@ def check_output(
     return folder
 
 
+@dataclass(frozen=True, eq=False)
+class PlannedExperiment:
+    """A configuration checked against its results folder and expanded into its runs, once.
+
+    Attributes
+    ----------
+    config : ExperimentConfig
+    folder : ResultsFolder
+        Checked (:func:`check_output`), not yet locked.
+    runs : list of RunSpec
+        The distinct runs (:func:`expand_runs`).
+    sim_config : SimConfig
+    """
+
+    config: ExperimentConfig
+    folder: ResultsFolder
+    runs: list[RunSpec]
+    sim_config: SimConfig
+
+
+def plan_experiment(
+    config: ExperimentConfig,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+    dataset: DataSource | None = None,
+) -> PlannedExperiment:
+    """Check ``out`` and expand the runs of ``config`` before any work (the plan step).
+
+    The command line shows the plan, then hands it to :func:`run_experiment`, which does not
+    check or expand again.
+
+    Raises
+    ------
+    ConfigError, RunError
+        As :func:`run_experiment`, before any work.
+    """
+    folder = check_output(config, out, force=overwrite, resume=resume, dataset=dataset)
+    return PlannedExperiment(config, folder, expand_runs(config), sim_settings(config))
+
+
 def run_experiment(
     config: ExperimentConfig,
     out: str | Path,
@@ -228,6 +278,7 @@ def run_experiment(
     command: str = "",
     executor: ShardExecutor | None = None,
     on_eval: Callable[[list[Evaluation]], None] | None = None,
+    planned: PlannedExperiment | None = None,
 ) -> ExperimentOutcome:
     """Run every distinct run of ``config`` and write the results folder ``out``.
 
@@ -237,11 +288,11 @@ def run_experiment(
     out : path
         Results folder: new, empty, or (with ``overwrite``) an earlier adcs results folder.
     overwrite : bool
-        Replace an existing adcs results folder (only once the new results are complete), and
-        remove the stale partial folders of dead runs on ``out``.
+        Replace an existing adcs results folder (once the new results are complete), and remove
+        the stale partial folders of dead runs on ``out``.
     resume : bool
-        Continue the interrupted run on ``out`` from its checkpoint; the configuration must be
-        the same (the differing keys are named otherwise). The results files are byte-identical.
+        Continue the interrupted run on ``out`` from its checkpoint (the same configuration;
+        the differing keys are named otherwise), to byte-identical files.
     quick : bool
         Recorded in the manifest and the report (verdicts then indicative only).
     dataset : Dataset, FashionMNIST or Synthetic, optional
@@ -251,34 +302,32 @@ def run_experiment(
     extra_manifest : mapping, optional
         Added to ``manifest.json`` (e.g. the command line).
     finalize : callable, optional
-        Called with the partial folder once the runs' files and figures are written (e.g. to
-        add the theory check in a subfolder, which ``report.md`` then links to); a mapping it
-        returns is added to the manifest.
+        Called with the partial folder once the data files and figures are written (e.g. the
+        theory check in a subfolder, linked from ``report.md``); what it returns joins the manifest.
     workers : int, optional
-        Processes advancing the seeds' minibatch streams (results do not depend on it); default
-        1, or on resume the interrupted run's.
+        Processes advancing the seeds' streams (no result depends on it); default 1, or the
+        interrupted run's on resume.
     checkpoint_every : int, optional
         Rounds between checkpoints; ``None`` (default) about every ``checkpoint_seconds`` (float)
         of simulation; 0 never (an interrupted run then leaves nothing to resume).
     command : str
         The command line, named in the lock file while the run writes ``out``.
     executor : ShardExecutor, optional
-        Run the shards (the runs of one seed) there instead — e.g. a
-        :class:`~adcs.experiments.distributed.RayExecutor` — and gather them here; the results
-        files are those of a local run, byte for byte. ``workers`` then does not apply. Each
-        finished shard is checkpointed (unless ``checkpoint_every`` is 0).
+        Run the shards (the runs of one seed) there instead (e.g. a ``RayExecutor``), each
+        checkpointed once gathered; the files are a local run's, byte for byte.
     on_eval : callable, optional
-        Each evaluation as it happens (:class:`~adcs.sim.Evaluation`, for live tracking; runs
-        simulated here only, not shards on an executor). It changes no result.
+        Each evaluation as it happens (:class:`~adcs.sim.Evaluation`; runs simulated here, not
+        shards on an executor), e.g. for live tracking. It changes no result.
+    planned : PlannedExperiment, optional
+        :func:`plan_experiment` of these arguments, already made (not repeated).
 
     Raises
     ------
     ConfigError
-        The configuration does not fit the data, or differs from the checkpoint's (checked
-        before any simulation).
+        The configuration does not fit the data, or differs from the checkpoint's (before any
+        simulation).
     RunError
-        The output folder is unusable, busy, or holds a stale partial folder (checked before any
-        work); an OS failure while writing.
+        ``out`` is unusable, busy, or has a stale partial folder (before any work); an OS failure.
     RunInterrupted
         KeyboardInterrupt (or the CLI's SIGTERM) stopped the run; says whether it is resumable.
     """
@@ -287,13 +336,29 @@ def run_experiment(
         executor, time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="seconds"),
         on_eval,
     )  # fmt: skip
-    plan = expand_runs(config)
-    sim_config = sim_settings(config)
-    folder = check_output(config, out, force=overwrite, resume=resume, dataset=dataset)
+    if planned is None:
+        planned = plan_experiment(config, out, overwrite=overwrite, resume=resume, dataset=dataset)
+    elif planned.config is not config:
+        raise ValueError("planned must be plan_experiment() of the same configuration")
+    return _locked(planned, overwrite, resume, dataset, command, options)
+
+
+def _locked(
+    planned: PlannedExperiment,
+    overwrite: bool,
+    resume: bool,
+    dataset: DataSource | None,
+    command: str,
+    options: _Options,
+) -> ExperimentOutcome:
+    """Run the plan with its results folder locked."""
+    folder = planned.folder
     folder.acquire(command)
     try:
         resumable = folder.prepare(force=overwrite, resume=resume, command=command)
-        return _run_in(folder, config, plan, sim_config, resumable, dataset, options)
+        return _run_in(
+            folder, planned.config, planned.runs, planned.sim_config, resumable, dataset, options
+        )
     finally:
         folder.release()
 
@@ -393,11 +458,6 @@ def _run_in(
         raise
 
 
-_DATASET_NAMES = {
-    "fashion-mnist": "Fashion-MNIST", "digits": "Digits (8×8)", "arrays": "User arrays",
-    "cifar10": "CIFAR-10", "femnist": "FEMNIST", "synthetic": "Synthetic(α, β)",
-}  # fmt: skip
-
 _LISTED_SIZES = 10_000
 """Clients whose sizes the manifest lists one by one; larger populations get a summary."""
 
@@ -429,21 +489,12 @@ def _write_results(
         tmp, config, ready.sim_config, ready.fed, records, sim.client_acc, sim.selections,
         ready.model,
     )  # fmt: skip
-    differs = paper.differences(config)
-    is_paper = not differs
-    if "table1" in config.outputs:
-        paper.write_table1(tmp, records, paper_columns=is_paper)
-    figures = write_figures(tmp, records, config.outputs, paper.FIGURES)
+    own, differs = study_of(config)
+    write_tables(tmp, config.outputs, records, own)
+    figures = write_figures(tmp, records, config.outputs, figures_by_name())
     extra = dict(finalize(tmp) or {}) if finalize is not None else {}
     context = _report_context(config, ready, quick, figures, started, notes, tmp)
-    if is_paper:
-        claims = paper.write_report(tmp / "report.md", records, context)
-        rows = summaries(records, paper.console_series(records)) or summaries(
-            records, curve_series(records)
-        )
-    else:
-        claims = []
-        rows = write_report(tmp / "report.md", records, context)
+    shown = write_study_report(tmp / "report.md", records, context, own)
     wall_s = time.perf_counter() - started
     manifest = {
         **_manifest(config, plan, ready, sim, quick, differs, state),
@@ -453,8 +504,8 @@ def _write_results(
     _write_json(tmp / "manifest.json", manifest)
     folder.finish()
     return ExperimentOutcome(
-        folder=folder.out, records=records, summaries=rows, claims=claims,
-        paper_setting=is_paper, figures=figures, wall_s=wall_s, is_subset=dataset.is_subset,
+        folder=folder.out, records=records, summaries=shown.rows, claims=shown.claims,
+        setting=None if own is None else own.name, figures=figures, wall_s=wall_s, is_subset=dataset.is_subset,
         data_source=dataset.source, resumed=bool(state.sessions),
     )  # fmt: skip
 
@@ -477,7 +528,7 @@ def _report_context(
         data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
         figures=tuple(figures), wall_s=time.perf_counter() - started,
         description=config.description, model=config.model.describe(),
-        dataset=_DATASET_NAMES.get(config.data.dataset, config.data.dataset),
+        dataset=DATASETS.resolve(config.data.dataset).title or config.data.dataset,
         notes=(*notes, *(
             f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."
             for p in sorted(tmp.glob("*/report.md"))
@@ -491,7 +542,7 @@ def _manifest(
     ready: _Prepared,
     sim: _Simulated,
     quick: bool,
-    differs: list[str],
+    differs: Mapping[str, list[str]],
     state: _Progress,
 ) -> dict[str, Any]:
     """``manifest.json`` but what the caller and ``finalize`` add: what ran, on what, when."""
@@ -505,8 +556,11 @@ def _manifest(
         "config_source": config.source,
         "seeds": list(config.seeds),
         "quick": quick,
-        "paper_setting": not differs,
-        "differences_from_paper": differs,
+        **{
+            k: v
+            for name, d in differs.items()
+            for k, v in ((f"{name}_setting", not d), (f"differences_from_{name}", d))
+        },
         "runs": [r.run_id for r in plan],
         "data": {
             "source": dataset.source,

@@ -33,6 +33,7 @@ from adcs.experiments.config import (
     config_to_dict,
     read_toml,
 )
+from adcs.experiments.figures import pyplot
 from adcs.experiments.leaderboard import LeaderboardOutcome, run_leaderboard
 from adcs.experiments.overrides import apply_assignments, parse_key, parse_value, split_assignment
 
@@ -223,8 +224,6 @@ def _finals(
 def _figure(
     path: Path, table: Mapping[str, Mapping[str, Mapping[str, float]]], names: Sequence[str]
 ) -> None:
-    from adcs.experiments.figures import pyplot
-
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
     x = np.arange(len(names))

@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from adcs import theory
+from adcs.data import load_fashion_mnist, paper_groups
 from adcs.experiments.folder import (
     MANIFEST,
     ResultsFolder,
@@ -50,6 +51,7 @@ from adcs.experiments.theory_grid import (
     evaluate_selection,
     synthetic_grid,
 )
+from adcs.sim.model import LogisticRegression, local_update, to_unit_float
 
 __all__ = [
     "EXACT_MAX_N",
@@ -140,9 +142,6 @@ def fashion_mnist_probe(
     local_lr : float
         η_ℓ > 0.
     """
-    from adcs.data import load_fashion_mnist, paper_groups
-    from adcs.sim.model import LogisticRegression, local_update, to_unit_float
-
     if (
         isinstance(rounds_trained, bool)
         or not isinstance(rounds_trained, int)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adcs.experiments.report import RunRecord, t_interval, tail_length, variant_labels
+from adcs.experiments.records import RunRecord, variant_labels
+from adcs.experiments.stats import t_interval, tail_length
 
 __all__ = [
     "TARGET_FRACTION",

@@ -39,7 +39,7 @@ from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordD
 from flwr.clientapp import ClientApp
 from numpy.typing import NDArray
 
-from adcs import streams
+from adcs import defaults, streams
 from adcs._validate import check_int, check_number
 
 if TYPE_CHECKING:
@@ -111,12 +111,13 @@ class ClientData:
 class TrainDefaults:
     """Local-training hyperparameters used when the server's config does not set them.
 
-    The paper's experiment (Sec. 6): E = 1 local step, B = 16, η_ℓ = 0.001.
+    The simulator's defaults (:class:`adcs.sim.SimConfig`, the paper's Sec. 6): E = 1 local
+    step, B = 16, η_ℓ = 0.001.
     """
 
-    local_steps: int = 1
-    batch_size: int = 16
-    local_lr: float = 1e-3
+    local_steps: int = defaults.LOCAL_STEPS
+    batch_size: int = defaults.BATCH_SIZE
+    local_lr: float = defaults.LOCAL_LR
 
     def __post_init__(self) -> None:
         check_int("local_steps", self.local_steps)

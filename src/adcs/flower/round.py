@@ -1,16 +1,20 @@
-"""The round both Flower strategies drive, and the reply checks they share (docs/design.md §1, §7).
+"""What both Flower strategies share around the round: reply checks, exchanges, the record.
 
-:func:`play_round` is steps 1–5 of a round with any adcs scheduler, written once for
-:class:`~adcs.flower.SchedulerStrategy` (adcs's own ClientApp, the simulator-identical path) and
-:class:`~adcs.flower.ScheduledFedAvg` (any Flower app, standard messages). A strategy hands it a
-:class:`Gatherer`, which knows how to ask clients for a loss or an update over the Grid and how
-to check their replies; the round decides whom to ask, what the scheduler sees, whom it selected
-and whose update is reused, and the strategy aggregates what came back its own way.
+The round itself is :mod:`adcs.roundplay`'s, the one the simulator plays: a strategy builds its
+:class:`~adcs.roundplay.RoundRules` and hands :func:`adcs.roundplay.play` a
+:class:`~adcs.roundplay.Gatherer` that asks clients for a loss or an update over the Grid and
+checks their replies; the round decides whom to ask, what the scheduler sees, whom it selected,
+whose update is reused and the aggregation weights, and the strategy aggregates what came back
+its own way (docs/design.md §1, §7).
 
 Replies are untrusted: whatever a gatherer could not use comes back as a string saying why
 (``"train: no reply within 30 s"``, ``"loss probe: malformed reply: ..."``). A client whose probe
 failed is not selectable this round; a selected client whose training failed is a dropout (its
 update is not aggregated, :func:`adcs.rounds.aggregation_weights` renormalises over the others).
+
+What Flower's runtime does not offer of the round: a simulated clock (round seconds, deadline,
+over-commitment — :attr:`RoundRecord.wall_s` is the wall clock) and simulated dropouts (a
+dropout is a client's real failure).
 """
 
 from __future__ import annotations
@@ -19,29 +23,18 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from flwr.app import Message, RecordDict
-from numpy.typing import NDArray
 
 from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
-from adcs.rounds import check_selection
-from adcs.schedulers.base import (
-    BoolArray,
-    ClientStats,
-    IntArray,
-    LossSource,
-    Probe,
-    ProbeKind,
-    Scheduler,
-    Selection,
-)
+from adcs.roundplay import Gatherer, Played, Trained
+from adcs.schedulers.base import BoolArray, IntArray, ProbeKind
 
 __all__ = [
     "Gatherer",
     "RejectedReply",
-    "RoundOutcome",
     "RoundRecord",
     "Trained",
     "account",
@@ -51,190 +44,13 @@ __all__ = [
     "is_unanswered",
     "log_round",
     "one_metric_record",
-    "play_round",
 ]
 
 logger = logging.getLogger(__name__)
 
-F32Array = NDArray[np.float32]
-
 
 class RejectedReply(ValueError):
     """A reply excluded from the round; the message says why."""
-
-
-@dataclass(frozen=True, eq=False)
-class Trained:
-    """A valid ``train`` reply.
-
-    Attributes
-    ----------
-    features : ndarray of shape (dim,), float32
-        What the scheduler sees of the update Δ (the update itself, or its sketch).
-    loss : float
-        The client's training loss (NaN when the reply carries none).
-    num_examples : float
-        The client's reported number of training examples (NaN when it reports none).
-    reply : Any
-        What the strategy needs to aggregate it (the update, or the reply's arrays).
-    """
-
-    features: F32Array
-    loss: float
-    num_examples: float
-    reply: Any = None
-
-
-class Gatherer(Protocol):
-    """One round's exchanges with the clients, as a strategy performs them over the Grid."""
-
-    def losses(self, clients: IntArray, source: LossSource) -> dict[int, float | str]:
-        """Each client's loss at w⁽ᵗ⁾, or why there is none."""
-        ...
-
-    def updates(self, clients: IntArray) -> dict[int, Trained | str]:
-        """Each client's training at w⁽ᵗ⁾, or why there is none."""
-        ...
-
-
-@dataclass(frozen=True, eq=False)
-class RoundOutcome:
-    """What :func:`play_round` gathered and decided (client indices throughout).
-
-    Attributes
-    ----------
-    probe : Probe
-    probed : ndarray of shape (n_probed,)
-        Clients asked for a probe, ascending.
-    selection : Selection
-        The scheduler's choice (its weights, if any).
-    selected : ndarray of shape (k,)
-        The checked selection, in the scheduler's order.
-    returned : ndarray of bool, shape (k,)
-        Which selected clients delivered a valid update.
-    held : dict of int to Trained
-        Every valid training of the round (probed and/or selected).
-    failed : dict of int to str
-        Client → why its reply was excluded or never came.
-    loss_evals : int
-        Valid losses returned by a loss probe.
-    state : Any
-        The scheduler's state after ``select`` (and ``observe``).
-    """
-
-    probe: Probe
-    probed: IntArray
-    selection: Selection
-    selected: IntArray
-    returned: BoolArray
-    held: dict[int, Trained]
-    failed: dict[int, str]
-    loss_evals: int
-    state: Any
-
-    @property
-    def delivered(self) -> IntArray:
-        """Selected clients whose update enters the aggregate, in selection order."""
-        return self.selected[self.returned]
-
-
-def play_round(
-    scheduler: Scheduler,
-    state: Any,
-    round_idx: int,
-    available: BoolArray,
-    rng: np.random.Generator,
-    gatherer: Gatherer,
-    feature_dim: int,
-) -> RoundOutcome:
-    """Steps 1–5 of one round (module docstring): probe, gather, select, train, observe.
-
-    Parameters
-    ----------
-    scheduler : Scheduler
-    state : Any
-        The scheduler's state before the round.
-    round_idx : int
-        t, from 0.
-    available : ndarray of bool, shape (n_clients,)
-    rng : numpy.random.Generator
-        The scheduler's stream.
-    gatherer : Gatherer
-    feature_dim : int
-        Length of :attr:`Trained.features` (for the empty matrix of a round without updates).
-
-    Returns
-    -------
-    RoundOutcome
-    """
-    probe = scheduler.probe(state, round_idx, available, rng)
-    targets = np.unique(probe.targets(available)).astype(np.intp)
-    stats, held, failed, loss_evals = _gather(probe, targets, available, gatherer, feature_dim)
-    selection, state = scheduler.select(state, round_idx, stats, rng)
-    who = f"{scheduler!r} at round {round_idx}"
-    clients = check_selection(selection.clients, stats.available, scheduler.m, who=who)
-    missing = np.asarray([c for c in clients if int(c) not in held], dtype=np.intp)
-    if missing.size:
-        more, why = _split(gatherer.updates(missing))
-        held.update(more)
-        failed.update(why)
-    returned = np.asarray([int(c) in held for c in clients], dtype=bool)
-    if scheduler.observes_updates:
-        delivered = clients[returned]
-        features = _rows([held[int(c)].features for c in delivered], feature_dim)
-        losses = np.asarray([held[int(c)].loss for c in delivered], dtype=np.float64)
-        state = scheduler.observe(state, round_idx, delivered, features, losses)
-    return RoundOutcome(
-        probe, targets, selection, clients, returned, held, failed, loss_evals, state
-    )
-
-
-def _gather(
-    probe: Probe,
-    targets: IntArray,
-    available: BoolArray,
-    gatherer: Gatherer,
-    feature_dim: int,
-) -> tuple[ClientStats, dict[int, Trained], dict[int, str], int]:
-    """Step 2: what the probe asks, from ``targets``.
-
-    Returns the scheduler's statistics (clients whose probe failed made unavailable), the
-    trainings held (an update probe's, reused for aggregation), the failures, and the number of
-    losses evaluated.
-    """
-    if probe.kind is ProbeKind.NONE:
-        return ClientStats.blind(available), {}, {}, 0
-    if probe.kind is ProbeKind.LOSSES:
-        losses = gatherer.losses(targets, probe.loss_source)
-        failed = {c: why for c, why in losses.items() if isinstance(why, str)}
-        got = np.asarray([c for c in targets if int(c) not in failed], dtype=np.intp)
-        values = np.asarray([losses[int(c)] for c in got], dtype=np.float64)
-        return ClientStats(_without(available, failed), got, values), {}, failed, got.size
-    held, failed = _split(gatherer.updates(targets))
-    got = np.asarray(sorted(held), dtype=np.intp)
-    stats = ClientStats(
-        _without(available, failed),
-        got,
-        np.asarray([held[int(c)].loss for c in got], dtype=np.float64),
-        _rows([held[int(c)].features for c in got], feature_dim),
-    )
-    return stats, held, failed, 0
-
-
-def _split(replies: Mapping[int, Trained | str]) -> tuple[dict[int, Trained], dict[int, str]]:
-    held = {c: r for c, r in replies.items() if not isinstance(r, str)}
-    return held, {c: r for c, r in replies.items() if isinstance(r, str)}
-
-
-def _without(available: BoolArray, failed: Mapping[int, str]) -> BoolArray:
-    """``available`` less the clients whose probe just failed (not selectable this round)."""
-    out = available.copy()
-    out[list(failed)] = False
-    return out
-
-
-def _rows(rows: list[F32Array], dim: int) -> F32Array:
-    return np.stack(rows) if rows else np.empty((0, dim), dtype=np.float32)
 
 
 # ---------------------------------------------------------------------- reply checks
@@ -337,24 +153,25 @@ class RoundRecord:
 
     @staticmethod
     def of(
-        outcome: RoundOutcome,
+        played: Played,
         server_round: int,
         available: BoolArray,
         wall_s: float,
         ended_at: float,
     ) -> RoundRecord:
         """The record of a played round."""
+        record = played.record
         return RoundRecord(
             server_round=server_round,
-            probe_kind=outcome.probe.kind,
+            probe_kind=record.probe.kind,
             available=available,
-            probed=outcome.probed,
-            selected=outcome.selected.copy(),
-            trained=np.asarray(sorted(outcome.held), dtype=np.intp),
-            aggregated=outcome.delivered,
-            failed=dict(sorted(outcome.failed.items())),
-            client_updates=len(outcome.held),
-            loss_evals=outcome.loss_evals,
+            probed=record.probed,
+            selected=record.selected.copy(),
+            trained=np.asarray(sorted(played.held), dtype=np.intp),
+            aggregated=record.aggregated,
+            failed=dict(sorted(played.failed.items())),
+            client_updates=record.client_updates,
+            loss_evals=record.loss_evals,
             wall_s=wall_s,
             ended_at=ended_at,
         )

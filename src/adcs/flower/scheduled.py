@@ -24,8 +24,8 @@ evaluate_fn)``. Only Flower's two standard messages reach the clients, with the 
   own weights (unbiased samplers), w + Σ c_i (w_i − w) with the c of
   :func:`adcs.rounds.aggregation_weights`.
 
-The round itself (probe, gather, select, train, observe) is :func:`adcs.flower.round.play_round`,
-the one :class:`~adcs.flower.SchedulerStrategy` plays too. Replies are untrusted: an error
+The round itself (probe, gather, select, train, observe) is :mod:`adcs.roundplay`'s, the one
+:class:`~adcs.flower.SchedulerStrategy` and the simulator play too. Replies are untrusted: an error
 reply, no reply within ``timeout``, a node that disconnects, a missing record or key, an array of
 another key set, shape or dtype than the one sent, a NaN or inf, excludes that client with its
 reason (logged as Flower's strategies do, counted in the round's ``failures`` metric and in
@@ -76,17 +76,8 @@ from adcs.flower.dropin import (
 )
 from adcs.flower.link import Link
 from adcs.flower.nodes import NodeIndex
-from adcs.flower.round import (
-    RejectedReply,
-    RoundOutcome,
-    RoundRecord,
-    Trained,
-    account,
-    ask,
-    log_round,
-    play_round,
-)
-from adcs.rounds import aggregation_weights
+from adcs.flower.round import RejectedReply, RoundRecord, account, ask, log_round
+from adcs.roundplay import Played, RoundRules, Trained, play
 from adcs.schedulers.base import BoolArray, IntArray, LossSource, Scheduler
 from adcs.sketch import UpdateSketch
 from adcs.streams import scheduler_rng, stream_key
@@ -286,19 +277,14 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
             config = _with_round(train_config, server_round)
             exchanges = _Exchanges(self, link, template, arrays, config, server_round)
             exchanges.evaluate_config = _with_round(evaluate_config, server_round)
-            outcome = play_round(
-                self.scheduler,
-                state,
-                server_round - 1,
-                available,
-                rng,
-                exchanges,
-                self._dim(template),
+            rules = RoundRules(self.scheduler, who=repr(self.scheduler))
+            played = play(
+                rules, state, server_round - 1, available, rng, exchanges, self._dim(template)
             )
-            state = outcome.state
-            arrays, metrics = self._aggregate(outcome, arrays, template)
+            state = played.record.state
+            arrays, metrics = self._aggregate(played, arrays, template)
             wall_s = time.perf_counter() - started
-            record = RoundRecord.of(outcome, server_round, available, wall_s, time.time())
+            record = RoundRecord.of(played, server_round, available, wall_s, time.time())
             self.history.append(record)
             log_round(record, logger)
             result.arrays = arrays
@@ -357,23 +343,20 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         return self._sketch.apply(update[None])[0]
 
     def _aggregate(
-        self, outcome: RoundOutcome, arrays: ArrayRecord, template: Template
+        self, played: Played, arrays: ArrayRecord, template: Template
     ) -> tuple[ArrayRecord, MetricRecord]:
         """FedAvg's aggregate over the delivered clients, or the scheduler's weighted step."""
-        delivered = outcome.delivered
-        replies = [outcome.held[int(c)].reply for c in delivered]
-        failures = len(outcome.failed)
+        done = played.record
+        replies = [played.held[int(c)].reply for c in done.aggregated]
+        failures = len(played.failed)
         if not replies:
             logger.warning("no selected client returned a valid update; the model is kept")
             return arrays, MetricRecord({"results": 0, "failures": failures})
         new, metrics = self.aggregate_train(0, replies)
         assert new is not None and metrics is not None
         new = template.conform(new)
-        if outcome.selection.weights is not None:
-            coef = aggregation_weights(
-                outcome.selected, outcome.returned, scheduler_weights=outcome.selection.weights
-            )
-            new = template.weighted_step(arrays, replies, coef[outcome.returned])
+        if done.selection.weights is not None:  # the round's c (its rules weigh uniformly)
+            new = template.weighted_step(arrays, replies, done.coef[done.returned])
         metrics["results"] = len(replies)
         metrics["failures"] = failures
         return new, metrics

@@ -1,7 +1,8 @@
 """A Flower strategy that runs any adcs scheduler: the simulator's round, over Flower's Grid.
 
 :meth:`SchedulerStrategy.start` owns the round loop and all messaging. Round t = server_round − 1
-is the simulator's five steps (docs/design.md §1, §7; :mod:`adcs.sim.engine`):
+is the simulator's round, the same :mod:`adcs.roundplay` object (docs/design.md §1, §7) played over
+the Grid (:func:`adcs.roundplay.play`):
 
 0. **availability** — the clients whose node is connected and responsive (:class:`NodeMap`;
    new and unresponsive nodes are greeted with ``query.adcs_hello`` in the background, so a node
@@ -14,7 +15,8 @@ is the simulator's five steps (docs/design.md §1, §7; :mod:`adcs.sim.engine`):
    :func:`adcs.rounds.check_selection` (min(m, available) distinct available clients);
 4. **train and aggregate** — ``train`` to the selected clients not probed for their update; the
    updates Δ_i of those that returned are combined with :func:`adcs.rounds.aggregation_weights`:
-   w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i, in float32 like the simulator;
+   w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i, in float32 like the simulator — or by an aggregation rule
+   (``aggregator``, :mod:`adcs.aggregation`);
 5. **observe** — schedulers that learn from updates see the returned selected clients' ones; the
    round is recorded in :attr:`SchedulerStrategy.history`.
 
@@ -32,6 +34,11 @@ failures", each failure with its reason), and the failure count goes into the ro
 It is not a subclass of Flower's ``Strategy``: a round here may need two exchanges (probe, then
 train), which Flower's ``configure_*``/``aggregate_*`` hooks cannot express. ``start`` takes
 Flower's arguments and returns Flower's ``Result``.
+
+What the simulator's round has and Flower's runtime cannot offer: a simulated clock (round
+seconds, deadline, over-commitment; :attr:`RoundRecord.wall_s` is the wall clock) and simulated
+dropouts (here a dropout is a client's real failure). Non-finite statistics never reach the
+scheduler: such replies are rejected as failures.
 """
 
 from __future__ import annotations
@@ -58,7 +65,10 @@ from flwr.serverapp.strategy import Result
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
+from adcs import defaults
 from adcs._validate import check_int, check_number
+from adcs.aggregation import Aggregator
+from adcs.columns import eval_values
 from adcs.flower.client import (
     ACCURACY,
     ARRAYS_KEY,
@@ -79,24 +89,16 @@ from adcs.flower.nodes import NodeMap
 from adcs.flower.round import (
     RejectedReply,
     RoundRecord,
-    Trained,
     account,
     ask,
     finite_metric,
     history_dicts,
     log_round,
     one_metric_record,
-    play_round,
 )
-from adcs.rounds import F64Array, aggregation_weights
-from adcs.schedulers.base import (
-    BoolArray,
-    FloatArray,
-    IntArray,
-    LossSource,
-    Scheduler,
-    Selection,
-)
+from adcs.roundplay import RoundRules, Trained, play
+from adcs.rounds import F64Array
+from adcs.schedulers.base import BoolArray, FloatArray, IntArray, LossSource, Scheduler
 from adcs.streams import scheduler_rng
 
 __all__ = [
@@ -149,7 +151,7 @@ class ServerSettings:
     """
 
     n_clients: int
-    server_lr: float = 1.0
+    server_lr: float = defaults.SERVER_LR
     weighting: Literal["uniform", "data_size"] = "uniform"
     seed: int = 0
     run_id: str = "flower"
@@ -199,6 +201,12 @@ class EvaluationRecord:
         """Mean over the clients that reported."""
         return float(np.nanmean(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
 
+    @property
+    def columns(self) -> dict[str, float]:
+        """The per-evaluation result columns of :data:`adcs.columns.COLUMNS` a runtime can give
+        (those computed from the clients' accuracies), over the clients that reported."""
+        return eval_values(self.accuracy)
+
 
 @dataclass(frozen=True, eq=False)
 class _Model:
@@ -220,6 +228,9 @@ class SchedulerStrategy:
         Any scheduler of :mod:`adcs.schedulers` (or one following its protocol).
     n_clients : int
         N; the nodes must report partition ids in 0..N−1.
+    aggregator : Aggregator, optional
+        A rule in place of the weighted mean (:mod:`adcs.aggregation`: a robust rule), given the
+        delivered updates one by one, as in the simulator (``RunSpec.aggregator``).
     **settings
         The other fields of :class:`ServerSettings`.
 
@@ -238,13 +249,23 @@ class SchedulerStrategy:
     :func:`~adcs.flower.client.make_client_app` does). Clients send updates Δ_n, not models.
     """
 
-    def __init__(self, scheduler: Scheduler, n_clients: int, **settings: Any) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        n_clients: int,
+        *,
+        aggregator: Aggregator | None = None,
+        **settings: Any,
+    ) -> None:
         self.settings = ServerSettings(n_clients=n_clients, **settings)
         if not isinstance(scheduler, Scheduler):
             raise ValueError(f"scheduler must follow adcs's Scheduler protocol, got {scheduler!r}")
         if scheduler.m > n_clients:
             raise ValueError(f"scheduler.m={scheduler.m} exceeds n_clients={n_clients}")
         self.scheduler = scheduler
+        self._rules = RoundRules(
+            scheduler, who=repr(scheduler), base_weights=self._base, aggregator=aggregator
+        )
         self.history: list[RoundRecord] = []
         self.evaluations: list[EvaluationRecord] = []
         self._nodes = NodeMap(n_clients)
@@ -341,29 +362,25 @@ class SchedulerStrategy:
         """One round's five steps (module docstring); returns its record, w⁽ᵗ⁺¹⁾ and state."""
         exchanges = _Exchanges(self, link, model, config, server_round)
         dim = model.params.size
-        outcome = play_round(
-            self.scheduler, state, server_round - 1, available, rng, exchanges, dim
-        )
-        delivered, returned = outcome.delivered, outcome.returned
-        coef = self._coefficients(outcome.selected, returned, outcome.selection)
-        updates = _rows([outcome.held[int(c)].features for c in delivered], dim)
-        losses_back = np.asarray([outcome.held[int(c)].loss for c in delivered], dtype=np.float64)
-        model = _step(model, coef[returned], updates, self.settings.server_lr)
+        played = play(self._rules, state, server_round - 1, available, rng, exchanges, dim)
+        done = played.record
+        delivered = done.aggregated
+        coef = done.coef[done.returned]
+        losses_back = np.asarray([played.held[int(c)].loss for c in delivered], dtype=np.float64)
+        step = played.step
+        if step is None and delivered.size:
+            step = coef.astype(np.float32) @ played.rows(delivered, dim)
+        model = _step(model, step if delivered.size else None, self.settings.server_lr)
         wall_s = time.perf_counter() - started
-        record = RoundRecord.of(outcome, server_round, available, wall_s, time.time())
-        metrics = _train_metrics(coef[returned], losses_back, len(outcome.failed))
-        return record, model, outcome.state, metrics
+        record = RoundRecord.of(played, server_round, available, wall_s, time.time())
+        metrics = _train_metrics(coef, losses_back, len(played.failed))
+        return record, model, done.state, metrics
 
-    def _coefficients(
-        self, clients: IntArray, returned: BoolArray, selection: Selection
-    ) -> F64Array:
-        """c of :func:`adcs.rounds.aggregation_weights`, shape (k,)."""
-        base = None
-        if selection.weights is None and self.settings.weighting == "data_size":
-            base = np.nan_to_num(self._nodes.sizes, nan=0.0)
-        return aggregation_weights(
-            clients, returned, scheduler_weights=selection.weights, base=base
-        )
+    def _base(self) -> F64Array | None:
+        """p_n of the aggregation weights: the clients' reported data sizes, or uniform."""
+        if self.settings.weighting == "data_size":
+            return np.nan_to_num(self._nodes.sizes, nan=0.0)
+        return None
 
     # ------------------------------------------------------------------ availability
 
@@ -542,6 +559,7 @@ class SchedulerStrategy:
             _WEIGHT,
         )
         mean["worst-accuracy"] = record.worst_accuracy
+        mean.update(record.columns)
         return mean
 
     def _evaluate_centrally(
@@ -582,17 +600,13 @@ class _Exchanges:
         return self.strategy._train(self.link, clients, self.model, self.config, self.server_round)
 
 
-def _rows(rows: list[F32Array], dim: int) -> F32Array:
-    return np.stack(rows) if rows else np.empty((0, dim), dtype=np.float32)
-
-
-def _step(model: _Model, coef: FloatArray, updates: F32Array, server_lr: float) -> _Model:
-    """w + η_s Σ c_i Δ_i over the returned clients, in float32 as :mod:`adcs.sim.engine` does."""
-    if coef.size == 0:
+def _step(model: _Model, step: F32Array | None, server_lr: float) -> _Model:
+    """w + η_s · step (Σ c_i Δ_i, or the aggregation rule's), in float32 as :mod:`adcs.sim.lot`
+    forms it; None: nobody delivered, the model is kept."""
+    if step is None:
         logger.warning("no selected client returned a valid update; the model is kept")
         return model
-    step = coef.astype(np.float32) @ updates
-    step *= np.float32(server_lr)
+    step = np.asarray(step, dtype=np.float32) * np.float32(server_lr)
     return _Model(model.key, model.params + step)
 
 

@@ -124,9 +124,24 @@ class ClientStats:
         return int(self.clients.shape[0])
 
     @staticmethod
-    def blind(available: BoolArray) -> ClientStats:
-        """Statistics of a round in which nothing was probed."""
-        return ClientStats(available=np.asarray(available, dtype=bool))
+    def blind(available: BoolArray, clients: IntArray | None = None) -> ClientStats:
+        """Statistics of a round in which nothing was probed.
+
+        ``clients``, when the runtime has them, are the available clients (ascending), so that
+        :meth:`available_clients` need not scan the mask.
+        """
+        stats = ClientStats(available=np.asarray(available, dtype=bool))
+        if clients is not None:
+            stats.__dict__["_available_clients"] = clients  # seeds the cached property
+        return stats
+
+    def available_clients(self) -> IntArray:
+        """The available clients, ascending, shape (n_available,) (computed once)."""
+        return self._available_clients
+
+    @functools.cached_property
+    def _available_clients(self) -> IntArray:
+        return np.flatnonzero(self.available).astype(np.intp)
 
     def finite(self) -> BoolArray:
         """Probed clients whose statistics (loss and update) are all finite, shape (n_probed,).

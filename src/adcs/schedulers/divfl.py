@@ -48,6 +48,34 @@ def pairwise_distances(updates: FloatArray) -> FloatArray:
     return distances_from_gram(gram_matrix(np.asarray(updates, dtype=np.float64)))
 
 
+_SMALLEST_SQUARE = math.ldexp(1.0, -60)
+"""Smallest nonzero squared norm of an update row for :func:`unit_scale_gram`'s fast form: far
+above the float32 subnormal range (2⁻¹²⁶) its products could fall into."""
+
+
+def unit_scale_gram(updates: FloatArray) -> FloatArray:
+    """``gram_matrix(updates * power_of_two_scale(updates))``, without the scaled copy; (n, n) float64.
+
+    Multiplying by a power of two s commutes with every rounding of the float32 product while no
+    partial result overflows or becomes subnormal, so the Gram of the unscaled updates times s²
+    is the scaled Gram number for number. The product is formed unscaled when every row's
+    squared norm, before and after scaling, is at least :data:`_SMALLEST_SQUARE` (or the row is
+    zero) and none overflowed; otherwise (updates of extreme scale) the scaled copy is formed.
+    """
+    scale = power_of_two_scale(updates)
+    u = np.ascontiguousarray(updates)  # as the scaled copy is: the same BLAS call
+    if u.dtype == np.float32 and u.size:
+        gram = gram_matrix(u)
+        square = np.diag(gram)
+        nonzero = square > 0.0
+        least = float(square[nonzero].min(initial=np.inf)) * min(1.0, scale * scale)
+        zero_rows = not u[~nonzero].any()  # a zero square must come from a zero row
+        if least >= _SMALLEST_SQUARE and zero_rows and bool(np.isfinite(gram).all()):
+            gram *= scale * scale
+            return gram
+    return gram_matrix(u * scale)
+
+
 def distances_from_gram(gram: FloatArray) -> FloatArray:
     """D_kj = sqrt(G_kk + G_jj − 2 G_kj) from the Gram matrix G of shape (n, n)."""
     sq = np.diag(gram)
@@ -281,20 +309,23 @@ class DivFL(SchedulerBase[DivFLState]):
             clients, updates = state.known, state.updates
         else:
             probed, usable = probed_updates(stats)
-            clients, updates = stats.clients[usable].astype(np.intp), probed[usable]
+            if usable.all():  # the usual case: no copy of the updates
+                clients, updates = stats.clients.astype(np.intp), probed
+            else:
+                clients, updates = stats.clients[usable].astype(np.intp), probed[usable]
             if self.stale:
                 state = replace(state, known=clients, updates=updates.astype(np.float32))
-        # D scaled by a power of two changes no greedy choice, and keeps ‖g‖² finite at any scale
-        scaled = np.asarray(updates) * power_of_two_scale(updates)
         candidates = available[clients]
         sample = None
         if self.stochastic_epsilon is not None:
             sample = math.ceil(clients.size / self.m * math.log(1 / self.stochastic_epsilon))
         n_picks = min(k, int(candidates.sum()))
+        # D scaled by a power of two changes no greedy choice, and keeps ‖g‖² finite at any scale
         if clients.size <= DENSE_DISTANCES_MAX:
-            dist = distances_from_gram(gram_matrix(scaled))
+            dist = distances_from_gram(unit_scale_gram(updates))
             picks = facility_location_greedy(dist, n_picks, candidates, rng, sample)
         else:
+            scaled = np.asarray(updates) * power_of_two_scale(updates)
             picks = facility_location_blocked(scaled, n_picks, candidates, rng, sample)
         return Selection(fill_from(clients[picks], available, k, rng, stats.non_finite())), state
 

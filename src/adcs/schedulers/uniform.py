@@ -26,6 +26,6 @@ class Uniform(SchedulerBase[BasicState]):
     def select(
         self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, BasicState]:
-        available, k = check_available(stats.available, state.n_clients, self.m)
-        clients = rng.choice(np.flatnonzero(available), size=k, replace=False)
+        _, k = check_available(stats.available, state.n_clients, self.m)
+        clients = rng.choice(stats.available_clients(), size=k, replace=False)
         return Selection(clients.astype(np.intp)), state

@@ -16,15 +16,18 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs._validate import check_bool, check_int, check_number
+from adcs._validate import check_bool, check_int, check_number, check_string
+from adcs.registry import Registry
 from adcs.streams import Domain, counter_uniform, round_generator
 
 __all__ = [
+    "AVAILABILITY",
     "AlwaysAvailable",
     "Availability",
     "BernoulliAvailability",
     "CyclicAvailability",
     "TraceAvailability",
+    "TraceFile",
 ]
 
 BoolArray = NDArray[np.bool_]
@@ -75,7 +78,7 @@ class BernoulliAvailability:
     Parameters
     ----------
     p : float
-        In (0, 1].
+        Each client's probability of being available, in (0, 1].
     """
 
     p: float
@@ -88,8 +91,33 @@ class BernoulliAvailability:
         return "bernoulli"
 
     def mask(self, key: int, round_idx: int, groups: IntArray) -> BoolArray:
+        mask = np.zeros(groups.shape[0], dtype=bool)
+        mask[self.available_clients(key, round_idx, groups.shape[0])] = True
+        return mask
+
+    def available_clients(self, key: int, round_idx: int, n_clients: int) -> IntArray:
+        """The clients available at round ``round_idx``, ascending: the indices of :meth:`mask`.
+
+        Drawn by geometric skips, so the cost follows the ≈ p·N available clients, not N: the
+        gap from one available client to the next is 1 + ⌊E / λ⌋ with E standard exponential and
+        λ = −ln(1 − p), i.e. geometric with success probability p, from the round's own stream
+        (a pure function of (seed, t), as every availability model's).
+        """
+        if self.p >= 1.0:
+            return np.arange(n_clients, dtype=np.intp)
         rng = round_generator(key, Domain.AVAILABILITY, round_idx)
-        return np.asarray(rng.random(groups.shape[0]) < self.p)
+        rate = -math.log1p(-self.p)
+        expected = n_clients * self.p
+        chunk = int(expected + 6.0 * math.sqrt(expected) + 16)
+        parts: list[IntArray] = []
+        last = -1
+        while last < n_clients:  # one chunk almost always reaches past the last client
+            gaps = np.floor(rng.standard_exponential(chunk) / rate)
+            gaps += 1.0
+            ends = last + np.cumsum(gaps)
+            parts.append(ends[ends < n_clients].astype(np.intp))
+            last = int(min(ends[-1], n_clients))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "p": self.p}
@@ -254,3 +282,49 @@ def _read_csv_trace(path: Path, n_clients: int) -> BoolArray:
     table = np.zeros((int(index[:, 0].max()) + 1, n_clients), dtype=bool)
     table[index[:, 0], index[:, 1]] = True
     return table
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """A recorded trace named by its file, read once the number of clients is known.
+
+    The ``[sim.availability]`` row ``kind = "trace"``: a configuration holds it, and the
+    simulator's model is :meth:`for_clients` (:class:`TraceAvailability`).
+
+    Parameters
+    ----------
+    path : str
+        A ``.npz`` or ``.csv`` trace (:meth:`TraceAvailability.load`).
+    repeat : bool
+        Restart a trace shorter than the run.
+    """
+
+    path: str
+    repeat: bool = False
+
+    def __post_init__(self) -> None:
+        check_string("availability.path", self.path)
+        check_bool("availability.repeat", self.repeat)
+
+    @property
+    def kind(self) -> str:
+        return "trace"
+
+    def for_clients(self, n_clients: int) -> TraceAvailability:
+        """The trace read and checked for ``n_clients`` clients."""
+        return TraceAvailability.load(self.path, n_clients, repeat=self.repeat)
+
+
+AVAILABILITY: Registry[Any] = Registry(
+    "availability model",
+    "adcs.availability",
+    {
+        "always": AlwaysAvailable,
+        "bernoulli": BernoulliAvailability,
+        "cyclic": CyclicAvailability,
+        "trace": TraceFile,
+    },
+    requires=("mask",),
+)
+"""The ``[sim.availability]`` kinds (docs/design.md §8): a row's constructor arguments are the
+table's keys; a row with ``for_clients(n_clients)`` (a trace) is completed when N is known."""

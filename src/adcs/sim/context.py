@@ -9,18 +9,18 @@ independent (run, client) jobs in memory-bounded calls — from counter-based st
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import numpy as np
 
+from adcs.roundplay import Available
 from adcs.schedulers.base import ClientStats
-from adcs.sim.availability import AlwaysAvailable, TraceAvailability
+from adcs.sim.availability import AlwaysAvailable, BernoulliAvailability, TraceAvailability
 from adcs.sim.data import ClientData
 from adcs.sim.model import LogisticRegression, Model, SharedInputs, local_update
 from adcs.sim.spec import BoolArray, F32Array, F64Array, IntArray, SimConfig
 from adcs.sim.system import ClientTimes, client_times
 from adcs.sketch import UpdateSketch
-from adcs.streams import Domain, _draw, counter_uniform
+from adcs.streams import Domain, _draw, _draw_rounds, counter_uniform
 
 _FULL_LOSS_ROWS = 8192
 
@@ -31,17 +31,15 @@ _SHARED_ROWS = 65_536
 """Largest union (clients × B samples) computed in one shared forward product; larger rounds
 (a probe of tens of thousands of clients) run as memory-bounded independent jobs instead."""
 
+_AHEAD_CLIENTS = 1024
+"""Populations up to this size draw every client's minibatch rows for many rounds at once."""
+
+_AHEAD_ROUNDS = 64
+_AHEAD_ROWS = 1 << 18
+"""Rows drawn ahead per stream at most (2 MB of indices)."""
+
 _GATHER_BUDGET_BYTES = 1 << 30
 """Most inputs (float32) one round may gather at once; larger batch sizes are refused."""
-
-
-@dataclass(frozen=True)
-class _Availability:
-    """A round's availability: the mask (n_clients,) and the available clients, ascending."""
-
-    mask: BoolArray
-    clients: IntArray
-    blind: ClientStats
 
 
 class _Context:
@@ -61,13 +59,13 @@ class _Context:
         self.always = isinstance(config.availability, AlwaysAvailable)
         everyone = np.ones(data.n_clients, dtype=bool)
         everyone.setflags(write=False)
-        self._always = _Availability(
-            everyone, np.arange(data.n_clients, dtype=np.intp), ClientStats.blind(everyone)
-        )
+        clients = np.arange(data.n_clients, dtype=np.intp)
+        self._always = Available(everyone, clients, ClientStats.blind(everyone, clients))
         self.no_clients = np.empty(0, dtype=np.intp)
         self.system = config.system
         self._times: dict[int, ClientTimes] = {}
         self._sketches: dict[int, UpdateSketch] = {}
+        self._ahead: dict[int, tuple[int, IntArray]] = {}  # stream key → (first round, rows)
 
     def client_times(self, seed: int) -> ClientTimes:
         """How long each client's work takes in runs of ``seed`` (its devices, drawn once)."""
@@ -100,12 +98,19 @@ class _Context:
             self._sketches[seed_key] = UpdateSketch(self.model.dim, k, seed_key)
         return self._sketches[seed_key].apply(updates)
 
-    def availability(self, seed_key: int, t: int) -> _Availability:
+    def availability(self, seed_key: int, t: int) -> Available:
         if self.always:
             return self._always
-        mask = self.config.availability.mask(seed_key, t, self.data.groups)
+        model = self.config.availability
+        if isinstance(model, BernoulliAvailability):  # drawn as indices: cost follows p·N
+            clients = model.available_clients(seed_key, t, self.data.n_clients)
+            mask = np.zeros(self.data.n_clients, dtype=bool)
+            mask[clients] = True
+        else:
+            mask = model.mask(seed_key, t, self.data.groups)
+            clients = np.flatnonzero(mask)
         mask.setflags(write=False)
-        return _Availability(mask, np.flatnonzero(mask), ClientStats.blind(mask))
+        return Available(mask, clients, ClientStats.blind(mask, clients))
 
     def returned(self, seed_key: int, t: int, clients: IntArray) -> BoolArray:
         """Which of the selected clients deliver their update (the rest drop out)."""
@@ -117,8 +122,26 @@ class _Context:
     def minibatch(self, key: int, t: int, clients: IntArray) -> IntArray:
         """Global training rows of the clients' E·B local samples at round t, shape (n, E·B)."""
         cfg = self.config
-        local = _draw(key, clients, t, self.sizes[clients], cfg.local_steps * cfg.batch_size)
+        per = cfg.local_steps * cfg.batch_size
+        if self.data.n_clients <= _AHEAD_CLIENTS:
+            ahead = self._ahead.get(key)
+            if ahead is None or not ahead[0] <= t < ahead[0] + ahead[1].shape[1]:
+                ahead = self._ahead[key] = (t, self._rows_ahead(key, t, per))
+            return ahead[1][clients, t - ahead[0]]
+        local = _draw(key, clients, t, self.sizes[clients], per)
         return self.data.train_rows(clients, local)
+
+    def _rows_ahead(self, key: int, t: int, per: int) -> IntArray:
+        """Every client's rows at rounds t, t + 1, …: shape (n_clients, n_rounds, per).
+
+        The draws are those of one round at a time (:func:`adcs.streams._draw_rounds`), hashed
+        for many rounds in one pass.
+        """
+        n = self.data.n_clients
+        n_rounds = max(1, min(_AHEAD_ROUNDS, self.config.rounds - t, _AHEAD_ROWS // (n * per)))
+        everyone = np.arange(n, dtype=np.int64)
+        local = _draw_rounds(key, everyone, t, n_rounds, self.sizes.astype(np.int64), per)
+        return self.data.train_rows(everyone.astype(np.intp), local.transpose(1, 0, 2))
 
     def full_losses(self, params: F32Array, clients: IntArray) -> F64Array:
         """Mean loss of each listed client over its whole training set at ``params`` (dim,)."""

@@ -34,7 +34,8 @@ or on the number of workers. A run alone therefore equals the same run simulated
 The loop is spread over small modules, in the order data flows (words as :mod:`adcs.sim.jobs`
 defines them): :mod:`~adcs.sim.spec` (what a call is given and returns), :mod:`~adcs.sim.context`
 (what every stream shares), :mod:`~adcs.sim.runstate` (one run's bookkeeping),
-:mod:`~adcs.sim.lockstep` (the five steps for a stream's runs), :mod:`~adcs.sim.jobs` (which
+:mod:`~adcs.sim.lockstep` (a stream's runs play their rounds, :class:`adcs.roundplay.RunRound` —
+the round written once for every runtime — in lockstep), :mod:`~adcs.sim.jobs` (which
 (run, client) jobs a round needs), :mod:`~adcs.sim.lot` (executing them in batched products),
 :mod:`~adcs.sim.evaluate`, :mod:`~adcs.sim.lanes` (the streams one worker advances),
 :mod:`~adcs.sim.workers` (forked workers or threads) and :mod:`~adcs.sim.checkpoint`; this module

@@ -29,18 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adcs.roundplay import locate as _locate
 from adcs.schedulers.base import LossSource, Probe, ProbeKind, Selection
-from adcs.sim.spec import BoolArray, IntArray
+from adcs.sim.spec import IntArray
 
 __all__ = ["_EarlyJobs", "_locate", "_plan_early"]
-
-
-def _locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
-    """Which ``clients`` are in the ascending array ``pool``, and their positions there."""
-    if pool.size == 0:
-        return np.zeros(clients.size, dtype=bool), np.zeros(clients.size, dtype=np.intp)
-    pos = np.minimum(np.searchsorted(pool, clients), pool.size - 1)
-    return np.asarray(pool[pos] == clients), pos
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from adcs.roundplay import Available, RunRound
 from adcs.schedulers.base import ClientStats, LossSource, Probe, ProbeKind
-from adcs.sim.context import _SHARED_ROWS, _Availability, _Context
+from adcs.sim.context import _SHARED_ROWS, _Context
 from adcs.sim.jobs import _EarlyJobs, _locate
 from adcs.sim.model import SharedForward, SharedInputs
-from adcs.sim.runstate import _Run
 from adcs.sim.spec import BoolArray, F32Array, F64Array, IntArray
 
 
@@ -32,7 +32,7 @@ class _Lot:
     def __init__(
         self,
         ctx: _Context,
-        runs: list[_Run],
+        runs: list[RunRound],
         params: F32Array,
         key: int,
         t: int,
@@ -70,7 +70,7 @@ class _Lot:
 
     # -- step 2 --------------------------------------------------------------------------------
 
-    def gather(self, j: int, avail: _Availability) -> ClientStats:
+    def gather(self, j: int, avail: Available) -> ClientStats:
         """ClientStats of run j: what its probe asked for, at the current model."""
         probe, clients = self.probes[j], self.targets[j]
         if probe.kind is ProbeKind.NONE:
@@ -116,12 +116,13 @@ class _Lot:
         chosen: list[IntArray],
         returned: list[BoolArray],
         coefs: list[F64Array],
-    ) -> tuple[list[tuple[F32Array, F64Array]], list[int]]:
+    ) -> list[tuple[F32Array, F64Array]]:
         """Aggregate the returned clients' updates and step every run's model.
 
         Returns, for each run, the returned clients' updates (n_returned, dim) and their
-        first-minibatch losses at w⁽ᵗ⁾ (empty unless the run observes updates), and how many
-        updates were computed beyond those its probe already held.
+        first-minibatch losses at w⁽ᵗ⁾ (empty unless the run observes updates or has an
+        aggregation rule: then what the rule received). The weights and the count of updates
+        computed are the round's (:class:`adcs.roundplay.RunRound`).
         """
         ctx, cfg = self.ctx, self.ctx.config
         runs = self.runs
@@ -140,8 +141,8 @@ class _Lot:
                 clients, coef = chosen[j], coefs[j]
             else:
                 clients, coef = chosen[j][ok], coefs[j][ok]
-            if run.spec.aggregator is not None:  # the aggregation hook: updates one by one
-                observed[j], fresh[j] = self._aggregate_apart(j, run, clients, coef, stats[j], step)
+            if run.rules.aggregator is not None:  # the aggregation hook: updates one by one
+                observed[j] = self._aggregate_apart(j, run, clients, coef, stats[j], step)
                 continue
             upd = stats[j].updates
             if upd is not None:
@@ -177,35 +178,32 @@ class _Lot:
             np.add.at(step, run_index, updates)
         step *= np.float32(cfg.server_lr)
         params += step
-        return observed, fresh
+        return observed
 
     def _aggregate_apart(
         self,
         j: int,
-        run: _Run,
+        run: RunRound,
         clients: IntArray,
         coef: F64Array,
         got: ClientStats,
         step: F32Array,
-    ) -> tuple[tuple[F32Array, F64Array], int]:
+    ) -> tuple[F32Array, F64Array]:
         """Step run j through its aggregator (:mod:`adcs.aggregation`) and add it to ``step[j]``.
 
         Every returned client's update is formed on its own (probed ones reused), never folded
         into the shared weighted product, so that the aggregator can replace some (a poison) or
         combine them robustly. Returns what the server received with the first-minibatch losses,
-        for ``observe``, and how many updates were computed beyond the probe's.
+        for ``observe``.
         """
-        assert run.spec.aggregator is not None
         if got.updates is not None:
             have, pos = _locate(got.clients, clients)
         else:
             have, pos = np.zeros(clients.size, dtype=bool), self.ctx.no_clients
         updates, losses = self._observed(j, clients, have, pos, got)
-        received, aggregate = run.spec.aggregator.aggregate(
-            run.state, self.t, clients, updates, coef, got
-        )
+        received, aggregate = run.aggregate(clients, updates, coef)
         step[j] += aggregate
-        return (received, losses), int(np.count_nonzero(~have))
+        return received, losses
 
     def _rows_for(self, clients: IntArray) -> IntArray:
         """Training rows of any clients at this round (from the union's draw where it has them)."""

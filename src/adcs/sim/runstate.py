@@ -7,7 +7,7 @@ them (:mod:`adcs.sim.checkpoint`).
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs.schedulers.base import ClientStats, Scheduler, UsesRoundTimes
+from adcs.roundplay import PlayedRound, RoundClock, RoundRules, scheduler_to_ask
+from adcs.schedulers.base import Scheduler
 from adcs.sim.context import _Context
-from adcs.sim.spec import BoolArray, F64Array, RunSpec
-from adcs.streams import scheduler_rng
+from adcs.sim.spec import BoolArray, F64Array, IntArray, RunSpec
+from adcs.streams import scheduler_rng, stream_key
 
 logger = logging.getLogger(__name__)
 
@@ -28,24 +29,37 @@ class _Run:
     """Mutable bookkeeping of one run inside the loop."""
 
     spec: RunSpec
-    scheduler: Scheduler
+    rules: RoundRules  # the scheduler (asked for the invited with over-commitment) and the rest
     state: Any
     rng: np.random.Generator
-    observes: bool
     selected: NDArray[np.int32]
     returned: BoolArray
     client_updates: int = 0
     loss_evals: int = 0
     dropped: int = 0
-    target: int = 0  # updates wanted per round: m (less than the invited with over-commitment)
     round_s: F64Array | None = None  # simulated seconds per round (with a system profile)
     busy_s: F64Array | None = None  # client-seconds per round
     non_finite: int = 0
     non_finite_clients: set[int] = field(default_factory=set)
 
-    def note_non_finite(self, t: int, stats: ClientStats) -> None:
+    def record(self, played: PlayedRound) -> None:
+        """Keep round t's record: the state, selection, returns, dropouts, client work, clock."""
+        t, clients = played.round_idx, played.selected
+        self.state = played.state
+        k = clients.size
+        self.selected[t, :k] = clients
+        self.returned[t, :k] = played.returned
+        self.dropped += played.failed
+        self.client_updates += played.client_updates
+        self.loss_evals += played.loss_evals
+        if self.round_s is not None and self.busy_s is not None:
+            assert played.round_s is not None and played.busy_s is not None
+            self.round_s[t] = played.round_s
+            self.busy_s[t] = played.busy_s
+        self.note_non_finite(t, played.non_finite)
+
+    def note_non_finite(self, t: int, bad: IntArray) -> None:
         """Count the probed clients with NaN/inf statistics; log them the first time."""
-        bad = stats.non_finite()
         if bad.size == 0:
             return
         if not self.non_finite_clients:
@@ -59,46 +73,39 @@ class _Run:
 
 
 def _new_run(spec: RunSpec, ctx: _Context) -> _Run:
-    scheduler = spec.scheduler
-    target = int(scheduler.m)
-    timed = ctx.system is not None
-    if timed:
-        scheduler = _with_system(spec, ctx)
-    elif isinstance(scheduler, UsesRoundTimes) and scheduler.needs_round_times:
-        raise ValueError(
-            f"run {spec.run_id!r}: its scheduler needs the clients' round durations; "
-            "give SimConfig a system profile (system=SystemConfig(...))"
-        )
+    target = int(spec.scheduler.m)
+    clock, invited = None, None
+    if ctx.system is not None:
+        clock = RoundClock(ctx.client_times(spec.seed), ctx.system.deadline)
+        invited = ctx.system.invited(target, ctx.data.n_clients)
+    scheduler = scheduler_to_ask(spec.scheduler, repr(spec.run_id), clock, invited)
+    timed = clock is not None
     rounds, m = ctx.config.rounds, int(scheduler.m)
     return _Run(
         spec=spec,
-        scheduler=scheduler,
+        rules=_rules(spec, scheduler, target, clock, ctx),
         state=scheduler.init(ctx.data.n_clients, ctx.sizes.astype(np.float64)),
         rng=scheduler_rng(spec.seed, spec.run_id),
-        observes=bool(scheduler.observes_updates),
         selected=np.full((rounds, m), -1, dtype=np.int32),
         returned=np.zeros((rounds, m), dtype=bool),
-        target=target,
         round_s=np.zeros(rounds) if timed else None,
         busy_s=np.zeros(rounds) if timed else None,
     )
 
 
-def _with_system(spec: RunSpec, ctx: _Context) -> Scheduler:
-    """The scheduler a timed run uses: told the round durations, asked for ⌈(1 + o)·m⌉ clients."""
-    assert ctx.system is not None
-    scheduler = spec.scheduler
-    if isinstance(scheduler, UsesRoundTimes):
-        scheduler = scheduler.with_round_times(ctx.client_times(spec.seed).update)
-    invited = ctx.system.invited(int(scheduler.m), ctx.data.n_clients)
-    if invited == scheduler.m:
-        return scheduler
-    if not dataclasses.is_dataclass(scheduler) or "m" not in {
-        f.name for f in dataclasses.fields(scheduler)
-    }:
-        raise ValueError(
-            f"run {spec.run_id!r}: over-commitment asks the scheduler for {invited} clients, "
-            f"which needs a dataclass scheduler with a field m; {type(scheduler).__name__} is not"
-        )
-    invite: Scheduler = dataclasses.replace(scheduler, m=invited)
-    return invite
+def _rules(
+    spec: RunSpec, scheduler: Scheduler, target: int, clock: RoundClock | None, ctx: _Context
+) -> RoundRules:
+    """The rules of the run's rounds: the context's sketch, dropouts, clock and weights."""
+    seed_key = stream_key(spec.seed)
+    cfg = ctx.config
+    return RoundRules(
+        scheduler,
+        who=spec.run_id,
+        target=target,
+        base_weights=ctx.base_weights,
+        sketch=None if cfg.sketch_dim is None else functools.partial(ctx.sketch_rows, seed_key),
+        dropout=None if cfg.dropout == 0.0 else functools.partial(ctx.returned, seed_key),
+        clock=clock,
+        aggregator=spec.aggregator,
+    )

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from adcs import defaults
 from adcs._validate import check_bool, check_int, check_number
 from adcs.aggregation import Aggregator
 from adcs.schedulers.base import Scheduler
@@ -85,10 +86,10 @@ class SimConfig:
     """
 
     rounds: int
-    local_steps: int = 1
-    batch_size: int = 16
-    local_lr: float = 1e-3
-    server_lr: float = 1.0
+    local_steps: int = defaults.LOCAL_STEPS
+    batch_size: int = defaults.BATCH_SIZE
+    local_lr: float = defaults.LOCAL_LR
+    server_lr: float = defaults.SERVER_LR
     eval_every: int = 100
     weighting: Literal["uniform", "data_size"] = "uniform"
     common_minibatches: bool = True

@@ -15,7 +15,7 @@ devices. From them the simulator times every round:
 
 A round is a **probe phase** — the probed clients work in parallel and the server waits for the
 slowest (probes are neither dropped nor cut by the deadline) — then a **training phase**, timed by
-:func:`training_phase`: every selected client returns after its full local round (at once when
+:func:`~adcs.roundplay.training_phase`: every selected client returns after its full local round (at once when
 its update was already probed this round), a dropped-out client fails at that same moment, and the
 round closes when the last client has answered, when the first ``target`` updates are in
 (FedScale's over-commitment: ⌈(1 + o)·m⌉ are invited and the first m kept), or at the deadline,
@@ -44,12 +44,16 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 
-from adcs._validate import check_number
+from adcs._validate import check_number, check_string
+from adcs.registry import Registry
+from adcs.roundplay import probe_phase, training_phase
 from adcs.streams import Domain, counter_uniform, stream_key
 
 __all__ = [
     "LOSS_BYTES",
+    "SYSTEM_PROFILES",
     "ClientTimes",
+    "MeasuredSystem",
     "SystemConfig",
     "SystemProfile",
     "client_times",
@@ -335,59 +339,53 @@ def client_times(
     return ClientTimes(update, loss, full_loss)
 
 
-def probe_phase(seconds: F64Array) -> tuple[float, float]:
-    """Duration (the slowest probed client) and busy client-seconds (their sum) of a probe.
+@dataclass(frozen=True)
+class MeasuredSystem:
+    """Measured devices from a CSV file with the round rules, read once N is known.
 
-    ``seconds`` (n_probed,) are the probed clients' durations; both are 0 without a probe.
-    """
-    if seconds.size == 0:
-        return 0.0, 0.0
-    return float(seconds.max()), float(seconds.sum())
-
-
-def training_phase(
-    response: F64Array, failed: BoolArray, target: int, deadline: float | None = None
-) -> tuple[BoolArray, float, float]:
-    """Who is aggregated, how long the training phase lasts, and the client-seconds it costs.
+    The ``[sim.system]`` row ``kind = "csv"``: a configuration holds it, and the simulator's
+    :class:`SystemConfig` is :meth:`for_clients`.
 
     Parameters
     ----------
-    response : ndarray of shape (k,)
-        When each selected client answers (seconds from the phase's start; 0 when its update
-        was already probed), in selection order.
-    failed : ndarray of bool, shape (k,)
-        Dropped out: it answers at its time without an update.
-    target : int
-        Updates wanted (k without over-commitment, m with): the phase closes once that many
-        are in.
+    path : str
+        Columns ``client,compute,upload,download``, one row per client
+        (:meth:`SystemProfile.from_csv`).
     deadline : float, optional
-        The phase closes at this time at the latest.
-
-    Returns
-    -------
-    kept : ndarray of bool, shape (k,)
-        The first ``target`` successful clients by response time (ties in selection order),
-        among those in time.
-    seconds : float
-        When the phase closes: at the ``target``-th success, else at the last answer, and never
-        after the deadline (0 with nobody selected).
-    busy : float
-        Σ_i min(response_i, seconds): every client works until it answers or the phase closes.
+        Seconds (> 0) after which the training phase closes (:class:`SystemConfig`).
+    overcommit : float
+        o ≥ 0: invite ⌈(1 + o)·m⌉ clients and aggregate the first m to return.
+    forward_cost : float
+        Cost of a forward pass relative to a training step, in (0, 1] (default 1/3).
     """
-    k = response.shape[0]
-    kept = np.zeros(k, dtype=bool)
-    if k == 0:
-        return kept, 0.0, 0.0
-    in_time = response <= deadline if deadline is not None else np.ones(k, dtype=bool)
-    good = np.flatnonzero(~failed & in_time)
-    good = good[np.argsort(response[good], kind="stable")]
-    if 0 < target <= good.size:
-        seconds = float(response[good[target - 1]])
-        kept[good[:target]] = True
-    else:
-        seconds = float(response.max())
-        kept[good] = True
-    if deadline is not None:
-        seconds = min(seconds, float(deadline))
-    busy = float(np.minimum(response, seconds).sum())
-    return kept, seconds, busy
+
+    path: str
+    deadline: float | None = None
+    overcommit: float = 0.0
+    forward_cost: float = SystemConfig.forward_cost
+
+    def __post_init__(self) -> None:
+        check_string("path", self.path)
+        self._config(None)
+
+    def _config(self, profile: SystemProfile | None) -> SystemConfig:
+        return SystemConfig(
+            profile=profile,
+            deadline=self.deadline,
+            overcommit=self.overcommit,
+            forward_cost=self.forward_cost,
+        )
+
+    def for_clients(self, n_clients: int) -> SystemConfig:
+        """The simulator's configuration with the file's ``n_clients`` devices."""
+        return self._config(SystemProfile.from_csv(self.path, n_clients))
+
+
+SYSTEM_PROFILES: Registry[Any] = Registry(
+    "system profile",
+    "adcs.system_profiles",
+    {"lognormal": SystemConfig, "csv": MeasuredSystem},
+)
+"""The ``[sim.system]`` kinds (docs/design.md §8): a row's constructor arguments are the
+table's keys (``profile`` is not one: a ``csv`` row reads it); a row with
+``for_clients(n_clients)`` is completed when N is known."""

@@ -1,0 +1,682 @@
+"""One run's round, written once for every runtime (docs/design.md §1 and §8; paper Algorithm 1).
+
+A round of one run is a small state machine, :class:`RunRound`. A runtime creates it at the
+round's start and answers what it asks; the round holds every rule, the runtime only computes or
+fetches what the round names:
+
+1. **probe** — creating the round calls ``scheduler.probe``; :attr:`RunRound.probe` and
+   :attr:`RunRound.probed` say what to gather at w⁽ᵗ⁾ (minibatch or full losses, or local updates,
+   of which clients). A *blind* round (``ProbeKind.NONE``) selects at once
+   (:attr:`RunRound.selection`), before anything is computed;
+2. **gather** — the runtime hands what came in to :meth:`RunRound.select` as
+   :class:`~adcs.schedulers.ClientStats`; the round counts the clients with non-finite
+   statistics and shows the scheduler the updates sketched (``RoundRules.sketch``);
+3. **select** — ``scheduler.select``, held to the contract of :func:`adcs.rounds.check_selection`;
+   simulated dropouts (``RoundRules.dropout``) and, on a simulated clock (``RoundRules.clock``),
+   the deadline and over-commitment decide who is aggregated. :attr:`RunRound.to_train` are then
+   the selected clients whose update the runtime must still compute (returning, not probed);
+4. **train and aggregate** — :meth:`RunRound.trained` takes which of them failed (a live runtime's
+   own dropouts) and gives the coefficients c of w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i
+   (:func:`adcs.rounds.aggregation_weights`); with an aggregation rule (``RoundRules.aggregator``:
+   a robust rule, a poison) :meth:`RunRound.aggregate` turns the individual updates into the step;
+5. **observe** — :meth:`RunRound.observe` shows a scheduler that learns from updates the delivered
+   ones and returns the round's :class:`PlayedRound` (who was probed, selected and aggregated,
+   the weights, dropouts, client computations, non-finite clients, simulated seconds).
+
+How the client work is executed is the runtime's: :func:`play` drives one round over any
+:class:`Gatherer` (losses and updates of some clients, or why there is none) — the Flower
+strategies (:mod:`adcs.flower.round`) over Flower's Grid, the tests' in-process runtime over a
+plain loop; the simulator (:mod:`adcs.sim.lockstep`) drives many runs' rounds in lockstep and
+computes their jobs in batched products (:mod:`adcs.sim.jobs`, :mod:`adcs.sim.lot`).
+
+What a live runtime cannot offer: a simulated clock (``RoundRules.clock``: round durations,
+deadline, over-commitment — a live runtime's clock is the wall clock) and simulated dropouts
+(``RoundRules.dropout`` — a live runtime's dropouts are its clients' real failures, handed to
+:meth:`RunRound.trained`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from adcs.aggregation import Aggregator, F32Array
+from adcs.rounds import BoolArray, F64Array, IntArray, aggregation_weights, check_selection
+from adcs.schedulers.base import (
+    ClientStats,
+    LossSource,
+    Probe,
+    ProbeKind,
+    Scheduler,
+    Selection,
+    UsesRoundTimes,
+)
+
+__all__ = [
+    "Available",
+    "ClientSeconds",
+    "Gatherer",
+    "PlayedRound",
+    "RoundClock",
+    "RoundRules",
+    "RunRound",
+    "Trained",
+    "locate",
+    "play",
+    "probe_phase",
+    "scheduler_to_ask",
+    "training_phase",
+]
+
+_NOBODY: IntArray = np.empty(0, dtype=np.intp)
+_NOBODY.setflags(write=False)
+_NONE_BACK: BoolArray = np.zeros(0, dtype=bool)
+_NONE_BACK.setflags(write=False)
+_NO_WEIGHTS: F64Array = np.zeros(0)
+_NO_WEIGHTS.setflags(write=False)
+
+
+def locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
+    """Which ``clients`` are in the ascending array ``pool``, and their positions there."""
+    if pool.size == 0:
+        return np.zeros(clients.size, dtype=bool), np.zeros(clients.size, dtype=np.intp)
+    pos = np.minimum(np.searchsorted(pool, clients), pool.size - 1)
+    return np.asarray(pool[pos] == clients), pos
+
+
+@dataclass(frozen=True)
+class Available:
+    """A round's availability: the mask (n_clients,), the available clients (ascending) and the
+    statistics of a blind round (nothing probed)."""
+
+    mask: BoolArray
+    clients: IntArray
+    blind: ClientStats
+
+    @staticmethod
+    def of(mask: BoolArray) -> Available:
+        """The availability of a mask of shape (n_clients,)."""
+        mask = np.asarray(mask, dtype=bool)
+        clients = np.flatnonzero(mask)
+        return Available(mask, clients, ClientStats.blind(mask, clients))
+
+
+# ---------------------------------------------------------------------- the clock
+
+
+class ClientSeconds(Protocol):
+    """Seconds each client needs per kind of work, arrays of shape (n_clients,)
+    (:class:`adcs.sim.system.ClientTimes`)."""
+
+    @property
+    def update(self) -> F64Array: ...
+
+    @property
+    def loss(self) -> F64Array: ...
+
+    @property
+    def full_loss(self) -> F64Array: ...
+
+
+def probe_phase(seconds: F64Array) -> tuple[float, float]:
+    """Duration (the slowest probed client) and busy client-seconds (their sum) of a probe.
+
+    ``seconds`` (n_probed,) are the probed clients' durations; both are 0 without a probe.
+    """
+    if seconds.size == 0:
+        return 0.0, 0.0
+    return float(seconds.max()), float(seconds.sum())
+
+
+def training_phase(
+    response: F64Array, failed: BoolArray, target: int, deadline: float | None = None
+) -> tuple[BoolArray, float, float]:
+    """Who is aggregated, how long the training phase lasts, and the client-seconds it costs.
+
+    Parameters
+    ----------
+    response : ndarray of shape (k,)
+        When each selected client answers (seconds from the phase's start; 0 when its update
+        was already probed), in selection order.
+    failed : ndarray of bool, shape (k,)
+        Dropped out: it answers at its time without an update.
+    target : int
+        Updates wanted (k without over-commitment, m with): the phase closes once that many
+        are in.
+    deadline : float, optional
+        The phase closes at this time at the latest.
+
+    Returns
+    -------
+    kept : ndarray of bool, shape (k,)
+        The first ``target`` successful clients by response time (ties in selection order),
+        among those in time.
+    seconds : float
+        When the phase closes: at the ``target``-th success, else at the last answer, and never
+        after the deadline (0 with nobody selected).
+    busy : float
+        Σ_i min(response_i, seconds): every client works until it answers or the phase closes.
+    """
+    k = response.shape[0]
+    kept = np.zeros(k, dtype=bool)
+    if k == 0:
+        return kept, 0.0, 0.0
+    in_time = response <= deadline if deadline is not None else np.ones(k, dtype=bool)
+    good = np.flatnonzero(~failed & in_time)
+    good = good[np.argsort(response[good], kind="stable")]
+    if 0 < target <= good.size:
+        seconds = float(response[good[target - 1]])
+        kept[good[:target]] = True
+    else:
+        seconds = float(response.max())
+        kept[good] = True
+    if deadline is not None:
+        seconds = min(seconds, float(deadline))
+    busy = float(np.minimum(response, seconds).sum())
+    return kept, seconds, busy
+
+
+@dataclass(frozen=True, eq=False)
+class RoundClock:
+    """A simulated clock: the clients' durations and the training phase's deadline.
+
+    Only a simulator has one (:mod:`adcs.sim.system`); a live runtime's round takes wall time.
+    """
+
+    seconds: ClientSeconds
+    deadline: float | None = None
+
+    def time(
+        self,
+        probe: Probe,
+        probed: IntArray,
+        stats: ClientStats,
+        clients: IntArray,
+        ok: BoolArray,
+        target: int,
+    ) -> tuple[BoolArray, int, float, float]:
+        """Time a round: who is aggregated, how many failed, its seconds and client-seconds.
+
+        The probe phase waits for the slowest probed client; in the training phase a client
+        whose update the probe already holds answers at once; the phase keeps the first
+        ``target`` successes in time (:func:`training_phase`).
+        """
+        times = self.seconds
+        if probe.kind is ProbeKind.UPDATES:
+            probe_s = times.update[probed]
+        elif probe.kind is ProbeKind.LOSSES:
+            full = probe.loss_source is LossSource.FULL
+            probe_s = (times.full_loss if full else times.loss)[probed]
+        else:
+            probe_s = times.update[_NOBODY]
+        wait, probe_busy = probe_phase(probe_s)
+        response = times.update[clients]
+        if stats.updates is not None:
+            response = np.where(locate(stats.clients, clients)[0], 0.0, response)
+        deadline = self.deadline
+        kept, seconds, busy = training_phase(response, ~ok, target, deadline)
+        late = response > deadline if deadline is not None else np.zeros(clients.size, bool)
+        return kept, int(np.count_nonzero(~ok | late)), wait + seconds, probe_busy + busy
+
+
+def scheduler_to_ask(
+    scheduler: Scheduler, who: str, clock: RoundClock | None = None, invited: int | None = None
+) -> Scheduler:
+    """The scheduler a run's rounds ask: on a clock, told the clients' round durations and asked
+    for ``invited`` = ⌈(1 + o)·m⌉ clients (over-commitment; the round keeps the first m).
+
+    Raises
+    ------
+    ValueError
+        Over-commitment with a scheduler that is not a dataclass with a field m, or a scheduler
+        that needs round durations without a clock (``who`` names the run).
+    """
+    if clock is None:
+        if isinstance(scheduler, UsesRoundTimes) and scheduler.needs_round_times:
+            raise ValueError(
+                f"run {who}: its scheduler needs the clients' round durations; "
+                "give SimConfig a system profile (system=SystemConfig(...))"
+            )
+        return scheduler
+    if isinstance(scheduler, UsesRoundTimes):
+        scheduler = scheduler.with_round_times(clock.seconds.update)
+    if invited is None or invited == scheduler.m:
+        return scheduler
+    if not dataclasses.is_dataclass(scheduler) or "m" not in {
+        f.name for f in dataclasses.fields(scheduler)
+    }:
+        raise ValueError(
+            f"run {who}: over-commitment asks the scheduler for {invited} clients, "
+            f"which needs a dataclass scheduler with a field m; {type(scheduler).__name__} is not"
+        )
+    invite: Scheduler = dataclasses.replace(scheduler, m=invited)
+    return invite
+
+
+# ---------------------------------------------------------------------- the round
+
+
+@dataclass(frozen=True, eq=False)
+class RoundRules:
+    """What a run's rounds follow besides its scheduler's state (the same every round).
+
+    Attributes
+    ----------
+    scheduler : Scheduler
+        The scheduler the rounds ask (with over-commitment: the one asked for ⌈(1 + o)·m⌉).
+    who : str
+        Names the run in errors and logs (e.g. its run id).
+    target : int or None
+        Updates wanted per round (m; fewer than the invited with over-commitment); None: the
+        scheduler's m.
+    base_weights : ndarray of shape (n_clients,), callable, or None
+        p_n of the aggregation weights (None: uniform); a callable is asked when the weights
+        are formed (a live runtime learns its clients' data sizes from their replies).
+    sketch : callable, optional
+        Updates (n, dim) → what the scheduler sees of them (n, k) (``SimConfig.sketch_dim``).
+    dropout : callable, optional
+        ``dropout(t, clients)`` → which of the selected clients deliver: a simulated dropout.
+    clock : RoundClock, optional
+        A simulated clock (deadline, over-commitment, round seconds).
+    aggregator : Aggregator, optional
+        A rule in place of the weighted mean Σ c_i Δ_i (:mod:`adcs.aggregation`).
+    """
+
+    scheduler: Scheduler
+    who: str = "the scheduler"
+    target: int | None = None
+    base_weights: F64Array | Callable[[], F64Array | None] | None = None
+    sketch: Callable[[F32Array], F32Array] | None = None
+    dropout: Callable[[int, IntArray], BoolArray] | None = None
+    clock: RoundClock | None = None
+    aggregator: Aggregator | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scheduler, Scheduler):
+            raise ValueError(
+                f"scheduler must follow the Scheduler protocol, got {self.scheduler!r}"
+            )
+        if self.target is not None and not 1 <= self.target <= self.scheduler.m:
+            raise ValueError(f"target must be in [1, {self.scheduler.m}], got {self.target!r}")
+        if self.aggregator is not None and not isinstance(self.aggregator, Aggregator):
+            raise ValueError(
+                f"aggregator must follow the Aggregator protocol, got {type(self.aggregator).__name__}"
+            )
+
+    @functools.cached_property
+    def observes(self) -> bool:
+        """Whether the scheduler is shown the delivered updates (asked once)."""
+        return bool(self.scheduler.observes_updates)
+
+    def base(self) -> F64Array | None:
+        """p_n now (None: uniform)."""
+        return self.base_weights() if callable(self.base_weights) else self.base_weights
+
+
+@dataclass(frozen=True, eq=False)
+class PlayedRound:
+    """The record of one run's round (client indices throughout).
+
+    Attributes
+    ----------
+    round_idx : int
+        t, from 0.
+    probe : Probe
+    probed : ndarray of shape (n_probed,)
+        The clients the probe named, ascending.
+    selection : Selection
+        The scheduler's choice (its weights, if any).
+    selected : ndarray of shape (k,)
+        The checked selection, in the scheduler's order.
+    returned : ndarray of bool, shape (k,)
+        Which selected clients' updates were aggregated.
+    coef : ndarray of shape (k,)
+        Their coefficients c (0 where not aggregated).
+    failed : int
+        Selected clients not aggregated: dropped out, failed, or late for the deadline (a
+        client the over-commitment did not need is not failed).
+    client_updates : int
+        Local updates computed: the probe's and those of aggregated clients it did not hold.
+    loss_evals : int
+        Losses a loss probe returned.
+    non_finite : ndarray of shape (n_bad,)
+        Probed clients whose statistics held NaN or inf (excluded from ranking).
+    round_s, busy_s : float or None
+        Simulated seconds of the round and client-seconds spent (with a clock).
+    state : Any
+        The scheduler's state after the round.
+    """
+
+    round_idx: int
+    probe: Probe
+    probed: IntArray
+    selection: Selection
+    selected: IntArray
+    returned: BoolArray
+    coef: F64Array
+    failed: int
+    client_updates: int
+    loss_evals: int
+    non_finite: IntArray
+    round_s: float | None
+    busy_s: float | None
+    state: Any
+
+    @property
+    def aggregated(self) -> IntArray:
+        """Selected clients whose update entered the aggregate, in selection order."""
+        return self.selected[self.returned]
+
+
+class RunRound:
+    """One run's round t as a state machine (module docstring: create, select, trained, observe).
+
+    Parameters
+    ----------
+    rules : RoundRules
+    state : Any
+        The scheduler's state before the round.
+    t : int
+        The round, from 0.
+    available : Available
+    rng : numpy.random.Generator
+        The scheduler's stream (advanced by its calls).
+    """
+
+    def __init__(
+        self,
+        rules: RoundRules,
+        state: Any,
+        t: int,
+        available: Available,
+        rng: np.random.Generator,
+    ) -> None:
+        self.rules, self.t, self.rng = rules, t, rng
+        scheduler = rules.scheduler
+        self.probe: Probe = scheduler.probe(state, t, available.mask, rng)
+        self.probed: IntArray = _targets(self.probe, available)
+        self.state = state
+        self.selection: Selection | None = None
+        self.non_finite: IntArray = _NOBODY
+        if self.probe.kind is ProbeKind.NONE:
+            self.selection, self.state = scheduler.select(state, t, available.blind, rng)
+        self.stats = available.blind
+        self.selected: IntArray = _NOBODY
+        self.returned: BoolArray = _NONE_BACK
+        self.coef: F64Array = _NO_WEIGHTS
+        self.failed = 0
+        self.round_s: float | None = None
+        self.busy_s: float | None = None
+
+    @property
+    def observes(self) -> bool:
+        """Whether the scheduler is shown the delivered updates (step 5)."""
+        return self.rules.observes
+
+    @property
+    def held(self) -> IntArray:
+        """Clients whose update the probe holds (ascending; reused if they are aggregated)."""
+        return self.stats.clients if self.stats.updates is not None else _NOBODY
+
+    def select(self, stats: ClientStats) -> None:
+        """Steps 2–3: take the gathered ``stats`` and select; :attr:`to_train` then says whose
+        update is still to be computed.
+
+        ``stats.available`` is what may be selected (a live runtime drops the clients whose
+        probe failed).
+        """
+        rules, t = self.rules, self.t
+        self.stats = stats
+        if self.selection is None:
+            self.non_finite = stats.non_finite()
+            seen = stats
+            if rules.sketch is not None and stats.updates is not None:
+                seen = dataclasses.replace(stats, updates=rules.sketch(stats.updates))
+            self.selection, self.state = rules.scheduler.select(self.state, t, seen, self.rng)
+        m = rules.scheduler.m
+        who = f"{rules.who} at round {t}"
+        clients = check_selection(self.selection.clients, stats.available, m, who=who)
+        ok = (
+            np.ones(clients.size, dtype=bool)
+            if rules.dropout is None
+            else rules.dropout(t, clients)
+        )
+        if rules.clock is None:
+            self.failed = clients.size - int(np.count_nonzero(ok))
+        else:
+            target = min(m if rules.target is None else rules.target, clients.size)
+            ok, self.failed, self.round_s, self.busy_s = rules.clock.time(
+                self.probe, self.probed, stats, clients, ok, target
+            )
+        self.selected, self.returned = clients, ok
+
+    @property
+    def to_train(self) -> IntArray:
+        """Selected clients that return and whose update the probe does not hold, in order."""
+        going = self.selected[self.returned]
+        return going[~locate(self.held, going)[0]]
+
+    @property
+    def delivered(self) -> IntArray:
+        """Selected clients whose update is aggregated, in selection order."""
+        return self.selected[self.returned]
+
+    def trained(self, failed: Collection[int] = ()) -> F64Array:
+        """Step 4: take which clients' training failed; the coefficients c of shape (k,)."""
+        if failed:
+            lost = np.fromiter(failed, dtype=np.intp)
+            self.failed += int(np.count_nonzero(self.returned & np.isin(self.selected, lost)))
+            self.returned = self.returned & ~np.isin(self.selected, lost)
+        assert self.selection is not None
+        self.coef = aggregation_weights(
+            self.selected,
+            self.returned,
+            scheduler_weights=self.selection.weights,
+            base=self.rules.base(),
+        )
+        return self.coef
+
+    def aggregate(
+        self, clients: IntArray, updates: F32Array, coef: F64Array
+    ) -> tuple[F32Array, F32Array]:
+        """The aggregation rule over the delivered clients' individual updates (n, dim).
+
+        Returns what the server received (n, dim) and the step (dim,) before η_s.
+        """
+        aggregator = self.rules.aggregator
+        assert aggregator is not None
+        return aggregator.aggregate(self.state, self.t, clients, updates, coef, self.stats)
+
+    def observe(self, updates: F32Array, losses: F64Array) -> PlayedRound:
+        """Step 5: show the delivered updates (n, dim) and losses (n,); the round's record."""
+        rules, delivered, held = self.rules, self.delivered, self.held
+        if self.observes:
+            seen = updates if rules.sketch is None else rules.sketch(updates)
+            self.state = rules.scheduler.observe(self.state, self.t, delivered, seen, losses)
+        assert self.selection is not None
+        kind = self.probe.kind
+        fresh = delivered.size  # the updates computed beyond those the probe held
+        if held.size:
+            fresh -= int(np.count_nonzero(locate(held, delivered)[0]))
+        return PlayedRound(
+            round_idx=self.t,
+            probe=self.probe,
+            probed=self.probed,
+            selection=self.selection,
+            selected=self.selected,
+            returned=self.returned,
+            coef=self.coef,
+            failed=self.failed,
+            client_updates=held.size + fresh,
+            loss_evals=self.stats.n_probed if kind is ProbeKind.LOSSES else 0,
+            non_finite=self.non_finite,
+            round_s=self.round_s,
+            busy_s=self.busy_s,
+            state=self.state,
+        )
+
+
+def _targets(probe: Probe, available: Available) -> IntArray:
+    """The clients to probe: distinct, available, ascending."""
+    if probe.kind is ProbeKind.NONE:
+        return _NOBODY
+    if probe.clients is None:
+        return available.clients
+    return np.unique(probe.targets(available.mask)).astype(np.intp, copy=False)
+
+
+# ---------------------------------------------------------------------- one run over a gatherer
+
+
+@dataclass(frozen=True, eq=False)
+class Trained:
+    """A client's valid training reply.
+
+    Attributes
+    ----------
+    features : ndarray of shape (dim,), float32
+        What the round sees of the update Δ (the update itself, or its sketch).
+    loss : float
+        The client's first-minibatch loss at w⁽ᵗ⁾ (NaN when the reply carries none).
+    num_examples : float
+        The client's reported number of training examples (NaN when it reports none).
+    reply : Any
+        What the runtime needs to aggregate it (e.g. the reply's arrays).
+    """
+
+    features: F32Array
+    loss: float
+    num_examples: float
+    reply: Any = None
+
+
+class Gatherer(Protocol):
+    """How one runtime computes or fetches one round's client work at w⁽ᵗ⁾."""
+
+    def losses(self, clients: IntArray, source: LossSource) -> dict[int, float | str]:
+        """Each client's loss, or why there is none."""
+        ...
+
+    def updates(self, clients: IntArray) -> dict[int, Trained | str]:
+        """Each client's training, or why there is none."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class Played:
+    """One round played over a :class:`Gatherer`: its record and what the runtime got.
+
+    Attributes
+    ----------
+    record : PlayedRound
+    held : dict of int to Trained
+        Every valid training of the round (probed and/or selected).
+    failed : dict of int to str
+        Client → why its reply was excluded or never came.
+    step : ndarray of shape (dim,), float32, or None
+        With an aggregation rule (``RoundRules.aggregator``), its step before η_s; else None
+        (the runtime forms Σ c_i Δ_i over the delivered clients with ``record.coef``).
+    """
+
+    record: PlayedRound
+    held: dict[int, Trained]
+    failed: dict[int, str]
+    step: F32Array | None = None
+
+    def rows(self, clients: Iterable[int], dim: int) -> F32Array:
+        """The features of ``clients``' trainings, shape (n, dim)."""
+        return _rows([self.held[int(c)].features for c in clients], dim)
+
+
+def play(
+    rules: RoundRules,
+    state: Any,
+    t: int,
+    available: BoolArray,
+    rng: np.random.Generator,
+    gatherer: Gatherer,
+    feature_dim: int,
+) -> Played:
+    """Steps 1–5 of one run's round (module docstring), the client work asked of ``gatherer``.
+
+    A client whose probe fails is not selectable this round; a selected client whose training
+    fails is a dropout (its update is not aggregated, the weights are renormalised). With an
+    aggregation rule, the scheduler observes what the rule received (a poison's updates).
+
+    Parameters
+    ----------
+    rules : RoundRules
+    state : Any
+        The scheduler's state before the round.
+    t : int
+        The round, from 0.
+    available : ndarray of bool, shape (n_clients,)
+    rng : numpy.random.Generator
+        The scheduler's stream.
+    gatherer : Gatherer
+    feature_dim : int
+        Length of :attr:`Trained.features` (for the empty matrix of a round without updates).
+    """
+    rnd = RunRound(rules, state, t, Available.of(available), rng)
+    stats, held, failed = _gather(rnd, gatherer, feature_dim)
+    rnd.select(stats)
+    missing = rnd.to_train
+    lost: dict[int, str] = {}
+    if missing.size:
+        more, lost = _split(gatherer.updates(missing))
+        held.update(more)
+        failed.update(lost)
+    coef = rnd.trained(lost)
+    delivered = rnd.delivered
+    updates = _rows([held[int(c)].features for c in delivered], feature_dim)
+    losses = np.asarray([held[int(c)].loss for c in delivered], dtype=np.float64)
+    step = None
+    if rules.aggregator is not None:  # the rule sees the updates one by one; may replace some
+        updates, step = rnd.aggregate(delivered, updates, coef[rnd.returned])
+    return Played(rnd.observe(updates, losses), held, failed, step)
+
+
+def _gather(
+    rnd: RunRound, gatherer: Gatherer, feature_dim: int
+) -> tuple[ClientStats, dict[int, Trained], dict[int, str]]:
+    """Step 2 over a gatherer: the statistics (clients whose probe failed made unavailable),
+    the trainings held (an update probe's, reused for aggregation) and the failures."""
+    probe, targets, available = rnd.probe, rnd.probed, rnd.stats.available
+    if probe.kind is ProbeKind.NONE:
+        return rnd.stats, {}, {}
+    if probe.kind is ProbeKind.LOSSES:
+        losses = gatherer.losses(targets, probe.loss_source)
+        failed = {c: why for c, why in losses.items() if isinstance(why, str)}
+        got = np.asarray([c for c in targets if int(c) not in failed], dtype=np.intp)
+        values = np.asarray([losses[int(c)] for c in got], dtype=np.float64)
+        return ClientStats(_without(available, failed), got, values), {}, failed
+    held, failed = _split(gatherer.updates(targets))
+    got = np.asarray(sorted(held), dtype=np.intp)
+    stats = ClientStats(
+        _without(available, failed),
+        got,
+        np.asarray([held[int(c)].loss for c in got], dtype=np.float64),
+        _rows([held[int(c)].features for c in got], feature_dim),
+    )
+    return stats, held, failed
+
+
+def _split(replies: Mapping[int, Trained | str]) -> tuple[dict[int, Trained], dict[int, str]]:
+    held = {c: r for c, r in replies.items() if not isinstance(r, str)}
+    return held, {c: r for c, r in replies.items() if isinstance(r, str)}
+
+
+def _without(available: BoolArray, failed: Mapping[int, str]) -> BoolArray:
+    """``available`` less the clients whose probe just failed (not selectable this round)."""
+    out = available.copy()
+    out[list(failed)] = False
+    return out
+
+
+def _rows(rows: list[F32Array], dim: int) -> F32Array:
+    return np.stack(rows) if rows else np.empty((0, dim), dtype=np.float32)

@@ -1,0 +1,222 @@
+"""The ``[model]`` kinds: which model every run trains (docs/design.md §4 "Models", §8).
+
+Each row of :data:`MODELS` is a small frozen class whose fields are the table's keys; it checks
+them on construction (so a configuration fails before any work) and :meth:`build` makes the
+simulator's :class:`~adcs.sim.model.Model` once the data's input shape and classes are known.
+The PyTorch kinds import :mod:`adcs.sim.torch` (the extra ``adcs[torch]``) only there.
+
+A new model kind is one class with ``build(input_shape, n_classes)`` and ``describe()``, named in
+a TOML file by import path (``kind = "mypkg.models:MyNet"``), by an entry point of the group
+``adcs.models``, or by a row added here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from adcs.registry import Registry
+from adcs.sim.model import LogisticRegression, Model
+
+__all__ = ["MLP", "MODELS", "LeNet5", "Logistic", "TorchFactory", "TorchLogistic"]
+
+_DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")
+
+
+@dataclass(frozen=True)
+class Logistic:
+    """The paper's multinomial logistic regression in NumPy (``kind = "logistic"``).
+
+    Attributes
+    ----------
+    device : str
+        "cpu" only (a PyTorch kind runs elsewhere).
+    """
+
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if self.device != "cpu":
+            raise ValueError("kind = 'logistic' runs in NumPy on the CPU; use a PyTorch kind")
+
+    @property
+    def kind(self) -> str:
+        return "logistic"
+
+    def describe(self) -> str:
+        """The model in words, for reports."""
+        return "multinomial logistic regression"
+
+    def build(self, input_shape: Sequence[int], n_classes: int) -> Model:
+        """The model for inputs of ``input_shape`` (flattened) and ``n_classes`` classes."""
+        return LogisticRegression(math.prod(input_shape), n_classes)
+
+
+@dataclass(frozen=True)
+class _Torch:
+    """A PyTorch kind: the device it runs on, and the module :mod:`adcs.sim.torch` builds.
+
+    Attributes
+    ----------
+    device : str
+        "cpu" (default), "cuda", "cuda:N" or "mps".
+    """
+
+    device: str = "cpu"
+    torch_kind: ClassVar[str] = ""
+    text: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device):
+            raise ValueError(
+                f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}"
+            )
+
+    @property
+    def kind(self) -> str:
+        return self.torch_kind
+
+    def describe(self) -> str:
+        """The model in words, for reports."""
+        return self.text + ("" if self.device == "cpu" else f" on {self.device}")
+
+    def build(self, input_shape: Sequence[int], n_classes: int) -> Model:
+        """The model for inputs of ``input_shape``, checked on one forward pass.
+
+        Raises
+        ------
+        ImportError
+            PyTorch is missing (the message says how to install it).
+        ValueError
+            The factory cannot be imported, or the module does not map a batch of inputs to
+            (batch, n_classes).
+        """
+        try:
+            torch_models = importlib.import_module("adcs.sim.torch")
+        except ImportError:
+            raise ImportError(
+                f"kind = {self.kind!r} needs PyTorch: pip install 'adcs[torch]'"
+            ) from None
+        model: Model = torch_models.model_for(
+            self.kind,
+            input_shape,
+            n_classes,
+            factory=self._factory(),
+            device=self.device,
+            **self._options(),
+        )
+        return model
+
+    def _factory(self) -> str | None:
+        return None
+
+    def _options(self) -> dict[str, Any]:
+        """Further keyword arguments of :func:`adcs.sim.torch.model_for` for this kind."""
+        return {}
+
+
+@dataclass(frozen=True)
+class TorchLogistic(_Torch):
+    """The paper's logistic regression in PyTorch (``kind = "logistic-torch"``)."""
+
+    torch_kind: ClassVar[str] = "logistic-torch"
+    text: ClassVar[str] = "multinomial logistic regression (PyTorch)"
+
+
+@dataclass(frozen=True)
+class LeNet5(_Torch):
+    """LeNet-5 for 28×28×1 inputs (``kind = "cnn"``)."""
+
+    torch_kind: ClassVar[str] = "cnn"
+    text: ClassVar[str] = "LeNet-5 (PyTorch)"
+
+
+@dataclass(frozen=True)
+class MLP(_Torch):
+    """Fully connected ReLU layers (``kind = "mlp"``; :func:`adcs.sim.torch.mlp`).
+
+    Attributes
+    ----------
+    hidden : tuple of int
+        The hidden layers' widths, each ≥ 1 (default (64, 30), the MLP of PowerOfChoice's
+        Fashion-MNIST experiments).
+    input_norm : (float, float) or None
+        Standardise inputs as (x − mean) / std first (std > 0), a fixed layer.
+    """
+
+    hidden: tuple[int, ...] = (64, 30)
+    input_norm: tuple[float, float] | None = None
+    torch_kind: ClassVar[str] = "mlp"
+
+    def __post_init__(self) -> None:
+        hidden = self.hidden
+        if not isinstance(hidden, list | tuple) or not all(
+            isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in hidden
+        ):
+            raise ValueError(f"hidden must be an array of integers ≥ 1, got {hidden!r}")
+        object.__setattr__(self, "hidden", tuple(hidden))
+        norm = self.input_norm
+        if norm is not None:
+            if not isinstance(norm, list | tuple) or len(norm) != 2:
+                raise ValueError(f"input_norm must be [mean, std], got {norm!r}")
+            mean, std = (float(v) for v in norm)
+            if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
+                raise ValueError(f"input_norm must be [mean, std] with std > 0, got {norm!r}")
+            object.__setattr__(self, "input_norm", (mean, std))
+        super().__post_init__()
+
+    def describe(self) -> str:
+        on = "" if self.device == "cpu" else f" on {self.device}"
+        return f"an MLP with hidden layers {list(self.hidden)} (PyTorch){on}"
+
+    def _options(self) -> dict[str, Any]:
+        return {"hidden": self.hidden, "input_norm": self.input_norm}
+
+
+@dataclass(frozen=True)
+class TorchFactory(_Torch):
+    """The module a user's factory returns (``kind = "torch"``).
+
+    Attributes
+    ----------
+    factory : str
+        ``"package.module:function"``, a zero-argument callable returning a
+        ``torch.nn.Module`` (imported with the current folder on the module path).
+    """
+
+    factory: str | None = None
+    torch_kind: ClassVar[str] = "torch"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.factory, str) or self.factory.count(":") != 1:
+            raise ValueError(
+                "factory = 'package.module:function' is required for kind = 'torch', "
+                f"got {self.factory!r}"
+            )
+        super().__post_init__()
+
+    def describe(self) -> str:
+        on = "" if self.device == "cpu" else f" on {self.device}"
+        return f"the PyTorch model {self.factory}{on}"
+
+    def _factory(self) -> str | None:
+        return self.factory
+
+
+MODELS: Registry[Any] = Registry(
+    "model",
+    "adcs.models",
+    {
+        "logistic": Logistic,
+        "logistic-torch": TorchLogistic,
+        "cnn": LeNet5,
+        "mlp": MLP,
+        "torch": TorchFactory,
+    },
+    requires=("build", "describe"),
+)
+"""The ``[model]`` kinds; all but ``logistic`` need the extra ``adcs[torch]``."""

@@ -1,0 +1,58 @@
+"""A user's own data set and availability model, outside adcs (imported by path in tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from adcs._validate import check_int
+from adcs.data import Dataset, DatasetEntry
+
+
+def load_blobs(n_train: int = 200, seed: int = 0) -> Dataset:
+    """Two Gaussian blobs in 8 dimensions, 4 classes (a toy data set)."""
+    rng = np.random.default_rng(seed)
+
+    def split(n: int) -> tuple[np.ndarray, np.ndarray]:
+        labels = rng.integers(0, 4, n)
+        return (rng.normal(labels[:, None], 1.0, (n, 8)).astype(np.float32), labels)
+
+    (x, y), (xt, yt) = split(n_train), split(n_train // 2)
+    return Dataset("blobs", x, y, xt, yt, n_classes=4, source="generated blobs")
+
+
+BLOBS = DatasetEntry(
+    load_blobs,
+    frozenset({"n_train", "seed"}),
+    title="Blobs",
+    checks={"n_train": lambda key, value: check_int(key, value, 40)},
+)
+"""The registry row: the loader, its options and their checks."""
+
+
+@dataclass(frozen=True)
+class EveryOther:
+    """Clients of even index on even rounds, odd ones on odd rounds.
+
+    Parameters
+    ----------
+    shift : int
+        Rounds the pattern starts late (>= 0).
+    """
+
+    shift: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("shift", self.shift, 0)
+
+    @property
+    def kind(self) -> str:
+        return "every_other"
+
+    def mask(self, key: int, round_idx: int, groups: np.ndarray) -> np.ndarray:
+        return np.arange(groups.shape[0]) % 2 == (round_idx + self.shift) % 2
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "shift": self.shift}
