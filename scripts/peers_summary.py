@@ -4,13 +4,15 @@ PowerOfChoice's paper reports the accuracy of the global model on the whole Fash
 set. adcs records each client's accuracy on its own test set; the clients' test sets of a
 ``dirichlet_per_class`` partition together are the whole test split, so the global accuracy is
 their mean weighted by test-set size (the partition is rebuilt from the configuration to know
-them). For each folder and series this prints the global accuracy at the last evaluation and
-averaged over the final 10 % of evaluations (the reports' "final"), mean over seeds, and each
-series' gain over a baseline series paired by seed. Writes Markdown to stdout.
+them). For each folder and series this prints the global accuracy at the last evaluation,
+averaged over the final 10 % of evaluations (the reports' "final") and over every evaluation after
+round 0 (speed as well as level), means over seeds, each series' gains over a baseline series
+paired by seed, and the accuracy curve. Writes Markdown to stdout.
 
 Usage (with ADCS_DATA_DIR set)::
 
     python scripts/peers_summary.py --baseline md results/peers/poc_a03 results/peers/poc_a2
+    python scripts/peers_summary.py --with results/peers/poc_a03 results/peers/clustered_a03
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from adcs.experiments.workload import federate, load_data
 
 def test_sizes(folder: Path) -> np.ndarray:
     """Each client's test-set size, from the folder's configuration (its partition rebuilt)."""
+    if not (folder / "manifest.json").is_file():
+        raise SystemExit(f"error: {folder} is not an adcs results folder (no manifest.json)")
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     config = config_from_dict(manifest["config"])
     (clients,) = federate(load_data(config.data), config.data, config.seeds).values()
@@ -59,40 +63,93 @@ def global_accuracy(folder: Path) -> dict[str, tuple[str, int, np.ndarray, np.nd
     return out
 
 
-def table(folder: Path, baseline: str) -> list[str]:
+def runs_with(
+    folder: Path, baseline: str, extra: Path | None
+) -> dict[str, tuple[str, int, np.ndarray, np.ndarray]]:
+    """The folder's runs (:func:`global_accuracy`). Where it has no ``baseline`` runs and
+    ``extra`` is given, they come from ``extra``, for the same seeds, cut to this folder's length
+    (the same seed and configuration up to there give the same run: common random numbers)."""
     runs = global_accuracy(folder)
-    by_series: dict[str, dict[int, tuple[float, float]]] = {}
+    length = max(r[2][-1] for r in runs.values())
+    seeds = {r[1] for r in runs.values()}
+    if extra is not None and all(r[0] != baseline for r in runs.values()):
+        for run, (series, seed, rounds, values) in global_accuracy(extra).items():
+            if series == baseline and seed in seeds:
+                keep = rounds <= length
+                runs[run] = (series, seed, rounds[keep], values[keep])
+    return runs
+
+
+def table(folder: Path, baseline: str, extra: Path | None = None) -> list[str]:
+    """The folder's summary table (``extra``: see :func:`runs_with`)."""
+    runs = runs_with(folder, baseline, extra)
+    by_series: dict[str, dict[int, tuple[float, float, float]]] = {}
     for series, seed, rounds, values in runs.values():
         window = values[rounds >= rounds[-1] - 0.1 * rounds[-1]]
-        by_series.setdefault(series, {})[seed] = (float(values[-1]), float(window.mean()))
+        during = float(values[1:].mean())  # every evaluation after round 0: speed as well as level
+        by_series.setdefault(series, {})[seed] = (float(values[-1]), float(window.mean()), during)
     base = by_series.get(baseline, {})
     lines = [
         f"### {folder.name}",
         "",
         "| series | seeds | last (%) | final 10 % (%) | gain over "
-        f"{baseline}, final (points, per seed) |",
-        "|---|---|---|---|---|",
+        f"{baseline}, final (points, per seed) | mean over training (%) | its gain |",
+        "|---|---|---|---|---|---|---|",
     ]
     for series, seeds in by_series.items():
         last = np.mean([v[0] for v in seeds.values()]) * 100
         final = np.mean([v[1] for v in seeds.values()]) * 100
+        during = np.mean([v[2] for v in seeds.values()]) * 100
         gains = [100 * (seeds[s][1] - base[s][1]) for s in sorted(seeds) if s in base]
         gain = (
             f"{np.mean(gains):+.1f} ({', '.join(f'{g:+.1f}' for g in gains)})"
             if gains and series != baseline
             else "—"
         )
-        lines.append(f"| {series} | {len(seeds)} | {last:.1f} | {final:.1f} | {gain} |")
+        speed = [100 * (seeds[s][2] - base[s][2]) for s in sorted(seeds) if s in base]
+        speed_gain = f"{np.mean(speed):+.1f}" if speed and series != baseline else "—"
+        lines.append(
+            f"| {series} | {len(seeds)} | {last:.1f} | {final:.1f} | {gain} | {during:.1f} | "
+            f"{speed_gain} |"
+        )
     return [*lines, ""]
+
+
+def curves(folder: Path, every: int, baseline: str, extra: Path | None = None) -> list[str]:
+    """Global test accuracy every ``every`` rounds, mean over seeds, one row per series."""
+    runs = runs_with(folder, baseline, extra)
+    series: dict[str, list[np.ndarray]] = {}
+    for name, _, _, values in runs.values():
+        series.setdefault(name, []).append(values)
+    rounds = next(iter(runs.values()))[2]
+    keep = rounds % every == 0
+    head = " | ".join(str(int(t)) for t in rounds[keep])
+    lines = [f"| series \\ round | {head} |", "|---" * (int(keep.sum()) + 1) + "|"]
+    for name, values in series.items():
+        mean = np.mean(values, axis=0)[keep] * 100
+        lines.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in mean) + " |")
+    return [f"Global test accuracy (%) of {folder.name}, mean over seeds:", "", *lines, ""]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="md", help="series the gains are measured against")
+    parser.add_argument("--every", type=int, default=30, help="rounds between curve points")
+    parser.add_argument(
+        "--with",
+        dest="extra",
+        type=Path,
+        help="where a folder has no baseline runs: take them here",
+    )
     parser.add_argument("folders", nargs="+", type=Path)
     args = parser.parse_args()
     for folder in args.folders:
-        print("\n".join(table(folder, args.baseline)))
+        print(
+            "\n".join(
+                table(folder, args.baseline, args.extra)
+                + curves(folder, args.every, args.baseline, args.extra)
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from adcs import defaults
 from adcs.flower import ClientData
 
 logger = logging.getLogger(__name__)
@@ -56,10 +57,10 @@ DEFAULTS: dict[str, Any] = {
     "scheduler": "adcs",
     "scheduler-params": "theta = 0.8, refresh_every = 20",
     "m": 18,
-    "local-steps": 1,
-    "batch-size": 16,
-    "local-lr": 0.001,
-    "server-lr": 1.0,
+    "local-steps": defaults.LOCAL_STEPS,  # the simulator's (adcs/defaults.py)
+    "batch-size": defaults.BATCH_SIZE,
+    "local-lr": defaults.LOCAL_LR,
+    "server-lr": defaults.SERVER_LR,
     "weighting": "uniform",
     "seed": 0,
     "evaluate-every": 20,

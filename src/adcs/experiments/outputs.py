@@ -4,8 +4,9 @@ The generic outputs are ``curves`` (every variant's accuracy curves), ``time.png
 simulated clock) and the neutral ``report.md``. A *study* — a plug-in such as the paper's
 (:mod:`adcs.experiments.paper`) — registers itself with :func:`register_study`: it says how a
 configuration departs from its setting, and provides its own figures (by output name), tables
-and, for a configuration of its setting, its report with verdicts. :func:`write_outputs` calls
-them; it never names a study's outputs itself.
+and, for a configuration of its setting, its report with verdicts. The runner calls them
+(:func:`write_tables`, :func:`figures_by_name`, :func:`write_study_report`); it never names a
+study or its outputs itself.
 """
 
 from __future__ import annotations

@@ -169,12 +169,9 @@ def target_worst(records: Sequence[RunRecord]) -> float:
 
 
 def entry_labels(records: Sequence[RunRecord]) -> dict[str, str]:
-    """A display name per variant: ADCS's leaderboard entries by θ, the others by the table
-    (k-DPP spelled so)."""
+    """A display name per variant: ADCS's leaderboard entries by θ, the others by the table."""
     labels = variant_labels(records)
     for r in records:
-        if r.method == "kdpp":  # its class name reads badly
-            labels[r.variant] = labels[r.variant].replace("KDPP", "k-DPP", 1)
         if r.method == "adcs" and "theta" in r.params:
             label = f"ADCS θ={float(r.params['theta']):g}"
             if r.params.get("fresh_quality"):

@@ -32,9 +32,10 @@ FloatArray = NDArray[np.float64]
 
 
 def method_label(method: str) -> str:
-    """A method's display name: its scheduler class's name (``powerofchoice`` → PowerOfChoice)."""
+    """A method's display name: its scheduler class's ``display_name``, else the class's name
+    (``powerofchoice`` → PowerOfChoice)."""
     cls = SCHEDULERS.get(method)
-    return cls.__name__ if cls is not None else method
+    return str(getattr(cls, "display_name", cls.__name__)) if cls is not None else method
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,14 +9,17 @@ cuts the runs into batches; :mod:`~adcs.experiments.execute` advances the batche
 :mod:`~adcs.experiments.results` writes the data files; this module adds the outputs (tables,
 figures, report) and the manifest, in the results folder::
 
-    metrics.csv      one row per run × evaluation: run_id, method, seed, theta, refresh_every,
-                     any other hyperparameter that varies between runs, round, worst_acc,
+    metrics.csv      one row per run × evaluation: run_id, method, seed, the hyperparameters
+                     the runs' schedulers name (their ``named_params``), any other that
+                     varies between runs, round, then the
+                     per-evaluation columns of :data:`adcs.columns.COLUMNS`: worst_acc,
                      avg_acc, test_loss, p10_acc (the 10th-percentile client accuracy), acc_g<k>
                      (the mean accuracy of group k's evaluated clients); with [sim.attack],
                      honest_worst_acc, honest_p10_acc, honest_avg_acc (the malicious left out)
     runs.csv         one row per run: the same identity columns, variant, params (JSON),
                      final_* (mean over the last 10 % of evaluations, from final_from_round to
-                     final_round) and last_* (the last evaluation), TV, costs, group shares
+                     final_round) and last_* (the last evaluation), then the per-run columns
+                     of the table: TV, costs, group shares
     group_share.csv  one row per run × group: share of selection slots, clients in the group
     client_acc.npz   per-client test accuracy of every run, shape (n_evals, n_eval_clients), and
                      ``eval_clients`` when ``sim.eval_clients`` samples the clients evaluated

@@ -124,6 +124,8 @@ class KDPP(SchedulerBase[KDPPState]):
     (:func:`quality_kernel`); the weights stay exact for the kernel sampled.
     """
 
+    display_name: ClassVar[str] = "k-DPP"
+    """How tables and figures name it (its class name reads badly)."""
     named_params: ClassVar[tuple[str, ...]] = ("theta", "refresh_every")
 
     theta: float = 0.8
