@@ -201,3 +201,23 @@ def test_outputs_are_a_table_the_paper_registers_into() -> None:
     assert "curves" in names and {"fig1", "fig2", "fig3", "table1"} <= set(names)
     with pytest.raises(ConfigError, match=r"outputs\[\] must be one of \[.*'fig1'"):
         config_from_dict({**_doc("uniform"), "outputs": ["fig9"]})
+
+
+def test_a_user_attack_kind_runs_and_one_that_builds_no_attack_is_one_error_line(
+    tmp_path: Path,
+) -> None:
+    attack = '[sim.attack]\nkind = "tests.plugins.my_rows:LowLoss"\nliars = [1]\n'
+    doc = _ROWS_DOC.replace("[[methods]]", attack + "[[methods]]")
+    path = tmp_path / "attack.toml"
+    path.write_text(doc)
+    out = tmp_path / "out"
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["sim"]["attack"] == {"kind": f"{ROWS}:LowLoss", "liars": [1]}
+    path.write_text(doc.replace(":LowLoss", ":NotAnAttack"))
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 2  # a configuration error
+    assert result.output.strip() == (
+        "error: sim.attack.kind: an attack must be an adcs.adversary Attack or Crafted, got object"
+    )

@@ -56,3 +56,30 @@ class EveryOther:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "shift": self.shift}
+
+
+@dataclass(frozen=True)
+class LowLoss:
+    """A user's attack kind: clients ``liars`` report ten times their loss (built from the lies)."""
+
+    liars: tuple[int, ...] = (0,)
+    seed: int = 0
+
+    def _lie(self) -> Any:
+        from adcs.experiments.adversary import AttackSettings
+
+        return AttackSettings(clients=self.liars, lie=("loss",), factor=10.0)
+
+    def malicious(self, seed: int, n_clients: int) -> np.ndarray:
+        return np.asarray(self._lie().malicious(seed, n_clients))
+
+    def build(self, seed: int, n_clients: int) -> Any:
+        return self._lie().build(seed, n_clients)
+
+
+@dataclass(frozen=True)
+class NotAnAttack(LowLoss):
+    """An attack kind whose ``build`` gives something the round cannot use."""
+
+    def build(self, seed: int, n_clients: int) -> Any:
+        return object()

@@ -534,6 +534,10 @@ def adversarial(
     defence's rule, the rule alone, or None (the runtime's mean). ``seed`` is the run's, for the
     defence's own draws.
     """
+    if attack is not None and not isinstance(attack, Attack | Crafted):
+        raise TypeError(
+            f"an attack must be an adcs.adversary Attack or Crafted, got {type(attack).__name__}"
+        )
     run: Scheduler = scheduler
     if defence is not None and defence.screens:
         run = Defended(run, defence, seed)

@@ -245,7 +245,10 @@ AttackTable = AttackSettings | Crafted
 """What ``[sim.attack]`` builds: the lies (``kind = "lie"``) or a crafted attack."""
 
 ATTACKS: Registry[Any] = Registry(
-    "attack", "adcs.attacks", {"lie": AttackSettings, "crafted": Crafted}
+    "attack",
+    "adcs.attacks",
+    {"lie": AttackSettings, "crafted": Crafted},
+    requires=("build", "malicious"),
 )
 """``[sim.attack] kind`` → the class whose constructor its other keys are."""
 ATTACK_TABLE = KindTable("sim.attack", ATTACKS, "lie", frozenset({"seed"}))
@@ -284,9 +287,12 @@ def adversarial_run(
     defence: DefenceSettings | None,
 ) -> tuple[Scheduler, Aggregator | None]:
     """One run's scheduler and aggregation hook (:func:`adcs.adversary.adversarial`)."""
-    return adversarial(
-        scheduler,
-        attack=None if attack is None else attack.build(seed, n_clients),
-        defence=None if defence is None else defence.build(),
-        seed=seed,
-    )
+    try:
+        return adversarial(
+            scheduler,
+            attack=None if attack is None else attack.build(seed, n_clients),
+            defence=None if defence is None else defence.build(),
+            seed=seed,
+        )
+    except TypeError as exc:  # a user's attack kind whose build gives something else
+        raise ConfigError(f"sim.attack.kind: {exc}") from None

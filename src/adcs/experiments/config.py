@@ -224,8 +224,9 @@ class SimSettings:
             doc["system"] = SYSTEM_TABLE.to_dict(self.system)
         for table in ("attack", "defence"):
             settings = doc.pop(table)
-            if settings is not None:
-                doc[table] = settings.to_dict()
+            if settings is not None:  # a user's attack kind: written back by its table
+                own = getattr(settings, "to_dict", None)
+                doc[table] = own() if own is not None else adversary.ATTACK_TABLE.to_dict(settings)
         doc["lr_decay"] = [list(pair) for pair in self.lr_decay]
         if not self.lr_decay:
             del doc["lr_decay"]
