@@ -32,7 +32,8 @@ _SHARED_ROWS = 65_536
 (a probe of tens of thousands of clients) run as memory-bounded independent jobs instead."""
 
 _AHEAD_CLIENTS = 1024
-"""Populations up to this size draw every client's minibatch rows for many rounds at once."""
+"""Populations up to this size draw every client's minibatch rows for many rounds at once when a
+round asks for at least a quarter of them (a sparse round draws only its own clients)."""
 
 _AHEAD_ROUNDS = 64
 _AHEAD_ROWS = 1 << 18
@@ -123,10 +124,12 @@ class _Context:
         """Global training rows of the clients' E·B local samples at round t, shape (n, E·B)."""
         cfg = self.config
         per = cfg.local_steps * cfg.batch_size
-        if self.data.n_clients <= _AHEAD_CLIENTS:
-            ahead = self._ahead.get(key)
-            if ahead is None or not ahead[0] <= t < ahead[0] + ahead[1].shape[1]:
-                ahead = self._ahead[key] = (t, self._rows_ahead(key, t, per))
+        n = self.data.n_clients
+        ahead = self._ahead.get(key)
+        if ahead is not None and ahead[0] <= t < ahead[0] + ahead[1].shape[1]:
+            return ahead[1][clients, t - ahead[0]]
+        if n <= _AHEAD_CLIENTS and 4 * clients.size >= n:  # most clients: draw everyone's ahead
+            ahead = self._ahead[key] = (t, self._rows_ahead(key, t, per))
             return ahead[1][clients, t - ahead[0]]
         local = _draw(key, clients, t, self.sizes[clients], per)
         return self.data.train_rows(clients, local)
