@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments import leaderboard as lb
+from adcs.experiments import ranking as lb
 from adcs.experiments.report import RunRecord
 
 WORKLOADS = ("paper", "bernoulli", "clients100", "dirichlet", "m6", "soft_skew")

@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from adcs.experiments import leaderboard as lb
+from adcs.experiments import ranking as lb
+from adcs.experiments import stats
 
 
 def seed_values(folders: list[Path], method: str) -> dict[str, dict[int, float]]:
@@ -47,12 +48,12 @@ def main() -> None:
         seeds = sorted(set(a[metric]) & set(b[metric]))
         va = {s: a[metric][s] for s in seeds}
         vb = {s: b[metric][s] for s in seeds}
-        mean, half, _ = lb.paired_difference(va, vb)
+        mean, half, _ = stats.paired_difference(va, vb)
         per_a = ", ".join(f"{100 * va[s]:.1f}" for s in seeds)
         per_b = ", ".join(f"{100 * vb[s]:.1f}" for s in seeds)
         print(
             f"| {metric} | {seeds} | {per_a} | {per_b} | {100 * mean:+.2f} ± {100 * half:.2f} "
-            f"| {'yes' if lb.tied(va, vb) else 'no'} |"
+            f"| {'yes' if stats.tied(va, vb) else 'no'} |"
         )
 
 
