@@ -81,6 +81,14 @@ _NO_WEIGHTS: F64Array = np.zeros(0)
 _NO_WEIGHTS.setflags(write=False)
 
 
+@functools.lru_cache(maxsize=64)
+def _all_back(k: int) -> BoolArray:
+    """Every one of k selected clients returns (read-only, shared: no dropout and no clock)."""
+    back = np.ones(k, dtype=bool)
+    back.setflags(write=False)
+    return back
+
+
 def locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
     """Which ``clients`` are in the ascending array ``pool``, and their positions there."""
     if pool.size == 0:
@@ -414,6 +422,11 @@ class RunRound:
         self.busy_s: float | None = None
 
     @property
+    def round_idx(self) -> int:
+        """t, from 0."""
+        return self.t
+
+    @property
     def observes(self) -> bool:
         """Whether the scheduler is shown the delivered updates (step 5)."""
         return self.rules.observes
@@ -441,11 +454,10 @@ class RunRound:
         m = rules.scheduler.m
         who = f"{rules.who} at round {t}"
         clients = check_selection(self.selection.clients, stats.available, m, who=who)
-        ok = (
-            np.ones(clients.size, dtype=bool)
-            if rules.dropout is None
-            else rules.dropout(t, clients)
-        )
+        if rules.dropout is None and rules.clock is None:  # everyone selected returns
+            self.selected, self.returned = clients, _all_back(clients.size)
+            return
+        ok = _all_back(clients.size) if rules.dropout is None else rules.dropout(t, clients)
         if rules.clock is None:
             self.failed = clients.size - int(np.count_nonzero(ok))
         else:
@@ -464,7 +476,26 @@ class RunRound:
     @property
     def delivered(self) -> IntArray:
         """Selected clients whose update is aggregated, in selection order."""
+        if self.returned is _all_back(self.selected.size):
+            return self.selected
         return self.selected[self.returned]
+
+    @property
+    def loss_evals(self) -> int:
+        """Losses a loss probe returned."""
+        return self.stats.n_probed if self.probe.kind is ProbeKind.LOSSES else 0
+
+    @property
+    def client_updates(self) -> int:
+        """Local updates the round computed: the probe's, and those of delivered clients whose
+        update the probe did not hold."""
+        held, delivered = self.held, self.delivered
+        if held.size == self.stats.n_clients:  # the probe held every client's update
+            return held.size
+        fresh = delivered.size
+        if held.size:
+            fresh -= int(np.count_nonzero(locate(held, delivered)[0]))
+        return held.size + fresh
 
     def trained(self, failed: Collection[int] = ()) -> F64Array:
         """Step 4: take which clients' training failed; the coefficients c of shape (k,)."""
@@ -494,15 +525,11 @@ class RunRound:
 
     def observe(self, updates: F32Array, losses: F64Array) -> PlayedRound:
         """Step 5: show the delivered updates (n, dim) and losses (n,); the round's record."""
-        rules, delivered, held = self.rules, self.delivered, self.held
+        rules, delivered = self.rules, self.delivered
         if self.observes:
             seen = updates if rules.sketch is None else rules.sketch(updates)
             self.state = rules.scheduler.observe(self.state, self.t, delivered, seen, losses)
         assert self.selection is not None
-        kind = self.probe.kind
-        fresh = delivered.size  # the updates computed beyond those the probe held
-        if held.size:
-            fresh -= int(np.count_nonzero(locate(held, delivered)[0]))
         return PlayedRound(
             round_idx=self.t,
             probe=self.probe,
@@ -512,8 +539,8 @@ class RunRound:
             returned=self.returned,
             coef=self.coef,
             failed=self.failed,
-            client_updates=held.size + fresh,
-            loss_evals=self.stats.n_probed if kind is ProbeKind.LOSSES else 0,
+            client_updates=self.client_updates,
+            loss_evals=self.loss_evals,
             non_finite=self.non_finite,
             round_s=self.round_s,
             busy_s=self.busy_s,

@@ -63,23 +63,27 @@ def _plan_early(
     targets: Sequence[IntArray],
     selections: Sequence[Selection | None],
     nobody: IntArray,
+    everyone: IntArray | None = None,
 ) -> _EarlyJobs:
     """Plan the early jobs of a round from each run's probe, probed clients and blind selection.
 
     ``targets[j]`` are the clients run j's probe names (distinct, available, ascending);
     ``selections[j]`` is run j's selection when it is blind, else None; ``nobody`` an empty index
-    array (the union when there is no early job).
+    array (the union when there is no early job). ``everyone``, the round's available clients
+    (ascending), is the union at once when a probe names that very array: every early job is of
+    an available client (a blind selection of another is refused by the selection contract
+    before anything uses the plan).
     """
+    picked = {j: s.clients for j, s in enumerate(selections) if s is not None}
     early = [
         tg
         for p, tg in zip(probes, targets, strict=True)
         if p.kind is ProbeKind.UPDATES
         or (p.kind is ProbeKind.LOSSES and p.loss_source is LossSource.MINIBATCH)
     ]
-    picked = {
-        j: np.asarray(s.clients, dtype=np.intp) for j, s in enumerate(selections) if s is not None
-    }
-    early += list(picked.values())
+    if everyone is not None and any(tg is everyone for tg in early):
+        return _EarlyJobs(everyone, frozenset(picked))
+    early += [np.asarray(c, dtype=np.intp) for c in picked.values()]
     parts = [a for a in early if a.size]
     if len(parts) == 1 or (parts and all(a is parts[0] for a in parts)):
         union: IntArray = np.unique(parts[0])

@@ -3,21 +3,28 @@
 A stream's runs share their minibatches, so they advance together: each round every run's
 :class:`~adcs.roundplay.RunRound` (the round, written once for every runtime) probes; the early
 jobs they need are planned together (:mod:`adcs.sim.jobs`); the stream's
-:class:`~adcs.sim.lot._Lot` computes them over the union of their active clients; every round
-selects; the lot trains the clients the rounds name and steps every model; every round
-observes, and each run keeps its record (:mod:`adcs.sim.runstate`).
+:class:`~adcs.sim.lot._Lot` computes them over the union of their active clients; run by run,
+each round gathers what its probe asked, selects and hands its aggregated clients to the lot
+(while its probed updates are fresh in the cache); the lot trains the rest and steps every
+model; every round observes, and each run keeps its record (:mod:`adcs.sim.runstate`).
+
+The *lean* path (:attr:`_Stream.lean`) is the same round for a stream none of whose runs shows
+its scheduler the delivered updates (every built-in scheduler but DivFL's stale form): step 5
+has nothing to show, so each run keeps its record from its round at once, without forming the
+updates observed or a :class:`~adcs.roundplay.PlayedRound`. The numbers are those of the
+general path (``tests/sim/test_lean.py``).
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from adcs.roundplay import Available, RunRound
 from adcs.sim.context import _Context
 from adcs.sim.jobs import _plan_early
 from adcs.sim.lot import _Lot
 from adcs.sim.runstate import _Run
-from adcs.sim.spec import BoolArray, F64Array, IntArray
+
+LEAN = True
+"""Take the lean path where it applies (``False`` forces the general path: for tests)."""
 
 
 class _Stream:
@@ -29,7 +36,8 @@ class _Stream:
         self.seed_key = seed_key
         self.ctx = ctx
         self.params = ctx.model.init_params(len(runs))
-        self.timed = ctx.system is not None
+        self.lean = not any(run.rules.observes for run in runs)
+        """Whether no run observes updates (step 5 only keeps the record)."""
 
     def step(self, t: int, avail: Available) -> None:
         """One round of every run of the stream (Algorithm 1, lines 2–14)."""
@@ -38,35 +46,26 @@ class _Stream:
         rounds = [RunRound(run.rules, run.state, t, avail, run.rng) for run in self.runs]
         probes = [r.probe for r in rounds]
         targets = [r.probed for r in rounds]
+        plan = _plan_early(
+            probes, targets, [r.selection for r in rounds], ctx.no_clients, avail.clients
+        )
         # 2. gather what the probes ask, over the union of the active clients
-        plan = _plan_early(probes, targets, [r.selection for r in rounds], ctx.no_clients)
         lot = _Lot(ctx, rounds, self.params, self.key, t, probes, targets, plan)
-        stats = [lot.gather(j, avail) for j in range(len(rounds))]
-        # 3. select: the contract, dropouts, the clock, the aggregation weights
-        for rnd, got in zip(rounds, stats, strict=True):
-            rnd.select(got)
-            rnd.trained()
-        # 4. train the aggregated clients, and aggregate
-        chosen, returned, coefs = self._aggregated(rounds)
-        observed = lot.train_and_step(stats, chosen, returned, coefs)
+        observed = []
+        for j, rnd in enumerate(rounds):
+            # 3. select: the contract, dropouts, the clock, the aggregation weights
+            rnd.select(lot.gather(j, avail))
+            coef = rnd.trained()
+            # 4. aggregate: the probed updates now, the others in the lot's products
+            clients = rnd.delivered
+            if clients is not rnd.selected:
+                coef = coef[rnd.returned]
+            observed.append(lot.aggregate(j, rnd.stats, clients, coef))
+        lot.step_models()
         # 5. observe, record
+        if self.lean and LEAN:
+            for rnd, run in zip(rounds, self.runs, strict=True):
+                run.record(rnd)
+            return
         for rnd, run, (updates, losses) in zip(rounds, self.runs, observed, strict=True):
             run.record(rnd.observe(updates, losses))
-
-    def _aggregated(
-        self, rounds: list[RunRound]
-    ) -> tuple[list[IntArray], list[BoolArray], list[F64Array]]:
-        """What the lot trains and aggregates: each run's selected clients, whether each
-        returns, and their coefficients — on a clock only the aggregated ones (a deadline drops
-        clients without any dropout rate)."""
-        if not self.timed:
-            return (
-                [r.selected for r in rounds],
-                [r.returned for r in rounds],
-                [r.coef for r in rounds],
-            )
-        return (
-            [r.selected[r.returned] for r in rounds],
-            [np.ones(int(np.count_nonzero(r.returned)), dtype=bool) for r in rounds],
-            [r.coef[r.returned] for r in rounds],
-        )

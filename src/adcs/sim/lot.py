@@ -26,7 +26,7 @@ class _Lot:
     the stream's runs over their union gives every loss, probed update and (after selection)
     aggregate those clients need; anything else becomes an independent job of ``loss_and_grad``.
 
-    ``params`` (n_runs, dim) are the stream's models, stepped in place by :meth:`train_and_step`.
+    ``params`` (n_runs, dim) are the stream's models, stepped in place by :meth:`step_models`.
     """
 
     def __init__(
@@ -49,9 +49,16 @@ class _Lot:
         self.targets = targets
         self.plan = plan
         self.union = plan.union
+        # the union of every client (ascending, distinct): a client's position is its index
+        self.full = self.union.size == ctx.data.n_clients
         self.rows = self.ctx.minibatch(key, t, self.union) if self.union.size else None
         self.forward: SharedForward | None = None
         self.client_loss: F32Array | None = None
+        dim = ctx.model.dim
+        self.step = np.zeros((len(runs), dim), dtype=np.float32)  # Σ c_i Δ_i of every run
+        self.weighted: list[tuple[int, IntArray, F64Array]] = []  # one weighted product
+        self.jobs: list[tuple[int, IntArray, F64Array]] = []  # independent loss_and_grad jobs
+        self.nothing = (np.empty((0, dim), np.float32), np.empty(0))  # what is not observed
         rows = self.union.size * self.ctx.config.batch_size
         if self.ctx.shared is not None and 0 < rows <= _SHARED_ROWS:
             self._shared_forward(self.ctx.shared)
@@ -66,7 +73,14 @@ class _Lot:
         ).mean(axis=2)
 
     def _positions(self, clients: IntArray) -> IntArray:
-        return np.searchsorted(self.union, clients)
+        """Positions in the union of clients it holds."""
+        return clients if self.full else np.searchsorted(self.union, clients)
+
+    def _held(self, got: ClientStats, clients: IntArray) -> tuple[BoolArray, IntArray]:
+        """Which ``clients`` the probe's statistics hold, and their rows there."""
+        if self.full and got.n_probed == self.union.size:  # every client probed: row = index
+            return np.ones(clients.size, dtype=bool), clients
+        return _locate(got.clients, clients)
 
     # -- step 2 --------------------------------------------------------------------------------
 
@@ -110,75 +124,75 @@ class _Lot:
 
     # -- step 4 --------------------------------------------------------------------------------
 
-    def train_and_step(
-        self,
-        stats: list[ClientStats],
-        chosen: list[IntArray],
-        returned: list[BoolArray],
-        coefs: list[F64Array],
-    ) -> list[tuple[F32Array, F64Array]]:
-        """Aggregate the returned clients' updates and step every run's model.
+    def aggregate(
+        self, j: int, got: ClientStats, clients: IntArray, coef: F64Array
+    ) -> tuple[F32Array, F64Array]:
+        """Step 4 of run j once it has selected: its aggregated ``clients`` (n,) with their
+        coefficients c (n,) enter the step of its model (:meth:`step_models`).
 
-        Returns, for each run, the returned clients' updates (n_returned, dim) and their
-        first-minibatch losses at w⁽ᵗ⁾ (empty unless the run observes updates or has an
-        aggregation rule: then what the rule received). The weights and the count of updates
-        computed are the round's (:class:`adcs.roundplay.RunRound`).
+        The updates the probe holds are reused at once, while they are fresh in the cache; the
+        others join the shared weighted product or the independent jobs. Returns the clients'
+        updates (n, dim) and their first-minibatch losses at w⁽ᵗ⁾ when the run observes updates
+        or has an aggregation rule (then what the rule received), else empty arrays. The
+        weights and the count of updates computed are the round's
+        (:class:`adcs.roundplay.RunRound`).
         """
-        ctx, cfg = self.ctx, self.ctx.config
-        runs = self.runs
-        dim = ctx.model.dim
-        params = self.params
-        step = np.zeros((len(runs), dim), dtype=np.float32)
-        empty = (np.empty((0, dim), np.float32), np.empty(0))
-        observed: list[tuple[F32Array, F64Array]] = [empty] * len(runs)
-        fresh = [0] * len(runs)
-        weighted: list[tuple[int, IntArray, F64Array]] = []  # one weighted product for these
-        jobs: list[tuple[int, IntArray, F64Array]] = []  # independent loss_and_grad jobs
-        no_dropout = cfg.dropout == 0.0
-        for j, run in enumerate(runs):
-            ok = returned[j]
-            if no_dropout:
-                clients, coef = chosen[j], coefs[j]
-            else:
-                clients, coef = chosen[j][ok], coefs[j][ok]
-            if run.rules.aggregator is not None:  # the aggregation hook: updates one by one
-                observed[j] = self._aggregate_apart(j, run, clients, coef, stats[j], step)
-                continue
-            upd = stats[j].updates
-            if upd is not None:
-                have, pos = _locate(stats[j].clients, clients)
-                if have.any():  # reuse the probed updates: one product over the probe's rows
-                    over_probe = np.zeros(stats[j].n_probed, dtype=np.float32)
-                    over_probe[pos[have]] = coef[have]
-                    step[j] += over_probe @ upd
+        run = self.runs[j]
+        if run.rules.aggregator is not None:  # the aggregation hook: updates one by one
+            return self._aggregate_apart(j, run, clients, coef, got)
+        have, pos = self._reuse(j, got, clients, coef)
+        if run.observes:
+            observed = self._observed(j, clients, have, pos, got)
+            if not have.all():
                 missing = ~have
-                fresh[j] = int(np.count_nonzero(missing))
-            else:
-                have, pos = np.zeros(clients.size, dtype=bool), self.ctx.no_clients
-                missing = ~have
-                fresh[j] = clients.size
-            if run.observes:
-                observed[j] = self._observed(j, clients, have, pos, stats[j])
-                if fresh[j]:
-                    step[j] += coef[missing].astype(np.float32) @ observed[j][0][missing]
-            elif fresh[j]:
-                lost = clients[missing] if upd is not None else clients
-                if self.forward is not None and self.plan.covers(j, lost):
-                    weighted.append((j, lost, coef[missing]))
-                else:
-                    jobs.append((j, lost, coef[missing]))
+                self.step[j] += coef[missing].astype(np.float32) @ observed[0][missing]
+            return observed
+        if have.all():  # every aggregated client's update was probed (or there is none)
+            pass
+        elif not have.any():  # nothing held: every aggregated client trains
+            self._route(j, clients, coef)
+        else:
+            self._route(j, clients[~have], coef[~have])
+        return self.nothing
+
+    def step_models(self) -> None:
+        """Add the shared weighted product and the independent jobs to the step, and step
+        every run's model: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ c_i Δ_i."""
+        ctx, cfg, step = self.ctx, self.ctx.config, self.step
+        weighted, jobs = self.weighted, self.jobs
         if weighted:
             idx = [j for j, _, _ in weighted]
             step[idx] += self._weighted(weighted)
         if jobs:
             run_index = np.concatenate([np.full(c.size, j) for j, c, _ in jobs])
             clients = np.concatenate([c for _, c, _ in jobs])
-            updates, _ = ctx.local_updates(params, run_index, self._rows_for(clients), self.t)
+            updates, _ = ctx.local_updates(self.params, run_index, self._rows_for(clients), self.t)
             updates *= np.concatenate([w for _, _, w in jobs]).astype(np.float32)[:, None]
             np.add.at(step, run_index, updates)
         step *= np.float32(cfg.server_lr)
-        params += step
-        return observed
+        self.params += step
+
+    def _reuse(
+        self, j: int, got: ClientStats, clients: IntArray, coef: F64Array
+    ) -> tuple[BoolArray, IntArray]:
+        """Add run j's aggregated clients whose update the probe holds to ``step[j]`` (one
+        product over the probe's rows); which of ``clients`` it holds, and their rows there."""
+        if got.updates is None:
+            return np.zeros(clients.size, dtype=bool), self.ctx.no_clients
+        have, pos = self._held(got, clients)
+        if have.any():
+            over_probe = np.zeros(got.n_probed, dtype=np.float32)
+            over_probe[pos[have]] = coef[have]
+            self.step[j] += over_probe @ got.updates
+        return have, pos
+
+    def _route(self, j: int, lost: IntArray, coef: F64Array) -> None:
+        """Send run j's clients still to train into the shared weighted product when the
+        forward pass covers them, else into independent jobs."""
+        if self.forward is not None and (self.full or self.plan.covers(j, lost)):
+            self.weighted.append((j, lost, coef))
+        else:
+            self.jobs.append((j, lost, coef))
 
     def _aggregate_apart(
         self,
@@ -187,7 +201,6 @@ class _Lot:
         clients: IntArray,
         coef: F64Array,
         got: ClientStats,
-        step: F32Array,
     ) -> tuple[F32Array, F64Array]:
         """Step run j through its aggregator (:mod:`adcs.aggregation`) and add it to ``step[j]``.
 
@@ -202,7 +215,7 @@ class _Lot:
             have, pos = np.zeros(clients.size, dtype=bool), self.ctx.no_clients
         updates, losses = self._observed(j, clients, have, pos, got)
         received, aggregate = run.aggregate(clients, updates, coef)
-        step[j] += aggregate
+        self.step[j] += aggregate
         return received, losses
 
     def _rows_for(self, clients: IntArray) -> IntArray:
