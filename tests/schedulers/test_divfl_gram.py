@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adcs.dpp import gram_matrix, power_of_two_scale
-from adcs.schedulers.divfl import unit_scale_gram
+from adcs.schedulers.divfl import distances_from_gram, facility_location_greedy, unit_scale_gram
 
 
 @pytest.mark.parametrize("scale", [1e-30, 1e-12, 1e-3, 1.0, 1e5, 1e30])
@@ -36,3 +36,20 @@ def test_rows_of_ordinary_scale_take_the_unscaled_product() -> None:
     scale = power_of_two_scale(updates)
     unscaled = gram_matrix(updates) * (scale * scale)
     assert unit_scale_gram(updates).tobytes() == unscaled.tobytes()
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e-12, 1e-3, 1.0, 1e5, 1e30])
+def test_without_rescaling_the_distances_differ_by_the_scale_alone(scale: float) -> None:
+    rng = np.random.default_rng(5)
+    updates = (rng.standard_normal((23, 1500)) * scale).astype(np.float32)
+    updates[rng.random(updates.shape) < 0.3] = 0.0
+    updates[5] = 0.0
+    everyone = np.ones(23, dtype=bool)
+
+    rescaled = distances_from_gram(unit_scale_gram(updates))
+    as_is = distances_from_gram(unit_scale_gram(updates, rescale=False))
+
+    s = power_of_two_scale(updates)
+    assert (as_is * s).tobytes() == rescaled.tobytes() or as_is.tobytes() == rescaled.tobytes()
+    picks = facility_location_greedy(rescaled, 12, everyone)
+    assert facility_location_greedy(as_is, 12, everyone).tolist() == picks.tolist()

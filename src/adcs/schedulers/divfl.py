@@ -53,7 +53,7 @@ _SMALLEST_SQUARE = math.ldexp(1.0, -60)
 above the float32 subnormal range (2⁻¹²⁶) its products could fall into."""
 
 
-def unit_scale_gram(updates: FloatArray) -> FloatArray:
+def unit_scale_gram(updates: FloatArray, *, rescale: bool = True) -> FloatArray:
     """``gram_matrix(updates * power_of_two_scale(updates))``, without the scaled copy; (n, n) float64.
 
     Multiplying by a power of two s commutes with every rounding of the float32 product while no
@@ -61,19 +61,26 @@ def unit_scale_gram(updates: FloatArray) -> FloatArray:
     is the scaled Gram number for number. The product is formed unscaled when every row's
     squared norm, before and after scaling, is at least :data:`_SMALLEST_SQUARE` (or the row is
     zero) and none overflowed; otherwise (updates of extreme scale) the scaled copy is formed.
+
+    With ``rescale=False`` the unscaled product is returned as it is (not times s²): the scaled
+    Gram up to the exact factor s², which changes no comparison of distances (DivFL's picks).
+    Then s is found only when a squared norm reaches 1 (below, every entry is below 1, so
+    s ≥ 1 and the test above needs no s): the two passes over the updates are saved.
     """
-    scale = power_of_two_scale(updates)
     u = np.ascontiguousarray(updates)  # as the scaled copy is: the same BLAS call
     if u.dtype == np.float32 and u.size:
         gram = gram_matrix(u)
         square = np.diag(gram)
+        below_one = rescale is False and float(square.max()) < 1.0  # False for NaN
+        scale = 1.0 if below_one else power_of_two_scale(updates)
         nonzero = square > 0.0
         least = float(square[nonzero].min(initial=np.inf)) * min(1.0, scale * scale)
         zero_rows = not u[~nonzero].any()  # a zero square must come from a zero row
         if least >= _SMALLEST_SQUARE and zero_rows and bool(np.isfinite(gram).all()):
-            gram *= scale * scale
+            if rescale:
+                gram *= scale * scale
             return gram
-    return gram_matrix(u * scale)
+    return gram_matrix(u * power_of_two_scale(updates))
 
 
 def distances_from_gram(gram: FloatArray) -> FloatArray:
@@ -119,7 +126,7 @@ def facility_location_greedy(
     for step in range(m):
         if step:  # buffers reused: a step is a handful of passes over n × n numbers
             np.minimum(cover[:, None], dist, out=buffer)
-            buffer.sum(axis=0, out=cost)
+            np.add.reduce(buffer, axis=0, out=cost)  # buffer.sum(axis=0), one call less
         if sample_size is not None and rng is not None:
             pool = np.flatnonzero(~blocked)
             if pool.size > sample_size:
@@ -322,7 +329,7 @@ class DivFL(SchedulerBase[DivFLState]):
         n_picks = min(k, int(candidates.sum()))
         # D scaled by a power of two changes no greedy choice, and keeps ‖g‖² finite at any scale
         if clients.size <= DENSE_DISTANCES_MAX:
-            dist = distances_from_gram(unit_scale_gram(updates))
+            dist = distances_from_gram(unit_scale_gram(updates, rescale=False))
             picks = facility_location_greedy(dist, n_picks, candidates, rng, sample)
         else:
             scaled = np.asarray(updates) * power_of_two_scale(updates)
