@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from adcs.sim import SimConfig, TraceAvailability
-from adcs.sim.engine import check_simulation
 from adcs.sim.availability import TraceFile
+from adcs.sim.engine import check_simulation
 from adcs.sim.system import MeasuredSystem
 from tests.sim.conftest import make_data
 
