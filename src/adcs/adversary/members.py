@@ -44,7 +44,8 @@ def check_members(clients: Any, n_malicious: Any) -> tuple[int, ...] | None:
         check_int("n_malicious", n_malicious)
         return None
     if isinstance(clients, (str, bytes)) or not isinstance(clients, Sequence) or not clients:
-        raise ValueError(f"clients must be a non-empty list of client indices, got {clients!r}")
+        shown = list(clients) if isinstance(clients, tuple) else clients
+        raise ValueError(f"clients must be a non-empty list of client indices, got {shown!r}")
     if not all(is_int(c) and c >= 0 for c in clients):
         raise ValueError(f"clients must hold integers >= 0, got {list(clients)}")
     if len(set(clients)) != len(clients):

@@ -110,9 +110,6 @@ PARTITIONS = tuple(PARTITION_TABLE)
 PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 """Configurations shipped with the project (``experiments/<name>.toml``)."""
 
-WEIGHTINGS = ("uniform", "data_size")
-
-
 # ---------------------------------------------------------------------------------------------
 # sections
 
