@@ -325,8 +325,10 @@ def _extra_verdict(
     diffs = [(w, *paired_difference(f.worst, r.worst)[:2]) for w, f, r in pairs]
     better = [w for w, d, h in diffs if math.isfinite(h) and d > h]
     worse = [w for w, d, h in diffs if math.isfinite(h) and -d > h]
+    fixed = family.variants.describe_fixed()
+    note = extra.description + (f"; {fixed}" if fixed else "")
     return [
-        f"- **{extra_label}** ({extra.description}) is the best or tied with the best on "
+        f"- **{extra_label}** ({note}) is the best or tied with the best on "
         f"{len(good)} of {len(pairs)}: {join_words(good) or 'none'}. Against {label} it is "
         f"significantly better on {join_words(better) or 'none'} and significantly worse on "
         f"{join_words(worse) or 'none'}."
