@@ -16,6 +16,7 @@ from scipy import stats
 from adcs.data import FashionMNIST
 from adcs.experiments import leaderboard as lb
 from adcs.experiments.config import ConfigError, MethodConfig, config_from_dict
+from adcs.experiments.ranking import is_random_baseline
 from adcs.experiments.runner import RunInterrupted, expand_runs, load_records
 from adcs.schedulers import ADCS, SCHEDULERS, Extra, Variants
 
@@ -73,6 +74,8 @@ def test_every_scheduler_of_the_table_is_an_entry_and_adcs_at_its_declared_point
     adcs = [r.meta["params"] for r in runs if r.meta["method"] == "adcs"]
     assert len(runs) == len(SCHEDULERS) - 1 + len(ADCS_POINTS.values) + len(ADCS_POINTS.extras)
     assert len(adcs) == 5 and all(p["refresh_every"] == 20 for p in adcs)
+    # the targets are set from the scheduler that declares itself random selection
+    assert [n for n in SCHEDULERS if is_random_baseline(n)] == ["uniform"]
 
 
 def test_a_scheduler_added_by_import_path_runs_at_the_points_it_declares() -> None:

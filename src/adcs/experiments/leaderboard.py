@@ -16,8 +16,9 @@ folder, ``OUT/<workload>/``, checkpointed and resumable like any other.
 **Scores** of an entry (a variant: a method and its hyperparameters) on a workload, per seed: the
 final worst, 10th-percentile and average client accuracy (*final*: the mean of a run's last 10 %
 of evaluations), the rounds to reach the workload's target worst accuracy
-(:data:`~adcs.experiments.timing.TARGET_FRACTION` of Uniform's final worst accuracy — what random
-selection reaches, as Oort sets its targets), client computations and TV to uniform selection.
+(:data:`~adcs.experiments.timing.TARGET_FRACTION` of the final worst accuracy of random selection,
+the scheduler that declares itself so, Uniform — what random selection reaches, as Oort sets its
+targets), client computations and TV to uniform selection.
 
 **Ranks** (:func:`rank_workload`, :func:`rank_table`), on the final worst accuracy (the paper's
 fairness metric) and likewise on the others:
@@ -209,7 +210,8 @@ def load_workload(path: str | Path, entries: Sequence[str] = ()) -> ExperimentCo
             f"{path}: a leaderboard workload lists no [[methods]]: every scheduler of the name "
             "table runs (see adcs.experiments.leaderboard.leaderboard_methods)"
         )
-    doc = {**raw, "methods": [{"name": "uniform"}], "outputs": raw.get("outputs", ["curves"])}
+    placeholder = [{"name": next(iter(SCHEDULERS))}]  # the configuration's checks need one
+    doc = {**raw, "methods": placeholder, "outputs": raw.get("outputs", ["curves"])}
     config = config_from_dict(doc, source=str(path), base_dir=path.parent)
     return dataclasses.replace(config, methods=leaderboard_methods(entries))
 

@@ -32,6 +32,7 @@ from adcs.experiments.ranking import (
     Placing,
     RankRow,
     Score,
+    baseline_label,
     check_metrics,
     entry_labels,
     rank_table,
@@ -174,7 +175,8 @@ def _definitions() -> dict[str, str]:
         "tied": "best, or not told apart from the best by a two-sided paired t-test over the "
         f"common seeds at the {100 * (1 - CONFIDENCE):.0f}% level: |mean(d)| <= "
         "t(0.975, n-1) sd(d)/sqrt(n), d = best - entry per seed; with one seed only equality",
-        "target_worst": f"{100 * TARGET_FRACTION:.0f}% of Uniform's final worst accuracy",
+        "target_worst": f"{100 * TARGET_FRACTION:.0f}% of {baseline_label()}'s final worst "
+        "accuracy",
         "rounds_to_target": "first evaluation round whose worst accuracy reaches the target",
     }
 
@@ -273,9 +275,10 @@ def _preamble(
         "does not tell the entry from the best (|mean d| ≤ t(0.975, n−1)·sd(d)/√n, d = best − "
         "entry per seed; with 3 seeds t = 4.30, so only clear differences count). *Rounds to "
         f"target*: the first evaluation at which worst accuracy reaches {100 * TARGET_FRACTION:.0f}% "
-        "of Uniform's final worst accuracy (what random selection reaches); a mean only when "
-        "every seed got there. Client computations: local updates and loss evaluations apart, "
-        "mean per run. TV: the selection shares of the client groups against uniform selection.",
+        f"of {baseline_label()}'s final worst accuracy (what random selection reaches); a mean "
+        "only when every seed got there. Client computations: local updates and loss "
+        "evaluations apart, mean per run. TV: the selection shares of the client groups against "
+        "uniform selection.",
         "",
     ]
     return out

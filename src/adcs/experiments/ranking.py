@@ -32,8 +32,10 @@ __all__ = [
     "Placing",
     "RankRow",
     "Score",
+    "baseline_label",
     "check_metrics",
     "entry_labels",
+    "is_random_baseline",
     "percentile_curve",
     "rank_table",
     "rank_workload",
@@ -147,13 +149,25 @@ def percentile_curve(client_acc: NDArray[Any], q: float = 0.1) -> FloatArray:
     return np.asarray(np.quantile(acc, q, axis=-1), dtype=np.float64)
 
 
-def target_worst(records: Sequence[RunRecord]) -> float:
-    """The workload's target worst accuracy: :data:`TARGET_FRACTION` × Uniform's final.
+def is_random_baseline(method: str) -> bool:
+    """Whether a method's scheduler declares itself random selection (``random_baseline``)."""
+    return bool(getattr(SCHEDULERS.get(method), "random_baseline", False))
 
-    Uniform's final worst accuracy (mean over seeds) is what random selection reaches; without
-    Uniform runs the first variant's serves.
+
+def baseline_label() -> str:
+    """The display name of the table's random-selection baseline (``Uniform``)."""
+    name = next((n for n in SCHEDULERS if is_random_baseline(n)), None)
+    return "random selection" if name is None else method_label(name)
+
+
+def target_worst(records: Sequence[RunRecord]) -> float:
+    """The workload's target worst accuracy: :data:`TARGET_FRACTION` × random selection's final.
+
+    The final worst accuracy (mean over seeds) of the first variant of a scheduler that declares
+    itself random selection (``random_baseline``: Uniform) is what random selection reaches;
+    without one the first variant's serves.
     """
-    reference = [r for r in records if r.method == "uniform"] or list(records)
+    reference = [r for r in records if is_random_baseline(r.method)] or list(records)
     if not reference:
         return math.nan
     variant = reference[0].variant
