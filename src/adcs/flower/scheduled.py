@@ -124,8 +124,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
     **settings
         The other fields of :class:`~adcs.flower.dropin.DropInSettings` (``loss_key``,
         ``accuracy_key``, ``train_loss_key``, ``seed``, ``run_id``, ``sketch_dim``,
-        ``checkpoint_path``,
-        ``checkpoint_every``, ``connect_timeout_s``, ``wait_for_all_s``).
+        ``checkpoint_path``, ``checkpoint_every``, ``connect_timeout_s``, ``wait_for_all_s``).
 
     Attributes
     ----------
