@@ -29,6 +29,6 @@ class Uniform(SchedulerBase[BasicState]):
     def select(
         self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, BasicState]:
-        _, k = check_available(stats.available, state.n_clients, self.m)
+        _, k = check_available(stats, state.n_clients, self.m)
         clients = rng.choice(stats.available_clients(), size=k, replace=False)
         return Selection(clients.astype(np.intp)), state
