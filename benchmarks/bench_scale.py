@@ -10,7 +10,7 @@ Printed, each measured in this run:
    clients' samples, generated), **training** (the model's products: local updates, probed
    losses), **scheduling** (probe, select, observe), **evaluation** (a fixed sample of 1 000
    clients, once) and **other** (the engine: availability, minibatch draws, aggregation,
-   records). Times are taken over rounds 50–100 of a 100-round run (between two of the
+   records). Times are taken over rounds 50–250 of a 250-round run (between two of the
    engine's progress reports, after warm-up and with no evaluation in between); evaluation is
    timed apart. A log-log figure of round time and peak memory against N is written.
 2. **MAP on N candidates** — greedy MAP over N = 10⁶ unit features of k = 128 dimensions, m = 100
@@ -229,15 +229,17 @@ def scheduler_of(method: str) -> tuple[Any, int | None]:
     return ADCS(m=M, theta=0.8, refresh_every=1, candidates=POOL), SKETCH
 
 
-WINDOW = (50, 100)
+WINDOW = (50, 250)
 """The engine reports progress every 50 rounds: the rounds timed lie between two reports."""
+QUICK_WINDOW = (50, 100)
+"""The rounds timed with ``--quick``."""
 
 
-def _time_round(method: str, data: SyntheticClients, queue: Any) -> None:
+def _time_round(method: str, data: SyntheticClients, window: tuple[int, int], queue: Any) -> None:
     clock = Clock()
     scheduler, sketch = scheduler_of(method)
     config = SimConfig(
-        rounds=WINDOW[1], batch_size=10, local_lr=0.01, eval_every=WINDOW[1],
+        rounds=window[1], batch_size=10, local_lr=0.01, eval_every=window[1],
         availability=BernoulliAvailability(AVAILABLE), sketch_dim=sketch,
         eval_clients=EVAL_CLIENTS,
     )  # fmt: skip
@@ -251,9 +253,9 @@ def _time_round(method: str, data: SyntheticClients, queue: Any) -> None:
     result = simulate(  # type: ignore[arg-type]
         [RunSpec(timed, 0, method)], TimedData(data, clock), config, progress, model=model
     )[0]
-    (t0, c0, p0), (t1, c1, p1) = marks[WINDOW[0]], marks[WINDOW[1]]
+    (t0, c0, p0), (t1, c1, p1) = marks[window[0]], marks[window[1]]
     parts = {k: p1[k] - p0[k] for k in PARTS}
-    rounds = WINDOW[1] - WINDOW[0]
+    rounds = window[1] - window[0]
     refreshes = {"adcs-pool": rounds, "adcs": rounds // 20}.get(method, 0)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     queue.put(
@@ -290,16 +292,19 @@ def _in_child(target: Callable[..., None], *args: Any) -> Any:
 
 
 def time_rounds(
-    sizes: Sequence[int], methods: Sequence[str], log: Callable[[str], None] = print
+    sizes: Sequence[int],
+    methods: Sequence[str],
+    log: Callable[[str], None] = print,
+    window: tuple[int, int] = WINDOW,
 ) -> list[RoundTiming]:
-    """Every (method, N) in its own forked process."""
+    """Every (method, N) in its own forked process, timed over the rounds ``window``."""
     out = []
     for n in sizes:
         start = time.perf_counter()
         data = population(n)
         log(f"N = {n:,}: population set up in {time.perf_counter() - start:.1f} s")
         for method in methods:
-            out.append(_in_child(_time_round, method, data))
+            out.append(_in_child(_time_round, method, data, window))
     return out
 
 
@@ -545,8 +550,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     timings: list[RoundTiming] = []
     if methods:
-        print(f"\n1. Round time against N (rounds {WINDOW[0]}–{WINDOW[1]} timed, m = {M})")
-        timings = time_rounds(sizes, methods)
+        window = QUICK_WINDOW if args.quick else WINDOW
+        print(f"\n1. Round time against N (rounds {window[0]}–{window[1]} timed, m = {M})")
+        timings = time_rounds(sizes, methods, window=window)
         render(timings)
         figure(timings, args.figure)
         print(f"figure: {args.figure}")

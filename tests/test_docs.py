@@ -152,3 +152,17 @@ def test_the_own_scheduler_example_selects() -> None:
     )
     assert selection.clients.tolist() == [2, 3, 5]
     check_selection(selection.clients, available, 3)
+
+
+def test_the_own_schedulers_leaderboard_variants_example_names_its_entries() -> None:
+    blocks = _python_blocks("how-to/own-scheduler.md")
+    variants = next(b for b in blocks if "leaderboard_variants" in b)
+    scope: dict[str, object] = {}
+    exec(
+        compile("from dataclasses import dataclass\n" + blocks[0], "own-scheduler.md", "exec"),
+        scope,
+    )
+    exec(compile(variants, "own-scheduler.md", "exec"), scope)
+    declared = scope["Shifted"].leaderboard_variants  # type: ignore[attr-defined]
+    assert declared.label("Shifted", {"offset": 2, "reverse": True}) == "Shifted k=2, reversed"
+    assert declared.is_reference({"offset": 2, "reverse": False})

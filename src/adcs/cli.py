@@ -610,10 +610,11 @@ def leaderboard(
 ) -> None:
     """Rank every scheduler on a suite of workloads (experiments/leaderboard/*.toml).
 
-    Every scheduler of the name table runs at its defaults, with ADCS at θ ∈ {0.6, 0.8, 0.9,
-    0.95} (R = 20) and with fresh quality; each workload gets an ordinary results folder inside
-    OUT, and OUT gets the overall ranks, one figure per workload, a summary figure and a report
-    saying where ADCS wins and where it loses.
+    Every scheduler of the name table runs at its defaults, or at the points it declares for the
+    leaderboard (ADCS: θ ∈ {0.6, 0.8, 0.9, 0.95} at R = 20, and with fresh quality); each
+    workload gets an ordinary results folder inside OUT, and OUT gets the overall ranks, one
+    figure per workload, a summary figure and a report saying where each scheduler that
+    declares points (ADCS) wins and where it loses.
     """
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
 

@@ -440,7 +440,9 @@ class RunRound:
             self.selection, self.state = rules.scheduler.select(self.state, t, seen, self.rng)
         m = rules.scheduler.m
         who = f"{rules.who} at round {t}"
-        clients = check_selection(self.selection.clients, stats.available, m, who=who)
+        clients = check_selection(
+            self.selection.clients, stats.available, m, who=who, n_available=stats.n_available()
+        )
         ok = (
             np.ones(clients.size, dtype=bool)
             if rules.dropout is None

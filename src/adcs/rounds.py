@@ -38,7 +38,12 @@ def n_to_select(m: int, available: BoolArray) -> int:
 
 
 def check_selection(
-    clients: ArrayLike, available: BoolArray, m: int, *, who: str = "the scheduler"
+    clients: ArrayLike,
+    available: BoolArray,
+    m: int,
+    *,
+    who: str = "the scheduler",
+    n_available: int | None = None,
 ) -> IntArray:
     """The selected clients as an index array, after checking the contract.
 
@@ -51,6 +56,9 @@ def check_selection(
         The scheduler's clients per round.
     who : str
         Named in the error (e.g. ``"run 'adcs/seed0'"``).
+    n_available : int, optional
+        The number of available clients when the caller knows it (``available`` is then not
+        scanned again).
 
     Raises
     ------
@@ -59,7 +67,7 @@ def check_selection(
     """
     idx = np.asarray(clients)
     n = available.shape[0]
-    k = n_to_select(m, available)
+    k = n_to_select(m, available) if n_available is None else min(int(m), n_available)
     ok = idx.shape == (k,) and (idx.size == 0 or idx.dtype.kind in "iu")
     if ok and idx.size:
         values = idx.tolist()  # Python's min, max and set beat NumPy's on a few hundred ints

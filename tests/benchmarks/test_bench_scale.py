@@ -32,7 +32,9 @@ def test_quick_run_prints_every_section(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_round_parts_are_measured_and_add_up() -> None:
-    [uniform, pool] = bench_scale.time_rounds([2000], ["uniform", "adcs-pool"], log=lambda _: None)
+    [uniform, pool] = bench_scale.time_rounds(
+        [2000], ["uniform", "adcs-pool"], log=lambda _: None, window=(50, 100)
+    )
     for t in (uniform, pool):
         assert t.rounds == 50 and t.cpu_s > 0 and t.peak_rss_mb > 50
         assert t.parts["data"] > 0 and t.parts["training"] > 0

@@ -99,3 +99,21 @@ def test_bad_hyperparameters() -> None:
         Synthetic(10, alpha=-1.0)
     with pytest.raises(ValueError, match="beta"):
         Synthetic(10, beta=float("nan"))
+
+
+def test_a_batch_finds_each_rows_client_whether_or_not_rows_come_one_client_per_row() -> None:
+    clients = Synthetic(300).clients(np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    picked = np.sort(rng.choice(300, 12, replace=False))
+    grouped = clients.train_rows(picked, rng.integers(0, 40, size=(12, 5)))  # one client a row
+    mixed = grouped.reshape(-1)[rng.permutation(60)].reshape(12, 5)  # clients mixed in a row
+    x_g, y_g = clients.train_batch(grouped)
+    x_m, y_m = clients.train_batch(mixed)
+    order = np.argsort(mixed.reshape(-1), kind="stable")
+    back = np.argsort(grouped.reshape(-1), kind="stable")
+    np.testing.assert_array_equal(x_m.reshape(60, -1)[order], x_g.reshape(60, -1)[back])
+    np.testing.assert_array_equal(y_m.reshape(-1)[order], y_g.reshape(-1)[back])
+    for i in range(12):  # and each row is its client's sample
+        x_c, y_c = clients.train_batch(grouped[i : i + 1, :1].reshape(1))
+        np.testing.assert_array_equal(x_c[0], x_g[i, 0])
+        assert y_c[0] == y_g[i, 0]

@@ -116,3 +116,19 @@ def test_bernoulli_with_p_one_is_everyone_and_a_huge_population_costs_its_availa
     )
     clients = BernoulliAvailability(1e-5).available_clients(stream_key(0), 3, 10**9)
     assert clients.size < 100_000 and np.all(np.diff(clients) > 0) and clients[-1] < 10**9
+
+
+@pytest.mark.parametrize("p", [0.01, 0.5])
+def test_bernoulli_skips_drawn_in_blocks_give_the_same_clients_at_any_block_size(
+    p: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from adcs.sim import availability
+
+    model, key = BernoulliAvailability(p), stream_key(5)
+    sizes = (1, 9, 5000)
+    drawn = [model.available_clients(key, t, n) for t in range(4) for n in sizes]
+    monkeypatch.setattr(availability, "_SKIP_BLOCK", 3)  # many blocks, each a few skips
+    again = [model.available_clients(key, t, n) for t in range(4) for n in sizes]
+    for a, b in zip(drawn, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert sum(a.size for a in drawn) > 0

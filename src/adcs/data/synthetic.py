@@ -176,7 +176,7 @@ class SyntheticClients:
 
     def train_batch(self, rows: IntArray) -> tuple[F32Array, IntArray]:
         flat = np.asarray(rows, dtype=np.int64).reshape(-1)
-        client = np.searchsorted(self._train_offsets, flat, side="right") - 1
+        client = _owners(self._train_offsets, self._train_sizes, np.asarray(rows, dtype=np.int64))
         x, y = self._samples(client, flat - self._train_offsets[client])
         return x.reshape(*np.shape(rows), INPUT_DIM), y.reshape(np.shape(rows))
 
@@ -237,6 +237,25 @@ class SyntheticClients:
             logits = np.matmul(x[part, None, :], weights[who])[:, 0] + bias[who]
             y[part] = np.argmax(logits, axis=1)
         return x, y
+
+
+def _owners(
+    offsets: NDArray[np.int64], sizes: NDArray[Any], rows: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """The client of each row (flattened), given the clients' first rows and sizes, (n,) each.
+
+    A round's minibatches come one client per row of ``rows`` (n, E·B): the client of each
+    row's first element is looked up, and used for the whole row when every element lies in
+    that client's range (one search per client instead of per sample, which matters when the
+    offsets do not fit in the cache: 10⁶ clients); otherwise every element is looked up.
+    """
+    flat = rows.reshape(-1)
+    if rows.ndim == 2 and rows.shape[1] > 1:
+        first = np.searchsorted(offsets, rows[:, 0], side="right") - 1
+        start = offsets[first, None]
+        if np.all((rows >= start) & (rows < start + sizes[first, None])):
+            return np.repeat(first, rows.shape[1])
+    return np.searchsorted(offsets, flat, side="right") - 1
 
 
 def _readonly(array: NDArray[Any]) -> NDArray[Any]:

@@ -123,6 +123,12 @@ class ClientStats:
     def n_probed(self) -> int:
         return int(self.clients.shape[0])
 
+    def n_available(self) -> int:
+        """How many clients are available (from :meth:`available_clients` when the runtime
+        gave them, so that a large population's mask is not scanned again)."""
+        clients = self.__dict__.get("_available_clients")
+        return int(np.count_nonzero(self.available)) if clients is None else int(clients.size)
+
     @staticmethod
     def blind(available: BoolArray, clients: IntArray | None = None) -> ClientStats:
         """Statistics of a round in which nothing was probed.
@@ -277,15 +283,21 @@ class UsesRoundTimes(Protocol):
         ...
 
 
-def check_available(available: BoolArray, n_clients: int, m: int) -> tuple[BoolArray, int]:
-    """Validate an availability mask; return it and the number of clients to select, min(m, #available)."""
-    available = np.asarray(available)
+def check_available(
+    available: BoolArray | ClientStats, n_clients: int, m: int
+) -> tuple[BoolArray, int]:
+    """Validate an availability mask (or a round's statistics' mask); return it and the number
+    of clients to select, min(m, #available)."""
+    stats = available if isinstance(available, ClientStats) else None
+    available = np.asarray(available if stats is None else stats.available)
     if available.shape != (n_clients,) or available.dtype != np.bool_:
         raise ValueError(
             f"available must be a bool array of shape ({n_clients},), "
             f"got {available.dtype} array of shape {available.shape}"
         )
-    return available, n_to_select(m, available)
+    if stats is None:
+        return available, n_to_select(m, available)
+    return available, min(int(m), stats.n_available())
 
 
 def top_m(scores: FloatArray, m: int) -> IntArray:

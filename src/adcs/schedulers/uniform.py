@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -20,12 +21,14 @@ class Uniform(SchedulerBase[BasicState]):
         Clients per round, m ≥ 1.
     """
 
+    random_baseline: ClassVar[bool] = True
+
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> BasicState:
         return BasicState(n_clients, self._check_init(n_clients, data_sizes))
 
     def select(
         self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, BasicState]:
-        _, k = check_available(stats.available, state.n_clients, self.m)
+        _, k = check_available(stats, state.n_clients, self.m)
         clients = rng.choice(stats.available_clients(), size=k, replace=False)
         return Selection(clients.astype(np.intp)), state

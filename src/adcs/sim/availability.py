@@ -71,6 +71,10 @@ class AlwaysAvailable:
         return {"kind": self.kind}
 
 
+_SKIP_BLOCK = 4096
+"""Geometric skips drawn per block (32 KiB of float64: the block's passes stay in cache)."""
+
+
 @dataclass(frozen=True)
 class BernoulliAvailability:
     """Each client independently available with probability ``p`` each round.
@@ -108,16 +112,23 @@ class BernoulliAvailability:
         rng = round_generator(key, Domain.AVAILABILITY, round_idx)
         rate = -math.log1p(-self.p)
         expected = n_clients * self.p
-        chunk = int(expected + 6.0 * math.sqrt(expected) + 16)
-        parts: list[IntArray] = []
-        last = -1
-        while last < n_clients:  # one chunk almost always reaches past the last client
-            gaps = np.floor(rng.standard_exponential(chunk) / rate)
-            gaps += 1.0
-            ends = last + np.cumsum(gaps)
-            parts.append(ends[ends < n_clients].astype(np.intp))
+        out = np.empty(int(expected + 6.0 * math.sqrt(expected) + 16), dtype=np.intp)
+        ends = np.empty(min(out.size, _SKIP_BLOCK))  # gaps, then their running sum, in place
+        got, last = 0, -1
+        while last < n_clients:  # in cache-sized blocks; the sums are exact (integers < 2⁵³)
+            rng.standard_exponential(ends.size, out=ends)
+            ends /= rate
+            np.floor(ends, out=ends)
+            ends += 1.0
+            np.cumsum(ends, out=ends)
+            ends += last
+            k = int(np.searchsorted(ends, n_clients))  # those below n_clients
+            if got + k > out.size:
+                out = np.concatenate([out, np.empty(max(out.size, k), dtype=np.intp)])
+            out[got : got + k] = ends[:k]
+            got += k
             last = int(min(ends[-1], n_clients))
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return out[:got]
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "p": self.p}
