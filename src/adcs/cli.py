@@ -302,7 +302,9 @@ def _apply_overrides(
 
     if quick:
         q = packaged_config("quick")
-        config = dataclasses.replace(config, sim=q.sim, seeds=q.seeds)
+        config = dataclasses.replace(  # quick.toml's [sim], its sub-tables included
+            config, sim=q.sim, attack=q.attack, defence=q.defence, seeds=q.seeds
+        )
     config = with_sets(config, sets or ())
     # before the seeds are even listed
     check_counts(config, runs_per_seed=runs_per_seed(config), rounds=rounds, seeds=seeds)
@@ -608,10 +610,11 @@ def leaderboard(
 ) -> None:
     """Rank every scheduler on a suite of workloads (experiments/leaderboard/*.toml).
 
-    Every scheduler of the name table runs at its defaults, with ADCS at θ ∈ {0.6, 0.8, 0.9,
-    0.95} (R = 20) and with fresh quality; each workload gets an ordinary results folder inside
-    OUT, and OUT gets the overall ranks, one figure per workload, a summary figure and a report
-    saying where ADCS wins and where it loses.
+    Every scheduler of the name table runs at its defaults, or at the points it declares for the
+    leaderboard (ADCS: θ ∈ {0.6, 0.8, 0.9, 0.95} at R = 20, and with fresh quality); each
+    workload gets an ordinary results folder inside OUT, and OUT gets the overall ranks, one
+    figure per workload, a summary figure and a report saying where each scheduler that
+    declares points (ADCS) wins and where it loses.
     """
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
 

@@ -15,9 +15,10 @@ from scipy import stats
 
 from adcs.data import FashionMNIST
 from adcs.experiments import leaderboard as lb
-from adcs.experiments.config import ConfigError, config_from_dict
+from adcs.experiments.config import ConfigError, MethodConfig, config_from_dict
+from adcs.experiments.ranking import is_random_baseline
 from adcs.experiments.runner import RunInterrupted, expand_runs, load_records
-from adcs.schedulers import SCHEDULERS
+from adcs.schedulers import ADCS, SCHEDULERS, Extra, Variants
 
 WORKLOAD = """\
 name = "{name}"
@@ -38,6 +39,10 @@ eval_every = 2
 batch_size = 4
 local_lr = 0.002
 """
+ADCS_POINTS = ADCS.leaderboard_variants
+assert ADCS_POINTS is not None
+SHIFTED = "tests.plugins.my_selection:Shifted"
+"""A scheduler of the tests that declares its own leaderboard variants."""
 SUMMARY = ("report.md", "leaderboard.csv", "ranks.csv", "summary.json", "summary.png")
 REPRODUCIBLE = ("metrics.csv", "runs.csv", "selections.npz", "summary.json", "client_acc.npz")
 
@@ -52,18 +57,57 @@ def workload(tmp_path: Path, name: str, m: int = 3) -> Path:
 # the entries
 
 
-def test_every_scheduler_of_the_table_is_an_entry_and_adcs_runs_at_each_theta_and_fresh() -> None:
+def test_every_scheduler_of_the_table_is_an_entry_and_adcs_at_its_declared_points() -> None:
     methods = lb.leaderboard_methods()
     assert [m.name for m in methods if m.name != "adcs"] == [n for n in SCHEDULERS if n != "adcs"]
+    # ADCS's declaration gives the same grids as the committed leaderboard ran (its files are
+    # named after them): θ swept at R = 20, then fresh quality at θ = 0.8
+    adcs_methods = [m for m in methods if m.name == "adcs"]
+    assert adcs_methods == [
+        MethodConfig("adcs", params=(("refresh_every", 20),),
+                     sweep=(("theta", (0.6, 0.8, 0.9, 0.95)),)),
+        MethodConfig("adcs", params=(("refresh_every", 20), ("theta", 0.8),
+                                     ("fresh_quality", True))),
+    ]  # fmt: skip
     config = config_from_dict({"name": "w", "m": 2, "seeds": [0], "methods": [{"name": "uniform"}]})
     runs = expand_runs(dataclasses.replace(config, methods=methods))
     adcs = [r.meta["params"] for r in runs if r.meta["method"] == "adcs"]
-    plain = sorted(p["theta"] for p in adcs if not p.get("fresh_quality"))
-    assert plain == sorted(lb.THETAS)
-    assert all(p["refresh_every"] == lb.REFRESH_EVERY for p in adcs)
-    fresh = [p for p in adcs if p.get("fresh_quality")]
-    assert len(fresh) == 1 and fresh[0]["theta"] == lb.PAPER_THETA
-    assert len(runs) == len(SCHEDULERS) - 1 + len(lb.THETAS) + 1
+    assert len(runs) == len(SCHEDULERS) - 1 + len(ADCS_POINTS.values) + len(ADCS_POINTS.extras)
+    assert len(adcs) == 5 and all(p["refresh_every"] == 20 for p in adcs)
+    # the targets are set from the scheduler that declares itself random selection
+    assert [n for n in SCHEDULERS if is_random_baseline(n)] == ["uniform"]
+
+
+def test_a_scheduler_added_by_import_path_runs_at_the_points_it_declares() -> None:
+    methods = lb.leaderboard_methods([SHIFTED, "uniform", SHIFTED])
+    assert list(dict.fromkeys(m.name for m in methods)) == [*SCHEDULERS, SHIFTED]
+    assert methods[:-2] == lb.leaderboard_methods()  # the table's entries first, once
+    assert list(methods[-2:]) == [
+        MethodConfig(SHIFTED, sweep=(("offset", (0, 2)),)),
+        MethodConfig(SHIFTED, params=(("offset", 2), ("reverse", True))),
+    ]
+
+
+def test_a_bad_declaration_of_variants_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"published=0\.5 is not among values"):
+        Variants(lever="theta", values=(0.6, 0.8), published=0.5)
+    with pytest.raises(ValueError, match="the lever 'theta' cannot also be fixed"):
+        Variants(lever="theta", values=(0.8,), published=0.8, fixed=(("theta", 0.8),))
+    with pytest.raises(ValueError, match="sets \\['theta'\\], the lever or fixed"):
+        Variants(lever="theta", values=(0.8,), published=0.8,
+                 extras=(Extra("x", (("theta", 0.6),), "x", "x"),))  # fmt: skip
+    with pytest.raises(ValueError, match="key must be an identifier"):
+        Extra("fresh q", (("fresh_quality", True),), "fresh q", "fresh")
+
+
+def test_entry_names_come_from_the_declaration() -> None:
+    assert ADCS_POINTS.label("ADCS", {"theta": 0.8, "refresh_every": 20}) == "ADCS θ=0.8"
+    fresh = {"theta": 0.8, "refresh_every": 20, "fresh_quality": True}
+    assert ADCS_POINTS.label("ADCS", fresh) == "ADCS θ=0.8, fresh q"
+    assert ADCS_POINTS.label("ADCS", {"theta": 0.6, "refresh_every": 5}) == "ADCS θ=0.6, R=5"
+    assert ADCS_POINTS.is_reference({"theta": 0.8, "refresh_every": 20, "fresh_quality": False})
+    assert not ADCS_POINTS.is_reference(fresh)
+    assert ADCS_POINTS.lever_at({"theta": 0.9, "refresh_every": 5}) is None  # not at R = 20
 
 
 def test_shipped_workloads_load_paper_first_and_unknown_names_are_refused() -> None:
@@ -175,7 +219,7 @@ def test_a_leaderboard_writes_each_workload_and_its_summary(board: Path) -> None
         assert (board / name).is_file(), name
     for w in ("alpha", "beta"):
         assert (board / w / "report.md").is_file()
-        entries = len(SCHEDULERS) - 1 + len(lb.THETAS) + 1
+        entries = len(SCHEDULERS) - 1 + len(ADCS_POINTS.values) + len(ADCS_POINTS.extras)
         assert len(load_records(board / w)) == 2 * entries  # two seeds
     manifest = json.loads((board / "manifest.json").read_text())
     assert manifest["kind"] == "leaderboard" and manifest["workloads"] == ["alpha", "beta"]
@@ -237,6 +281,29 @@ def test_the_report_says_where_adcs_wins_and_loses_from_the_numbers(board: Path)
     for w in ("alpha", "beta"):
         for e in doc["workloads"][w]["entries"]:
             assert f"| {e['entry']} |" in text
+
+
+def test_a_declared_schedulers_variants_get_their_own_report_sections(
+    tmp_path: Path, synthetic: FashionMNIST
+) -> None:
+    config = lb.load_workload(workload(tmp_path, "alpha"), entries=[SHIFTED])
+    mine = tuple(m for m in config.methods if m.name in ("uniform", SHIFTED))
+    config = dataclasses.replace(config, methods=mine)
+    folder = lb.run_leaderboard([config], tmp_path / "out", dataset=synthetic, workers=1).folder
+    text = (folder / "report.md").read_text()
+    assert "## Where Shifted wins and where it loses" in text
+    assert "## Shifted's k on each workload" in text and "ADCS" not in text
+    assert "Shifted at k ∈ {0, 2} and with reversed at k = 2: the points it declares" in text
+    doc = json.loads((folder / "summary.json").read_text())
+    entries = {e["entry"]: e["worst"]["mean"] for e in doc["workloads"]["alpha"]["entries"]}
+    assert set(entries) == {"Uniform", "Shifted k=0", "Shifted k=2", "Shifted k=2, reversed"}
+    point = doc[f"{SHIFTED}_offset"]["alpha"]
+    best = 0 if entries["Shifted k=0"] > entries["Shifted k=2"] else 2  # ties: the published
+    assert point["best_offset"] == best
+    assert point["best_worst"] == entries[f"Shifted k={best}"]
+    assert point["paper_worst"] == entries["Shifted k=2"]
+    assert point["rev_worst"] == entries["Shifted k=2, reversed"]
+    assert "- **Shifted k=2, reversed** (the highest indices first) is the best or tied" in text
 
 
 def test_an_interrupted_leaderboard_resumes_to_the_same_files(

@@ -1,5 +1,6 @@
 """ScheduledFedAvg against an in-process Grid (no Ray): untrusted replies, lost nodes, the
-scheduler's weights, sketched updates, scheduler names and checkpoints that belong elsewhere."""
+scheduler's weights, sketched updates, the evaluations' result columns, scheduler names and
+checkpoints."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricR
 from flwr.clientapp import ClientApp
 from flwr.supercore.task_identity import TaskIdentity
 
+from adcs.columns import COLUMNS, Column
 from adcs.flower import ScheduledFedAvg
 from adcs.schedulers import DivFL, Uniform
 from adcs.schedulers.base import ClientStats, Probe, ProbeKind, Selection
+from adcs.sketch import UpdateSketch
+from adcs.streams import stream_key
 from tests.plugins.my_selection import LowestIndex
 
 from . import quickstart_app
@@ -124,6 +128,7 @@ class Fixed:
     m: int = 2
     observes_updates: bool = False
     seen: list[tuple[int, ...]] = field(default_factory=list, compare=False, hash=False)
+    updates: list[np.ndarray] = field(default_factory=list, compare=False, hash=False)
 
     def init(self, n_clients: int, data_sizes: Any = None) -> None:
         return None
@@ -136,6 +141,7 @@ class Fixed:
     ) -> tuple[Selection, Any]:
         assert stats.updates is not None
         self.seen.append(stats.updates.shape)
+        self.updates.append(stats.updates.copy())
         w = None if self.weights is None else np.asarray(self.weights)
         return Selection(stats.clients[:2], w), state
 
@@ -172,6 +178,65 @@ def test_long_updates_reach_the_scheduler_sketched(tmp_path: Any) -> None:
         grid, initial_arrays(), 1, 5, CONFIG
     )
     assert full.seen == [(N, dim)] and sketched.seen == [(N, 8)]
+    # the round's sketch (RoundRules.sketch) of the full updates, seeded by the strategy's seed
+    want = UpdateSketch(dim, 8, stream_key(0)).apply(full.updates[0])
+    np.testing.assert_allclose(sketched.updates[0], want, rtol=1e-5, atol=1e-6)
+
+
+def evaluate_directly(grid: Any, node: int, arrays: ArrayRecord, server_round: int) -> float:
+    """The accuracy the node's app reports for ``arrays`` (its evaluate handler, called here)."""
+    app, pid = grid.nodes[node]
+    context = Context(1, node, {"partition-id": pid}, RecordDict(), {})
+    config = ConfigRecord({**CONFIG, "server-round": server_round})
+    reply = app(
+        Message(RecordDict({"arrays": arrays, "config": config}), node, "evaluate"), context
+    )
+    return float(reply.content["metrics"]["eval_acc"])
+
+
+def test_a_declared_result_column_is_in_the_evaluation_history(tmp_path: Any) -> None:
+    grid = grid_of(lambda k: quickstart_app.make_app(log_path(tmp_path)), N)
+    column = COLUMNS.add(
+        Column("median_acc", "eval", of_eval=lambda e: float(np.median(e.accuracy)))
+    )
+    try:
+        strategy = ScheduledFedAvg(Uniform(m=2), N, min_evaluate_nodes=N)
+        result = strategy.start(grid, initial_arrays(), 2, 5, CONFIG, CONFIG)
+        last = strategy.evaluations[-1]
+        assert last.columns["median_acc"] == pytest.approx(np.median(last.accuracy))
+        assert last.columns["worst_acc"] == pytest.approx(last.worst_accuracy)
+    finally:
+        COLUMNS.remove(column.name)
+    assert [e.server_round for e in strategy.evaluations] == [1, 2]
+    for c, node in strategy.node_of.items():  # each client's accuracy is what its app reports
+        want = evaluate_directly(grid, node, result.arrays, 2)
+        assert last.accuracy[c] == pytest.approx(want)
+    metrics: MetricRecord = result.evaluate_metrics_clientapp[2]
+    assert metrics["median_acc"] == pytest.approx(np.median(last.accuracy))
+    assert metrics["worst_acc"] == pytest.approx(last.accuracy.min())
+    assert metrics["p10_acc"] == pytest.approx(np.quantile(last.accuracy, 0.1))
+    assert "eval_acc" in metrics  # FedAvg's own aggregate stays
+
+
+def test_a_resumed_server_keeps_the_evaluations(tmp_path: Any) -> None:
+    grid = grid_of(lambda k: quickstart_app.make_app(log_path(tmp_path)), N)
+    path = str(tmp_path / "server.ckpt")
+    first = ScheduledFedAvg(Uniform(m=2), N, min_evaluate_nodes=N, checkpoint_path=path)
+    first.start(grid, initial_arrays(), 2, 5, CONFIG, CONFIG)
+    again = ScheduledFedAvg(Uniform(m=2), N, min_evaluate_nodes=N, checkpoint_path=path)
+    again.start(grid, initial_arrays(), 3, 5, CONFIG, CONFIG)
+    assert [e.server_round for e in again.evaluations] == [1, 2, 3]
+    for a, b in zip(again.evaluations[:2], first.evaluations, strict=True):
+        np.testing.assert_array_equal(a.accuracy, b.accuracy)
+
+
+def test_an_app_without_accuracy_gives_no_columns(tmp_path: Any) -> None:
+    grid = grid_of(lambda k: quickstart_app.make_app(log_path(tmp_path)), N)
+    strategy = ScheduledFedAvg(Uniform(m=2), N, min_evaluate_nodes=N, accuracy_key="no_such")
+    result = strategy.start(grid, initial_arrays(), 1, 5, CONFIG, CONFIG)
+    assert np.isnan(strategy.evaluations[0].accuracy).all()
+    assert np.isfinite(strategy.evaluations[0].loss).all()
+    assert "worst_acc" not in result.evaluate_metrics_clientapp[1]
 
 
 def test_divfl_by_name_and_bad_arguments() -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from adcs.schedulers import BasicState, ClientStats, SchedulerBase, Selection
+from adcs.schedulers import BasicState, ClientStats, Extra, SchedulerBase, Selection, Variants
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,30 @@ class LowestIndex(SchedulerBase[BasicState]):
         k = min(self.m, available.size)
         start = self.offset % max(available.size, 1)
         return Selection(np.roll(available, -start)[:k]), state
+
+
+@dataclass(frozen=True)
+class Shifted(LowestIndex):
+    """LowestIndex that declares leaderboard variants: its offset swept, and a reversed order."""
+
+    reverse: bool = False
+
+    leaderboard_variants: ClassVar[Variants | None] = Variants(
+        lever="offset",
+        values=(0, 2),
+        published=2,
+        extras=(Extra("rev", (("reverse", True),), "reversed", "the highest indices first"),),
+        symbols=(("offset", "k"),),
+    )
+
+    def select(
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, BasicState]:
+        selection, state = super().select(state, round_idx, stats, rng)
+        if not self.reverse:
+            return selection, state
+        available = np.flatnonzero(stats.available)[::-1]
+        return Selection(available[: selection.clients.size]), state
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,17 @@ statistics that say when two methods cannot be told apart.
 
 **Workloads** are ordinary experiment configurations without methods
 (``experiments/leaderboard/*.toml``); :func:`leaderboard_methods` supplies the methods: every
-scheduler at its defaults, and ADCS at θ ∈ :data:`THETAS` (R = :data:`REFRESH_EVERY`) and with
-``fresh_quality`` at the paper's θ. Each workload is run by the experiment runner into an ordinary
-results folder, ``OUT/<workload>/``, checkpointed and resumable like any other.
+scheduler at its defaults, or at the points it declares for the leaderboard
+(:class:`adcs.schedulers.variants.Variants`, its ``leaderboard_variants``: ADCS at several θ and
+with fresh quality). Each workload is run by the experiment runner into an ordinary results
+folder, ``OUT/<workload>/``, checkpointed and resumable like any other.
 
 **Scores** of an entry (a variant: a method and its hyperparameters) on a workload, per seed: the
 final worst, 10th-percentile and average client accuracy (*final*: the mean of a run's last 10 %
 of evaluations), the rounds to reach the workload's target worst accuracy
-(:data:`~adcs.experiments.timing.TARGET_FRACTION` of Uniform's final worst accuracy — what random
-selection reaches, as Oort sets its targets), client computations and TV to uniform selection.
+(:data:`~adcs.experiments.timing.TARGET_FRACTION` of the final worst accuracy of random selection,
+the scheduler that declares itself so, Uniform — what random selection reaches, as Oort sets its
+targets), client computations and TV to uniform selection.
 
 **Ranks** (:func:`rank_workload`, :func:`rank_table`), on the final worst accuracy (the paper's
 fairness metric) and likewise on the others:
@@ -63,9 +65,6 @@ from adcs.experiments.folder import MANIFEST, ResultsFolder, RunError, provenanc
 from adcs.experiments.leaderboard_report import write_summary
 from adcs.experiments.ranking import (
     METRICS,
-    PAPER_THETA,
-    REFRESH_EVERY,
-    THETAS,
     Placing,
     RankRow,
     Score,
@@ -73,9 +72,9 @@ from adcs.experiments.ranking import (
     rank_table,
     rank_workload,
     scores_of,
+    variants_of,
 )
 from adcs.experiments.runner import (
-    ExperimentOutcome,
     ProgressFn,
     RunInterrupted,
     config_differences,
@@ -90,11 +89,8 @@ from adcs.schedulers import SCHEDULERS
 
 __all__ = [
     "METRICS",
-    "PAPER_THETA",
     "QUICK",
-    "REFRESH_EVERY",
     "TARGET_FRACTION",
-    "THETAS",
     "LeaderboardOutcome",
     "Placing",
     "RankRow",
@@ -134,24 +130,24 @@ SUMMARY_FILES = ("report.md", "leaderboard.csv", "ranks.csv", "summary.json", "s
 
 
 def leaderboard_methods(entries: Sequence[str] = ()) -> tuple[MethodConfig, ...]:
-    """Every scheduler of :data:`~adcs.schedulers.SCHEDULERS`, ADCS at each θ and fresh.
+    """Every scheduler of :data:`~adcs.schedulers.SCHEDULERS`, each at its leaderboard points.
 
-    Every scheduler runs at its defaults (the published forms), in the table's order; ADCS at
-    θ ∈ :data:`THETAS` with R = :data:`REFRESH_EVERY`, then with ``fresh_quality`` at
-    θ = :data:`PAPER_THETA`; then ``entries``, more schedulers at their defaults (a built-in name,
-    ``"package.module:Name"`` or an entry point's name; one already listed is not repeated).
+    In the table's order, each scheduler at its defaults (the published forms) or, when it
+    declares ``leaderboard_variants`` (:class:`~adcs.schedulers.variants.Variants`), at those
+    points in their order (for ADCS: θ swept at R = 20, then fresh quality); then ``entries``,
+    more schedulers likewise (a built-in name, ``"package.module:Name"`` or an entry point's
+    name; one already listed is not repeated).
     """
-    out = []
-    for name in SCHEDULERS:
-        if name == "adcs":
-            fixed = (("refresh_every", REFRESH_EVERY),)
-            out.append(MethodConfig(name, params=fixed, sweep=(("theta", THETAS),)))
-            fresh = (*fixed, ("theta", PAPER_THETA), ("fresh_quality", True))
-            out.append(MethodConfig(name, params=fresh))
-        else:
-            out.append(MethodConfig(name))
-    out.extend(MethodConfig(name) for name in dict.fromkeys(entries) if name not in SCHEDULERS)
-    return tuple(out)
+    names = [*SCHEDULERS, *(n for n in dict.fromkeys(entries) if n not in SCHEDULERS)]
+    return tuple(method for name in names for method in _entries_of(name))
+
+
+def _entries_of(name: str) -> list[MethodConfig]:
+    """A scheduler's leaderboard entries: its declared variants' grids, else its defaults."""
+    variants = variants_of(name)
+    if variants is None:
+        return [MethodConfig(name)]
+    return [MethodConfig(name, params=params, sweep=sweep) for params, sweep in variants.grids()]
 
 
 def _workloads_dir() -> Path:
@@ -214,7 +210,8 @@ def load_workload(path: str | Path, entries: Sequence[str] = ()) -> ExperimentCo
             f"{path}: a leaderboard workload lists no [[methods]]: every scheduler of the name "
             "table runs (see adcs.experiments.leaderboard.leaderboard_methods)"
         )
-    doc = {**raw, "methods": [{"name": "uniform"}], "outputs": raw.get("outputs", ["curves"])}
+    placeholder = [{"name": next(iter(SCHEDULERS))}]  # the configuration's checks need one
+    doc = {**raw, "methods": placeholder, "outputs": raw.get("outputs", ["curves"])}
     config = config_from_dict(doc, source=str(path), base_dir=path.parent)
     return dataclasses.replace(config, methods=leaderboard_methods(entries))
 
@@ -351,19 +348,48 @@ def run_leaderboard(
         As :func:`~adcs.experiments.runner.run_experiment` does; an interrupted leaderboard keeps
         its partial folder (``resume=True`` continues it).
     """
+    options = _Options(
+        out=out, quick=quick, force=force, resume=resume, workers=workers,
+        checkpoint_every=checkpoint_every, executor=executor, dataset=dataset,
+        progress=progress, on_workload=on_workload, command=command, kind=kind,
+        finalize=finalize, metrics=tuple(metrics),
+    )  # fmt: skip
+    return _run(workloads, options)
+
+
+@dataclass(frozen=True, eq=False)
+class _Options:
+    """:func:`run_leaderboard`'s arguments beside the workloads (documented there)."""
+
+    out: str | Path
+    quick: bool
+    force: bool
+    resume: bool
+    workers: int | None
+    checkpoint_every: int | None
+    executor: ShardExecutor | None
+    dataset: Any
+    progress: Callable[[str], ProgressFn | None] | None
+    on_workload: Callable[[str, str], None] | None
+    command: str
+    kind: str
+    finalize: Callable[[Path], Mapping[str, Any]] | None
+    metrics: tuple[str, ...]
+
+
+def _run(workloads: Sequence[ExperimentConfig], options: _Options) -> LeaderboardOutcome:
+    """:func:`run_leaderboard`: the folder's life (check, lock, resume, finish) around the runs."""
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    names = [c.name for c in workloads]
-    if not names:
-        raise ConfigError("the leaderboard needs at least one workload")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"workload names must be distinct, got {names}")
+    names = _checked_names(workloads)
     try:
-        metrics = check_metrics(metrics)
+        metrics = check_metrics(options.metrics)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    data = sorted({p for c in workloads for p in (data_folders(c) if dataset is None else [])})
-    folder = ResultsFolder(out, data=data, keep=source_checkout())
+    data = [] if options.dataset is not None else sorted({p for c in workloads
+                                                           for p in data_folders(c)})  # fmt: skip
+    folder = ResultsFolder(options.out, data=data, keep=source_checkout())
+    force, resume, command = options.force, options.resume, options.command
     folder.check(force=force, resume=resume)
     identity = _identity(workloads)
     folder.acquire(command)
@@ -372,68 +398,90 @@ def run_leaderboard(
         if resumed:
             _check_resume(folder, identity)
         folder.save_checkpoint(identity, {"progress": "leaderboard", "workloads": names})
-        partial = folder.partial
-        try:
-            states = {n: _workload_state(partial, n) for n in names}
-            if executor is not None:
-                for config in workloads:
-                    if states[config.name] != "done":
-                        submit_shards(config, partial / config.name, executor, dataset=dataset)
-            outcomes: dict[str, ExperimentOutcome] = {}
-            for config in workloads:
-                name = config.name
-                if on_workload is not None:
-                    on_workload(name, states[name])
-                if states[name] == "done":
-                    continue
-                outcomes[name] = run_experiment(
-                    config, partial / name, overwrite=True, resume=states[name] == "resume",
-                    quick=quick, dataset=dataset, workers=workers,
-                    checkpoint_every=checkpoint_every, executor=executor, command=command,
-                    progress=None if progress is None else progress(name),
-                    extra_manifest={"command": command, "leaderboard": str(out)},
-                )  # fmt: skip
-        except RunInterrupted as exc:
-            raise RunInterrupted(
-                f"interrupted; the leaderboard is kept in {partial} (finished workloads and the "
-                f"current one's checkpoint, {exc.progress or 'none yet'}): continue with the "
-                "same command and --resume",
-                resumable=True, partial=partial, progress=exc.progress,
-            ) from exc  # fmt: skip
-        except KeyboardInterrupt as exc:
-            raise RunInterrupted(
-                f"interrupted; the leaderboard is kept in {partial}: continue with the same "
-                "command and --resume",
-                resumable=True, partial=partial, progress="",
-            ) from exc  # fmt: skip
-        except BaseException:
-            if not any(_workload_state(partial, n) != "new" for n in names):
-                folder.discard(keep_checkpoint=False)  # nothing worth resuming
-            raise
-        ranks, scores = write_summary(partial, names, quick=quick, metrics=metrics)
-        extra = {} if finalize is None else dict(finalize(partial))
+        _run_workloads(workloads, folder, options)
+        ranks, scores = write_summary(folder.partial, names, quick=options.quick, metrics=metrics)
+        extra = {} if options.finalize is None else dict(options.finalize(folder.partial))
+        executor = options.executor
         manifest = {
-            "experiment": kind,
-            "kind": kind,
-            "workloads": names,
-            "configs": identity["workloads"],
-            "quick": quick,
-            "command": command,
-            "started_at": started_at,
-            "wall_s": time.perf_counter() - started,
+            "experiment": options.kind, "kind": options.kind, "workloads": names,
+            "configs": identity["workloads"], "quick": options.quick, "command": command,
+            "started_at": started_at, "wall_s": time.perf_counter() - started,
             "resumed": resumed,
             **({} if executor is None else {"executor": executor.describe([])}),
-            **extra,
-            **provenance(),
-        }
+            **extra, **provenance(),
+        }  # fmt: skip
         text = json.dumps(manifest, indent=2, default=str) + "\n"
-        (partial / MANIFEST).write_text(text, encoding="utf-8")
+        (folder.partial / MANIFEST).write_text(text, encoding="utf-8")
         folder.finish()
     finally:
         folder.release()
     return LeaderboardOutcome(
         folder=folder.out, workloads=names, ranks=ranks, scores=scores,
         report=folder.out / "report.md", wall_s=time.perf_counter() - started, resumed=resumed,
+    )  # fmt: skip
+
+
+def _checked_names(workloads: Sequence[ExperimentConfig]) -> list[str]:
+    """The workloads' names: at least one, distinct (each names its results folder)."""
+    names = [c.name for c in workloads]
+    if not names:
+        raise ConfigError("the leaderboard needs at least one workload")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"workload names must be distinct, got {names}")
+    return names
+
+
+def _run_workloads(
+    workloads: Sequence[ExperimentConfig], folder: ResultsFolder, runs: _Options
+) -> None:
+    """Run (or keep, or resume) every workload into the partial folder.
+
+    An interruption keeps the partial folder for ``--resume``; another failure before any
+    workload has started discards it.
+    """
+    partial = folder.partial
+    names = [c.name for c in workloads]
+    try:
+        states = {n: _workload_state(partial, n) for n in names}
+        if runs.executor is not None:  # every workload's shards first, so they run at once
+            for config in workloads:
+                if states[config.name] != "done":
+                    submit_shards(config, partial / config.name, runs.executor,
+                                  dataset=runs.dataset)  # fmt: skip
+        for config in workloads:
+            _run_workload(config, partial, states[config.name], runs)
+    except RunInterrupted as exc:
+        raise RunInterrupted(
+            f"interrupted; the leaderboard is kept in {partial} (finished workloads and the "
+            f"current one's checkpoint, {exc.progress or 'none yet'}): continue with the "
+            "same command and --resume",
+            resumable=True, partial=partial, progress=exc.progress,
+        ) from exc  # fmt: skip
+    except KeyboardInterrupt as exc:
+        raise RunInterrupted(
+            f"interrupted; the leaderboard is kept in {partial}: continue with the same "
+            "command and --resume",
+            resumable=True, partial=partial, progress="",
+        ) from exc  # fmt: skip
+    except BaseException:
+        if not any(_workload_state(partial, n) != "new" for n in names):
+            folder.discard(keep_checkpoint=False)  # nothing worth resuming
+        raise
+
+
+def _run_workload(config: ExperimentConfig, partial: Path, state: str, runs: _Options) -> None:
+    """One workload into ``partial/<name>/``: kept when done, else resumed or run."""
+    name = config.name
+    if runs.on_workload is not None:
+        runs.on_workload(name, state)
+    if state == "done":
+        return
+    run_experiment(
+        config, partial / name, overwrite=True, resume=state == "resume", quick=runs.quick,
+        dataset=runs.dataset, workers=runs.workers, checkpoint_every=runs.checkpoint_every,
+        executor=runs.executor, command=runs.command,
+        progress=None if runs.progress is None else runs.progress(name),
+        extra_manifest={"command": runs.command, "leaderboard": str(runs.out)},
     )  # fmt: skip
 
 

@@ -19,39 +19,34 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs.columns import COLUMNS, Column
-from adcs.experiments.records import RunRecord, variant_labels
+from adcs.experiments.records import RunRecord, method_label, variant_labels
 from adcs.experiments.results import load_records
 from adcs.experiments.stats import CONFIDENCE, SeedValues, t_interval, tied
 from adcs.experiments.timing import TARGET_FRACTION, Estimate, time_to_reach
+from adcs.schedulers import SCHEDULERS
+from adcs.schedulers.variants import Variants
 
 __all__ = [
     "METRICS",
     "METRIC_NAMES",
-    "PAPER_THETA",
-    "REFRESH_EVERY",
-    "THETAS",
     "Placing",
     "RankRow",
     "Score",
+    "baseline_label",
     "check_metrics",
     "entry_labels",
+    "is_random_baseline",
     "percentile_curve",
     "rank_table",
     "rank_workload",
     "rankable_columns",
     "scores_of",
     "target_worst",
+    "variants_of",
     "workload_scores",
 ]
 
 FloatArray = NDArray[np.float64]
-
-THETAS = (0.6, 0.8, 0.9, 0.95)
-"""ADCS's θ on the leaderboard: θ is the lever between diversity and quality (issue 11)."""
-PAPER_THETA = 0.8
-"""The paper's θ (Sec. 6); ``fresh_quality`` runs at it."""
-REFRESH_EVERY = 20
-"""The paper's R for every ADCS entry."""
 
 METRICS = ("worst", "p10", "avg")
 """What is ranked: final worst, 10th-percentile and average client accuracy (higher is better)."""
@@ -154,13 +149,25 @@ def percentile_curve(client_acc: NDArray[Any], q: float = 0.1) -> FloatArray:
     return np.asarray(np.quantile(acc, q, axis=-1), dtype=np.float64)
 
 
-def target_worst(records: Sequence[RunRecord]) -> float:
-    """The workload's target worst accuracy: :data:`TARGET_FRACTION` × Uniform's final.
+def is_random_baseline(method: str) -> bool:
+    """Whether a method's scheduler declares itself random selection (``random_baseline``)."""
+    return bool(getattr(SCHEDULERS.get(method), "random_baseline", False))
 
-    Uniform's final worst accuracy (mean over seeds) is what random selection reaches; without
-    Uniform runs the first variant's serves.
+
+def baseline_label() -> str:
+    """The display name of the table's random-selection baseline (``Uniform``)."""
+    name = next((n for n in SCHEDULERS if is_random_baseline(n)), None)
+    return "random selection" if name is None else method_label(name)
+
+
+def target_worst(records: Sequence[RunRecord]) -> float:
+    """The workload's target worst accuracy: :data:`TARGET_FRACTION` × random selection's final.
+
+    The final worst accuracy (mean over seeds) of the first variant of a scheduler that declares
+    itself random selection (``random_baseline``: Uniform) is what random selection reaches;
+    without one the first variant's serves.
     """
-    reference = [r for r in records if r.method == "uniform"] or list(records)
+    reference = [r for r in records if is_random_baseline(r.method)] or list(records)
     if not reference:
         return math.nan
     variant = reference[0].variant
@@ -168,16 +175,21 @@ def target_worst(records: Sequence[RunRecord]) -> float:
     return TARGET_FRACTION * float(np.mean(finals))
 
 
+def variants_of(method: str) -> Variants | None:
+    """The leaderboard variants a method's scheduler declares (its ``leaderboard_variants``),
+    None when it declares none or is not a scheduler that can be found."""
+    variants = getattr(SCHEDULERS.get(method), "leaderboard_variants", None)
+    return variants if isinstance(variants, Variants) else None
+
+
 def entry_labels(records: Sequence[RunRecord]) -> dict[str, str]:
-    """A display name per variant: ADCS's leaderboard entries by θ, the others by the table."""
+    """A display name per variant: a scheduler's leaderboard variants by its declaration
+    (:meth:`Variants.label`, e.g. ``ADCS θ=0.8, fresh q``), the others by the table."""
     labels = variant_labels(records)
     for r in records:
-        if r.method == "adcs" and "theta" in r.params:
-            label = f"ADCS θ={float(r.params['theta']):g}"
-            if r.params.get("fresh_quality"):
-                label += ", fresh q"
-            if r.params.get("refresh_every") != REFRESH_EVERY:
-                label += f", R={r.params.get('refresh_every')}"
+        variants = variants_of(r.method)
+        label = None if variants is None else variants.label(method_label(r.method), r.params)
+        if label is not None:
             labels[r.variant] = label
     return labels
 

@@ -50,6 +50,9 @@ class ServerCheckpoint:
         The Result's metrics so far (``train``, ``evaluate``, ``server``): round → metrics.
     history : list
         The strategy's round records so far.
+    evaluations : tuple
+        The strategy's evaluation records so far (empty in a file written before they were
+        kept).
     """
 
     server_round: int
@@ -60,6 +63,7 @@ class ServerCheckpoint:
     nodes: list[int]
     metrics: dict[str, dict[int, dict[str, Any]]]
     history: list[Any]
+    evaluations: tuple[Any, ...] = ()
 
 
 def save_checkpoint(path: Path, checkpoint: ServerCheckpoint) -> None:

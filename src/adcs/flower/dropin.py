@@ -29,6 +29,7 @@ __all__ = [
     "DropInSettings",
     "Template",
     "read_evaluate_loss",
+    "read_evaluation",
     "read_train_reply",
     "resolve_scheduler",
 ]
@@ -57,6 +58,11 @@ class DropInSettings:
         Keys of the model and of the config in requests (FedAvg's).
     loss_key : str
         MetricRecord key of the loss in ``evaluate`` replies (a loss probe's value).
+    accuracy_key : str or None
+        MetricRecord key of the accuracy in ``evaluate`` replies (Flower's quickstart apps'
+        ``eval_acc``): each evaluated client's, from which the evaluation's result columns are
+        computed (:attr:`~adcs.flower.round.EvaluationRecord.columns`); a reply without it
+        counts as not reported. None: the app reports none.
     train_loss_key : str or None
         MetricRecord key of the loss in ``train`` replies (an update probe's quality, e.g.
         ADCS's q_n); None: the app reports none and the quality is 0 for every client.
@@ -85,6 +91,7 @@ class DropInSettings:
     arrayrecord_key: str = "arrays"
     configrecord_key: str = "config"
     loss_key: str = "eval_loss"
+    accuracy_key: str | None = "eval_acc"
     train_loss_key: str | None = "train_loss"
     seed: int = 0
     run_id: str = "flower"
@@ -101,8 +108,9 @@ class DropInSettings:
         check_int("min_available_nodes", self.min_available_nodes, minimum=0)
         for name in ("weighted_by_key", "arrayrecord_key", "configrecord_key", "loss_key"):
             _check_key(name, getattr(self, name))
-        if self.train_loss_key is not None:
-            _check_key("train_loss_key", self.train_loss_key)
+        for name in ("train_loss_key", "accuracy_key"):
+            if getattr(self, name) is not None:
+                _check_key(name, getattr(self, name))
         check_int("seed", self.seed, minimum=0)
         _check_key("run_id", self.run_id)
         if self.sketch_dim is not None:
@@ -255,6 +263,19 @@ def read_train_reply(
 def read_evaluate_loss(reply: Message, settings: DropInSettings) -> float:
     """An ``evaluate`` reply's ``loss_key`` (:class:`RejectedReply` unless finite)."""
     return finite_metric(one_metric_record(reply), settings.loss_key)
+
+
+def read_evaluation(reply: Message, settings: DropInSettings) -> tuple[float, float]:
+    """An ``evaluate`` reply's loss (:class:`RejectedReply` unless finite) and accuracy, the
+    ``accuracy_key`` (NaN when the app reports none, or not a finite number)."""
+    metrics = one_metric_record(reply)
+    loss = finite_metric(metrics, settings.loss_key)
+    if settings.accuracy_key is None:
+        return loss, math.nan
+    try:
+        return loss, finite_metric(metrics, settings.accuracy_key)
+    except RejectedReply:
+        return loss, math.nan
 
 
 def resolve_scheduler(

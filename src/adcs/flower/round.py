@@ -1,4 +1,4 @@
-"""What both Flower strategies share around the round: reply checks, exchanges, the record.
+"""What both Flower strategies share around the round: reply checks, exchanges, the records.
 
 The round itself is :mod:`adcs.roundplay`'s, the one the simulator plays: a strategy builds its
 :class:`~adcs.roundplay.RoundRules` and hands :func:`adcs.roundplay.play` a
@@ -28,11 +28,13 @@ from typing import Any
 import numpy as np
 from flwr.app import Message, RecordDict
 
+from adcs.columns import eval_values
 from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
 from adcs.roundplay import Gatherer, Played, Trained
-from adcs.schedulers.base import BoolArray, IntArray, ProbeKind
+from adcs.schedulers.base import BoolArray, FloatArray, IntArray, ProbeKind
 
 __all__ = [
+    "EvaluationRecord",
     "Gatherer",
     "RejectedReply",
     "RoundRecord",
@@ -175,6 +177,40 @@ class RoundRecord:
             wall_s=wall_s,
             ended_at=ended_at,
         )
+
+
+@dataclass(frozen=True, eq=False)
+class EvaluationRecord:
+    """Federated evaluation after one round.
+
+    Attributes
+    ----------
+    server_round : int
+    accuracy : ndarray of shape (n_clients,)
+        Each client's test accuracy (NaN where it did not report).
+    loss : ndarray of shape (n_clients,)
+        Each client's test loss (NaN where it did not report).
+    """
+
+    server_round: int
+    accuracy: FloatArray
+    loss: FloatArray
+
+    @property
+    def worst_accuracy(self) -> float:
+        """Minimum over the clients that reported."""
+        return float(np.nanmin(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
+
+    @property
+    def average_accuracy(self) -> float:
+        """Mean over the clients that reported."""
+        return float(np.nanmean(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
+
+    @property
+    def columns(self) -> dict[str, float]:
+        """The per-evaluation result columns of :data:`adcs.columns.COLUMNS` a runtime can give
+        (those computed from the clients' accuracies), over the clients that reported."""
+        return eval_values(self.accuracy)
 
 
 def log_round(record: RoundRecord, log: logging.Logger = logger) -> None:

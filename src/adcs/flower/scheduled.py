@@ -16,13 +16,21 @@ evaluate_fn)``. Only Flower's two standard messages reach the clients, with the 
   update is the returned arrays minus the sent ones, flattened in the ArrayRecord's key order,
   any number of arrays and dtypes; the scheduler sees it as float32, sketched to ``sketch_dim``
   numbers by a seeded Johnson–Lindenstrauss projection (:class:`adcs.sketch.UpdateSketch`)
-  when longer, so a large model does not make the kernel cost O(n · dim); its quality loss is
-  the reply's ``train_loss_key``. A probed client that is selected is not asked again: its
-  training is reused in the aggregate;
+  when longer — the round's own sketch (``RoundRules.sketch``, as in the simulator), so a
+  large model does not make the kernel cost O(n · dim); its quality loss is the reply's
+  ``train_loss_key``. A probed client that is selected is not asked again: its training is
+  reused in the aggregate;
 * the **aggregate** is FedAvg's (Flower's ``aggregate_arrayrecords``, weighted by
   ``weighted_by_key``) over the selected clients that returned, or, when the scheduler gives its
   own weights (unbiased samplers), w + Σ c_i (w_i − w) with the c of
-  :func:`adcs.rounds.aggregation_weights`.
+  :func:`adcs.rounds.aggregation_weights`;
+* each **federated evaluation** (FedAvg's, on a ``fraction_evaluate`` sample) is recorded in
+  :attr:`ScheduledFedAvg.evaluations`: each evaluated client's loss and accuracy (the reply's
+  ``accuracy_key``), and the result columns of :data:`adcs.columns.COLUMNS` computed from
+  them (:attr:`~adcs.flower.round.EvaluationRecord.columns`: worst, 10th-percentile and
+  average accuracy, and any column declared with ``of_eval``), also added to the round's
+  evaluation metrics in the ``Result`` — the columns :class:`~adcs.flower.SchedulerStrategy`
+  and the simulator give.
 
 The round itself (probe, gather, select, train, observe) is :mod:`adcs.roundplay`'s, the one
 :class:`~adcs.flower.SchedulerStrategy` and the simulator play too. Replies are untrusted: an error
@@ -68,15 +76,22 @@ from adcs.flower.checkpoint import (
 )
 from adcs.flower.dropin import (
     DropInSettings,
-    F32Array,
     Template,
     read_evaluate_loss,
+    read_evaluation,
     read_train_reply,
     resolve_scheduler,
 )
 from adcs.flower.link import Link
 from adcs.flower.nodes import NodeIndex
-from adcs.flower.round import RejectedReply, RoundRecord, account, ask, log_round
+from adcs.flower.round import (
+    EvaluationRecord,
+    RejectedReply,
+    RoundRecord,
+    account,
+    ask,
+    log_round,
+)
 from adcs.roundplay import Played, RoundRules, Trained, play
 from adcs.schedulers.base import BoolArray, IntArray, LossSource, Scheduler
 from adcs.sketch import UpdateSketch
@@ -108,13 +123,16 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         As in Flower's ``FedAvg`` (training is the scheduler's: no ``fraction_train``).
     **settings
         The other fields of :class:`~adcs.flower.dropin.DropInSettings` (``loss_key``,
-        ``train_loss_key``, ``seed``, ``run_id``, ``sketch_dim``, ``checkpoint_path``,
-        ``checkpoint_every``, ``connect_timeout_s``, ``wait_for_all_s``).
+        ``accuracy_key``, ``train_loss_key``, ``seed``, ``run_id``, ``sketch_dim``,
+        ``checkpoint_path``, ``checkpoint_every``, ``connect_timeout_s``, ``wait_for_all_s``).
 
     Attributes
     ----------
     history : list of RoundRecord
         One record per round (of this run, resumed rounds included).
+    evaluations : list of EvaluationRecord
+        One record per federated evaluation (resumed rounds' included): the evaluated clients'
+        accuracy and loss (NaN for the others) and the result columns.
     node_of : dict of int to int
         Client index → node id.
 
@@ -157,8 +175,8 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         self.train_metrics_aggr_fn = train_metrics_aggr_fn or aggregate_metricrecords
         self.evaluate_metrics_aggr_fn = evaluate_metrics_aggr_fn or aggregate_metricrecords
         self.history: list[RoundRecord] = []
+        self.evaluations: list[EvaluationRecord] = []
         self._nodes = NodeIndex(n_clients, log=logger)
-        self._sketch: UpdateSketch | None = None
         self._eval_rng = scheduler_rng(self.settings.seed, self.settings.run_id + "/evaluate")
 
     @property
@@ -267,6 +285,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         self._eval_rng = scheduler_rng(self.settings.seed, self.settings.run_id + "/evaluate")
         self.summary()
         arrays, state, result, first = self._resume(template, initial_arrays, rng)
+        rules = self._rules(template)
         if first == 1 and evaluate_fn is not None:
             _central(evaluate_fn, 0, arrays, result)
         for server_round in range(first, num_rounds + 1):
@@ -277,10 +296,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
             config = _with_round(train_config, server_round)
             exchanges = _Exchanges(self, link, template, arrays, config, server_round)
             exchanges.evaluate_config = _with_round(evaluate_config, server_round)
-            rules = RoundRules(self.scheduler, who=repr(self.scheduler))
-            played = play(
-                rules, state, server_round - 1, available, rng, exchanges, self._dim(template)
-            )
+            played = play(rules, state, server_round - 1, available, rng, exchanges, template.size)
             state = played.record.state
             arrays, metrics = self._aggregate(played, arrays, template)
             wall_s = time.perf_counter() - started
@@ -327,20 +343,14 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
                 )
             time.sleep(_SLEEP_S)
 
-    def _dim(self, template: Template) -> int:
-        """Length of the update features the scheduler sees (the sketch's, when one is used)."""
+    def _rules(self, template: Template) -> RoundRules:
+        """The run's round rules: its scheduler, and the sketch the updates reach it through
+        (``sketch_dim``, seeded by ``seed``) when the model is longer."""
         k = self.settings.sketch_dim
-        return template.size if k is None else min(k, template.size)
-
-    def features(self, update: F32Array) -> F32Array:
-        """What the scheduler sees of a flat float32 update of shape (dim,): it, or its sketch
-        of shape (sketch_dim,) (built once per model size, seeded by ``seed``)."""
-        k = self.settings.sketch_dim
-        if k is None or k >= update.size:
-            return update
-        if self._sketch is None or self._sketch.dim != update.size:
-            self._sketch = UpdateSketch(update.size, k, stream_key(self.settings.seed))
-        return self._sketch.apply(update[None])[0]
+        sketch = None
+        if k is not None and k < template.size:
+            sketch = UpdateSketch(template.size, k, stream_key(self.settings.seed)).apply
+        return RoundRules(self.scheduler, who=repr(self.scheduler), sketch=sketch)
 
     def _aggregate(
         self, played: Played, arrays: ArrayRecord, template: Template
@@ -378,18 +388,24 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         clients = [self._nodes.client_of[m.metadata.dst_node_id] for m in messages]
         content = messages[0].content
         out = self._ask(link, clients, MessageType.EVALUATE, content, server_round, "evaluate")
+        n = self.settings.n_clients
+        accuracy, loss = np.full(n, np.nan), np.full(n, np.nan)
         checked: dict[int, Message | str] = {}
         for client, reply in out.items():
             checked[client] = reply
             if not isinstance(reply, str):
                 try:
-                    read_evaluate_loss(reply, self.settings)
+                    loss[client], accuracy[client] = read_evaluation(reply, self.settings)
                 except RejectedReply as why:
                     checked[client] = f"evaluate: malformed reply: {why}"
         account(server_round, "evaluate", checked, self._nodes.node_of, logger)
+        record = EvaluationRecord(server_round, accuracy, loss)
+        self.evaluations.append(record)
         valid = [r for r in checked.values() if not isinstance(r, str)]
         metrics = self.aggregate_evaluate(server_round, valid)
         if metrics is not None:
+            if np.isfinite(accuracy).any():
+                metrics.update(record.columns)
             result.evaluate_metrics_clientapp[server_round] = metrics
 
     def _ask(
@@ -453,6 +469,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
             nodes=self._nodes.nodes,
             metrics=_metrics_of(result),
             history=list(self.history),
+            evaluations=tuple(self.evaluations),
         )
         save_checkpoint(Path(path), checkpoint)
         logger.info("round %d: checkpoint saved to %s", server_round, path)
@@ -465,13 +482,14 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         checkpoint = None if path is None else load_checkpoint(Path(path), self._identity())
         if checkpoint is None:
             self._nodes = NodeIndex(self.settings.n_clients, log=logger)
-            self.history = []
+            self.history, self.evaluations = [], []
             return initial_arrays, None, Result(arrays=initial_arrays), 1
         arrays = template.restore(checkpoint.arrays, str(path))
         restore_rng(rng, checkpoint.rng_states["scheduler"])
         restore_rng(self._eval_rng, checkpoint.rng_states["evaluate"])
         self._nodes = NodeIndex(self.settings.n_clients, checkpoint.nodes, logger)
         self.history = list(checkpoint.history)
+        self.evaluations = list(checkpoint.evaluations)
         result = Result(arrays=arrays)
         for name, target in (
             ("train", result.train_metrics_clientapp),
@@ -544,7 +562,7 @@ class _Exchanges:
             except RejectedReply as why:
                 out[client] = f"train: malformed reply: {why}"
                 continue
-            out[client] = Trained(strategy.features(update), loss, size, reply)
+            out[client] = Trained(update, loss, size, reply)
         account(self.server_round, "train", out, strategy._nodes.node_of, logger)
         return out
 

@@ -68,7 +68,6 @@ from numpy.typing import NDArray
 from adcs import defaults
 from adcs._validate import check_int, check_number
 from adcs.aggregation import Aggregator
-from adcs.columns import eval_values
 from adcs.flower.client import (
     ACCURACY,
     ARRAYS_KEY,
@@ -87,6 +86,7 @@ from adcs.flower.client import (
 from adcs.flower.link import Link
 from adcs.flower.nodes import NodeMap
 from adcs.flower.round import (
+    EvaluationRecord,
     RejectedReply,
     RoundRecord,
     account,
@@ -172,40 +172,6 @@ class ServerSettings:
         check_number("wait_for_all_s", self.wait_for_all_s, 0.0)
         check_int("evaluate_every", self.evaluate_every, minimum=0)
         check_int("max_in_flight", self.max_in_flight, minimum=0)
-
-
-@dataclass(frozen=True, eq=False)
-class EvaluationRecord:
-    """Federated evaluation after one round.
-
-    Attributes
-    ----------
-    server_round : int
-    accuracy : ndarray of shape (n_clients,)
-        Each client's test accuracy (NaN where it did not report).
-    loss : ndarray of shape (n_clients,)
-        Each client's test loss (NaN where it did not report).
-    """
-
-    server_round: int
-    accuracy: FloatArray
-    loss: FloatArray
-
-    @property
-    def worst_accuracy(self) -> float:
-        """Minimum over the clients that reported."""
-        return float(np.nanmin(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
-
-    @property
-    def average_accuracy(self) -> float:
-        """Mean over the clients that reported."""
-        return float(np.nanmean(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
-
-    @property
-    def columns(self) -> dict[str, float]:
-        """The per-evaluation result columns of :data:`adcs.columns.COLUMNS` a runtime can give
-        (those computed from the clients' accuracies), over the clients that reported."""
-        return eval_values(self.accuracy)
 
 
 @dataclass(frozen=True, eq=False)

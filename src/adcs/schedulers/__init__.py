@@ -35,6 +35,7 @@ from adcs.schedulers.oort import Oort
 from adcs.schedulers.power_of_choice import PowerOfChoice
 from adcs.schedulers.static_dpp import StaticDPP
 from adcs.schedulers.uniform import Uniform
+from adcs.schedulers.variants import Extra, Variants
 
 SCHEDULERS: Registry[Scheduler] = Registry(
     "scheduler",
@@ -77,6 +78,7 @@ __all__ = [
     "ClusteredSize",
     "Distance",
     "DivFL",
+    "Extra",
     "FedCor",
     "LossSource",
     "Oort",
@@ -91,5 +93,6 @@ __all__ = [
     "StaticDPP",
     "Uniform",
     "UsesRoundTimes",
+    "Variants",
     "alpha_of",
 ]

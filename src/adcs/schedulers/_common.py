@@ -25,6 +25,7 @@ from adcs.schedulers.base import (
     Probe,
     ProbeKind,
 )
+from adcs.schedulers.variants import Variants
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +54,12 @@ class SchedulerBase(Generic[StateT]):
     named_params: ClassVar[tuple[str, ...]] = ()
     """Hyperparameters that always appear in a run's name, even at their defaults (the ones a
     study varies first); any other appears when off its default."""
+    random_baseline: ClassVar[bool] = False
+    """Whether it is random selection, the baseline a leaderboard's targets are set from (what
+    random selection reaches, as Oort sets its targets): Uniform."""
+    leaderboard_variants: ClassVar[Variants | None] = None
+    """The points the leaderboard runs in place of the defaults (:mod:`adcs.schedulers.variants`);
+    None: the defaults alone."""
 
     def __post_init__(self) -> None:
         check_int("m", self.m)

@@ -48,6 +48,7 @@ from adcs.schedulers.base import (
     check_available,
     top_m,
 )
+from adcs.schedulers.variants import Extra, Variants
 
 SPEED = "speed"
 """``comm_score`` value asking for q_comm derived from the clients' round durations."""
@@ -175,6 +176,22 @@ class ADCS(SchedulerBase[ADCSState]):
     """
 
     named_params: ClassVar[tuple[str, ...]] = ("theta", "refresh_every")
+    leaderboard_variants: ClassVar[Variants | None] = Variants(
+        lever="theta",
+        values=(0.6, 0.8, 0.9, 0.95),  # θ is the lever between diversity and quality (issue 11)
+        published=0.8,  # the paper's (Sec. 6)
+        fixed=(("refresh_every", 20),),  # the paper's R
+        extras=(
+            Extra(
+                "fresh",
+                (("fresh_quality", True),),
+                label="fresh q",
+                description="quality refreshed every round by a loss probe, kernel every R rounds",
+            ),
+        ),
+        symbols=(("theta", "θ"), ("refresh_every", "R")),
+    )
+    """On the leaderboard: θ ∈ {0.6, 0.8, 0.9, 0.95} at R = 20, and fresh quality at θ = 0.8."""
 
     theta: float = 0.8
     refresh_every: int = 20

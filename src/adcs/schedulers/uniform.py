@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -19,6 +20,8 @@ class Uniform(SchedulerBase[BasicState]):
     m : int
         Clients per round, m ≥ 1.
     """
+
+    random_baseline: ClassVar[bool] = True
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> BasicState:
         return BasicState(n_clients, self._check_init(n_clients, data_sizes))
