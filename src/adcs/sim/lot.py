@@ -147,11 +147,10 @@ class _Lot:
                 missing = ~have
                 self.step[j] += coef[missing].astype(np.float32) @ observed[0][missing]
             return observed
-        if have.all():  # every aggregated client's update was probed (or there is none)
-            pass
-        elif not have.any():  # nothing held: every aggregated client trains
-            self._route(j, clients, coef)
-        else:
+        if not have.any():  # nothing held: every aggregated client trains (if any)
+            if clients.size:
+                self._route(j, clients, coef)
+        elif not have.all():
             self._route(j, clients[~have], coef[~have])
         return self.nothing
 
