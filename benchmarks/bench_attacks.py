@@ -41,6 +41,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import csv
 import dataclasses
+import enum
 import json
 import math
 import platform
@@ -62,8 +63,8 @@ else:  # pragma: no cover
 
 import numpy as np
 
-from adcs.adversary import Crafted, capture_ratio, honest_accuracy, selection_rates
-from adcs.experiments.adversary import AttackSettings, DefenceSettings, adversarial_run
+from adcs.adversary import Crafted, Defence, Liars, capture_ratio, honest_accuracy, selection_rates
+from adcs.experiments.adversary import adversarial_run
 from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
 from adcs.experiments.plan import _federated_data, expand_runs
 from adcs.experiments.workload import DataSource, load_data
@@ -125,23 +126,23 @@ class Suite:
     robust: str = "norm_clip"
     blind: tuple[str, ...] = ("uniform",)
     cost_methods: tuple[str, ...] = ("adcs",)
-    defence: DefenceSettings = field(default_factory=DefenceSettings)
-    costs: tuple[tuple[str, DefenceSettings], ...] = ()
+    defence: Defence = field(default_factory=Defence)
+    costs: tuple[tuple[str, Defence], ...] = ()
     families: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     family_k: tuple[int, ...] = (1, 3, 5)
-    bound: DefenceSettings = field(default_factory=DefenceSettings)
+    bound: Defence = field(default_factory=Defence)
 
     def crafted(self, keys: Mapping[str, Any], k: int, adaptive: bool) -> Crafted:
         """A family's attack with k malicious clients (:class:`adcs.adversary.Crafted`)."""
         return Crafted(n_malicious=k, adaptive=adaptive, **keys)
 
     @property
-    def defended(self) -> DefenceSettings:
+    def defended(self) -> Defence:
         """The defences on the poison side: the lie defences and the robust rule."""
         return dataclasses.replace(self.defence, aggregation=self.robust)
 
-    def attack(self, k: int, lie: Sequence[str], poison: str, adaptive: bool) -> AttackSettings:
-        return AttackSettings(
+    def attack(self, k: int, lie: Sequence[str], poison: str, adaptive: bool) -> Liars:
+        return Liars(
             n_malicious=k,
             lie=tuple(lie),
             factor=self.factor,
@@ -159,11 +160,11 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
         raise ConfigError(f"unknown key(s) {', '.join('suite.' + k for k in unknown)}")
     values = dict(raw)
     try:
-        values["defence"] = DefenceSettings(**values.get("defence", {}))
+        values["defence"] = Defence(**values.get("defence", {}))
         values["costs"] = tuple(
-            (name, DefenceSettings(**table)) for name, table in values.get("costs", {}).items()
+            (name, Defence(**table)) for name, table in values.get("costs", {}).items()
         )
-        values["bound"] = DefenceSettings(**values.get("bound", {}))
+        values["bound"] = Defence(**values.get("bound", {}))
         values["families"] = tuple(
             (name, dict(table)) for name, table in values.get("families", {}).items()
         )
@@ -173,7 +174,7 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
         if "lies" in values:
             values["lies"] = tuple(tuple(lie) for lie in values["lies"])
         suite = Suite(**values)
-        DefenceSettings(aggregation=suite.robust)
+        Defence(aggregation=suite.robust)
         for lie in (*suite.lies, suite.poison_lie):  # every attack of the suite is valid
             for poison in ("none", *suite.poisons):
                 if lie or poison != "none":
@@ -244,9 +245,9 @@ def plan_suite(
         run: Any,
         block: str,
         defence_label: str,
-        defence: DefenceSettings | None,
+        defence: Defence | None,
         attack_label: str = "none",
-        attack: AttackSettings | Crafted | None = None,
+        attack: Liars | Crafted | None = None,
     ) -> None:
         k = 0 if attack is None else int(attack.n_malicious or 0)
         adaptive = attack is not None and attack.adaptive
@@ -342,7 +343,7 @@ def run_plan(
     plan: Sequence[Planned], data: Any, config: ExperimentConfig, workers: int
 ) -> dict[str, RunResult]:
     """Simulate every planned run (all of a seed in one minibatch stream); results by run id."""
-    sim_config = config.sim.build(config.data.total_clients)
+    sim_config = config.sim.for_clients(config.data.total_clients)
     done = [0]
     started = time.perf_counter()
 
@@ -456,14 +457,16 @@ def _check_out(out: Path) -> None:
         raise ConfigError(f"{out} exists and is not a results folder of this benchmark")
 
 
-def _defence_text(settings: DefenceSettings) -> str:
-    default = DefenceSettings()
+def _defence_text(settings: Defence) -> str:
+    default = Defence()
     on = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
           if getattr(settings, f.name) != getattr(default, f.name)}  # fmt: skip
-    return ", ".join(f"{k}={v}" for k, v in on.items()) or "none"
+    return ", ".join(f"{k}={_jsonable(v)}" for k, v in on.items()) or "none"
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):  # the defences' rule, as its configuration value
+        return value.value
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     if isinstance(value, dict):
@@ -589,14 +592,14 @@ def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) 
         data = _one_partition(dataset, short)
         model = short.model.build(data.input_shape, data.n_classes)
         start = time.process_time()
-        simulate([p.spec for p in plan], data, short.sim.build(n), model=model, workers=1)
+        simulate([p.spec for p in plan], data, short.sim.for_clients(n), model=model, workers=1)
         return time.process_time() - start
 
     n = config.data.total_clients
     one, many = cpu_seconds(1), cpu_seconds(rounds)
     per_round = max(many - one, 0.0) / (rounds - 1)
     per_eval = max(one - per_round, 0.0) / 2
-    evals = config.sim.build(n).eval_rounds.size
+    evals = config.sim.for_clients(n).eval_rounds.size
     seeds = len(config.seeds)
     runs = len(plan_suite(_with_rounds(config, 1, config.seeds[:1]), suite))
     total = seeds * (per_round * config.sim.rounds + per_eval * evals) / min(workers, seeds)

@@ -411,9 +411,9 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
              setup=write("x.toml", "name = \n")))  # fmt: skip
     add(Case("config-empty", ("run", "{w}/e.toml", *OUT), "e.toml", 2, setup=write("e.toml", "")))
     add(Case("config-unknown-key", ("run", T, *OUT), "sim.roundz", 2, setup=tiny("roundz = 3")))
-    add(Case("config-dropout-1.5", ("run", T, *OUT), "[0.0, 1.0), got 1.5", 2,
+    add(Case("config-dropout-1.5", ("run", T, *OUT), "[0, 1), got 1.5", 2,
              setup=tiny("dropout = 1.5")))  # fmt: skip
-    add(Case("config-dropout-1.0", ("run", T, *OUT), "[0.0, 1.0), got 1.0", 2,
+    add(Case("config-dropout-1.0", ("run", T, *OUT), "[0, 1), got 1.0", 2,
              setup=tiny("dropout = 1.0")))  # fmt: skip
     add(Case("config-nan-lr", ("run", T, *OUT), "sim.local_lr", 2, setup=tiny("local_lr = nan")))
     add(Case("config-rounds-float", ("run", T, *OUT), "sim.rounds", 2,

@@ -1,9 +1,9 @@
 """Write the configuration reference of the documentation site from the code.
 
 Every TOML table and key an experiment configuration accepts, with its type, default and meaning,
-is read from the classes that check them: the settings dataclasses of
-:mod:`adcs.experiments.config` and :mod:`adcs.experiments.adversary`, the library classes the
-``kind`` tables name (their registries), the data set and partition
+is read from the classes that check them: :class:`adcs.experiments.config.ExperimentConfig`,
+the library's :class:`adcs.sim.SimConfig`, the library classes the ``kind`` tables name (their
+registries, the attacks' and defences' included), the data set and partition
 tables (:data:`adcs.data.DATASETS`, :data:`adcs.data.PARTITIONS`) and the schedulers' name table
 (:data:`adcs.schedulers.SCHEDULERS`). ``tests/test_docs.py`` fails when the committed page differs.
 
@@ -24,14 +24,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from adcs.adversary import Attack, Crafted, Defence
+from adcs.adversary import Crafted, Defence, Liars
 from adcs.aggregation import Robust
 from adcs.data import DATASETS, PARTITIONS
 from adcs.experiments import config as cfg
-from adcs.experiments.adversary import AttackSettings, DefenceSettings
 from adcs.experiments.outputs import output_names
 from adcs.experiments.schema import KindTable
 from adcs.schedulers import SCHEDULERS
+from adcs.sim import SimConfig
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "configuration.md"
 _NAME = r"[A-Za-z_]\w*"
@@ -121,10 +121,12 @@ def field_rows(
     skip: Iterable[str] = (),
     docs: Mapping[str, tuple[str, str]] | None = None,
     defaults: Mapping[str, str] | None = None,
+    listed: Iterable[str] = (),
 ) -> list[str]:
     """Markdown table rows (key, type, default, meaning) for the init fields of ``cls``.
 
-    The type is the docstring's (which names allowed values and ranges), else the annotation.
+    The type is the docstring's (which names allowed values and ranges), else the annotation;
+    an enum's values are added to it, but for the fields ``listed`` (their text names them).
     """
     inherited = {k: v for base in reversed(cls.__mro__) for k, v in docstring_entries(base).items()}
     text = dict(docs if docs is not None else inherited)
@@ -134,7 +136,7 @@ def field_rows(
             continue
         kind, meaning = text.get(f.name, ("", ""))
         kind = kind or f"`{f.type}`"
-        if isinstance(f.default, enum.Enum):
+        if isinstance(f.default, enum.Enum) and f.name not in listed:
             kind += " (one of " + ", ".join(_value(v) for v in type(f.default)) + ")"
         default = (defaults or {}).get(f.name) or _default(f)
         rows.append(f"| `{f.name}` | {_cell(kind)} | {default} | {_cell(meaning)} |")
@@ -166,7 +168,12 @@ def top_section() -> list[str]:
         "",
         "Keys outside any table. `data`, `sim`, `model` and `methods` are the tables below.",
         "",
-        *field_rows(cfg.ExperimentConfig, skip={"source"}, docs=docs, defaults=tables),
+        *field_rows(
+            cfg.ExperimentConfig,
+            skip={"source", "attack", "defence"},  # [sim.attack], [sim.defence]
+            docs=docs,
+            defaults=tables,
+        ),
     ]
 
 
@@ -219,20 +226,16 @@ def _kind_rows(table: KindTable) -> list[str]:
 
 
 def sim_section() -> list[str]:
-    attack_docs = docstring_entries(AttackSettings)
-    attack_docs["adaptive"] = (
-        "bool",
-        "Adapt the lie to the active defence (see `adcs.adversary`).",
-    )
     defence_docs = docstring_entries(Defence)
     rules = ", ".join(f'`"{r.value}"`' for r in Robust)
     defence_docs["aggregation"] = ("str", f"The aggregation rule, one of {rules}.")
     return [
         "## `[sim]`",
         "",
-        "The simulator. Its sub-tables `availability`, `system`, `attack` and `defence` follow.",
+        "The simulator: the keys are the arguments of `adcs.sim.SimConfig`, which checks them.",
+        "Its sub-tables `availability`, `system`, `attack` and `defence` follow.",
         "",
-        *field_rows(cfg.SimSettings, skip={"availability", "system", "attack", "defence"}),
+        *field_rows(SimConfig, skip={"availability", "system"}),
         "",
         "### `[sim.availability]`",
         "",
@@ -253,21 +256,24 @@ def sim_section() -> list[str]:
         "### `[sim.attack]`",
         "",
         "Malicious clients, the same for every method of a seed (give exactly one of `clients`",
-        "and `n_malicious`).",
+        'and `n_malicious`). `kind` (default `"lie"`) names a row of `adcs.adversary.ATTACKS`',
+        "(or an import path, or an entry point of `adcs.attacks`); the other keys are that",
+        'class\'s constructor arguments. `kind = "lie"` (`adcs.adversary.Liars`):',
         "",
-        *field_rows(AttackSettings, docs={**docstring_entries(Attack), **attack_docs}),
+        *field_rows(Liars, listed={"direction"}),
         "",
-        'With `kind = "crafted"` (the default `kind` is `"lie"`, the table above) the',
-        "malicious clients report *and send* crafted updates (`adcs.adversary.Crafted`; see",
-        "the threat model in the concepts). Its keys:",
+        'With `kind = "crafted"` the malicious clients report *and send* crafted updates',
+        "(`adcs.adversary.Crafted`; see the threat model in the concepts). Its keys:",
         "",
         *field_rows(Crafted, skip={"seed"}),
         "",
         "### `[sim.defence]`",
         "",
-        "Defences for every method; all off by default.",
+        'Defences for every method; all off by default. `kind` (default `"standard"`) names a',
+        "row of `adcs.adversary.DEFENCES` (or an import path, or an entry point of",
+        '`adcs.defences`). `kind = "standard"` (`adcs.adversary.Defence`):',
         "",
-        *field_rows(DefenceSettings, docs=defence_docs),
+        *field_rows(Defence, docs=defence_docs, listed={"aggregation"}),
     ]
 
 

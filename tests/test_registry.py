@@ -221,3 +221,27 @@ def test_a_user_attack_kind_runs_and_one_that_builds_no_attack_is_one_error_line
     assert result.output.strip() == (
         "error: sim.attack.kind: an attack must be an adcs.adversary Attack or Crafted, got object"
     )
+
+
+def test_a_user_defence_kind_builds_each_runs_defence_and_writes_back_its_table() -> None:
+    from adcs.aggregation import Robust, RobustAggregation
+    from adcs.experiments.config import config_to_dict
+    from adcs.experiments.plan import expand_runs
+
+    doc = {
+        **_doc("uniform"),
+        "sim": {"rounds": 2, "defence": {"kind": f"{ROWS}:TrimmedOf", "trim": 0.3}},
+    }
+    config = config_from_dict(doc)
+    run = expand_runs(config)[0]
+    assert run.aggregator == RobustAggregation(Robust.TRIMMED_MEAN, 0.3)
+    assert config_to_dict(config)["sim"]["defence"] == {"kind": f"{ROWS}:TrimmedOf", "trim": 0.3}
+    doc["sim"]["defence"] = {"kind": f"{ROWS}:NotADefence"}
+    with pytest.raises(ConfigError) as caught:
+        expand_runs(config_from_dict(doc))
+    assert str(caught.value) == (
+        "sim.defence.kind: a defence must be an adcs.adversary Defence, got object"
+    )
+    doc["sim"]["defence"] = {"kind": f"{ROWS}:Missing"}
+    with pytest.raises(ConfigError, match=r"sim\.defence\.kind: module .* has no 'Missing'"):
+        config_from_dict(doc)

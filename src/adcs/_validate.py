@@ -79,7 +79,7 @@ def check_unit_interval(name: str, value: Any) -> float:
 def check_bool(name: str, value: Any) -> bool:
     """``value`` if it is ``True`` or ``False``."""
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+        raise ValueError(f"{name} must be true or false, got {value!r}")
     return bool(value)
 
 

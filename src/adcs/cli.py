@@ -302,7 +302,9 @@ def _apply_overrides(
 
     if quick:
         q = packaged_config("quick")
-        config = dataclasses.replace(config, sim=q.sim, seeds=q.seeds)
+        config = dataclasses.replace(  # quick.toml's [sim], its sub-tables included
+            config, sim=q.sim, attack=q.attack, defence=q.defence, seeds=q.seeds
+        )
     config = with_sets(config, sets or ())
     # before the seeds are even listed
     check_counts(config, runs_per_seed=runs_per_seed(config), rounds=rounds, seeds=seeds)

@@ -1,8 +1,9 @@
 """Name → class tables that also resolve import paths and entry points (docs/design.md §8).
 
-Every table the configuration reads from is a :class:`Table`: the schedulers, availability models
-and system profiles are :class:`Registry` tables of classes; the data sets, partitions and models
-are tables of rows (:class:`~adcs.data.DatasetEntry`, ...). A name is resolved, in order, as
+Every table the configuration reads from is a :class:`Table`: the schedulers, availability models,
+system profiles, models, attacks and defences are :class:`Registry` tables of classes; the data sets
+and partitions are tables of rows (:class:`~adcs.data.DatasetEntry`, ...). A name is resolved, in
+order, as
 
 1. a built-in name of the table (``"adcs"``);
 2. an import path ``"package.module:Name"`` (``"mypkg.selection:MyScheduler"``), imported on

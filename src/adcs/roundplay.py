@@ -235,27 +235,63 @@ def scheduler_to_ask(
     ValueError
         Over-commitment with a scheduler that is not a dataclass with a field m, or a scheduler
         that needs round durations without a clock (``who`` names the run).
+
+    A wrapper around a scheduler (an attack, the defences: a dataclass with a field
+    ``scheduler`` and none ``m``) is rebuilt around the scheduler it wraps, told or resized.
     """
     if clock is None:
-        if isinstance(scheduler, UsesRoundTimes) and scheduler.needs_round_times:
+        inner = _innermost(scheduler)
+        if isinstance(inner, UsesRoundTimes) and inner.needs_round_times:
             raise ValueError(
                 f"run {who}: its scheduler needs the clients' round durations; "
                 "give SimConfig a system profile (system=SystemConfig(...))"
             )
         return scheduler
-    if isinstance(scheduler, UsesRoundTimes):
-        scheduler = scheduler.with_round_times(clock.seconds.update)
+    seconds = clock.seconds.update
+    scheduler = _through_wrappers(
+        scheduler, lambda s: s.with_round_times(seconds) if isinstance(s, UsesRoundTimes) else s
+    )
     if invited is None or invited == scheduler.m:
         return scheduler
-    if not dataclasses.is_dataclass(scheduler) or "m" not in {
-        f.name for f in dataclasses.fields(scheduler)
-    }:
-        raise ValueError(
-            f"run {who}: over-commitment asks the scheduler for {invited} clients, "
-            f"which needs a dataclass scheduler with a field m; {type(scheduler).__name__} is not"
-        )
-    invite: Scheduler = dataclasses.replace(scheduler, m=invited)
-    return invite
+
+    def invite(inner: Scheduler) -> Scheduler:
+        if not _has_field(inner, "m"):
+            raise ValueError(
+                f"run {who}: over-commitment asks the scheduler for {invited} clients, which "
+                f"needs a dataclass scheduler with a field m; {type(inner).__name__} is not"
+            )
+        out: Scheduler = dataclasses.replace(inner, m=invited)  # type: ignore[type-var]
+        return out
+
+    return _through_wrappers(scheduler, invite)
+
+
+def _has_field(obj: object, name: str) -> bool:
+    return dataclasses.is_dataclass(obj) and name in {f.name for f in dataclasses.fields(obj)}
+
+
+def _is_wrapper(scheduler: object) -> bool:
+    """A dataclass around another scheduler (an attack, the defences): field ``scheduler``."""
+    return _has_field(scheduler, "scheduler") and not _has_field(scheduler, "m")
+
+
+def _innermost(scheduler: Scheduler) -> Scheduler:
+    while _is_wrapper(scheduler):
+        scheduler = scheduler.scheduler  # type: ignore[attr-defined]
+    return scheduler
+
+
+def _through_wrappers(scheduler: Scheduler, change: Callable[[Scheduler], Scheduler]) -> Scheduler:
+    """``scheduler`` with ``change`` applied to the scheduler its wrappers wrap (the wrappers
+    rebuilt around it; unchanged objects kept)."""
+    if not _is_wrapper(scheduler):
+        return change(scheduler)
+    inner = scheduler.scheduler  # type: ignore[attr-defined]
+    changed = _through_wrappers(inner, change)
+    if changed is inner:
+        return scheduler
+    out: Scheduler = dataclasses.replace(scheduler, scheduler=changed)  # type: ignore[type-var]
+    return out
 
 
 # ---------------------------------------------------------------------- the round

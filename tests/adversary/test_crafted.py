@@ -39,7 +39,7 @@ def built(**kwargs) -> Crafted:
     [
         ({"clients": (1,), "n_malicious": 1}, "exactly one"),
         ({}, "exactly one"),
-        ({"clients": (1, 1)}, "distinct"),
+        ({"clients": (1, 1)}, "repeats a client"),
         ({"n_malicious": 1, "cosine": 1.5}, "cosine"),
         ({"n_malicious": 1, "target": "nearest"}, "target"),
         ({"n_malicious": 1, "scale": 0.0}, "scale"),

@@ -11,9 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adcs.adversary import selection_rates
+from adcs.adversary import Defence, selection_rates
 from adcs.data import load_subset
-from adcs.experiments.adversary import DefenceSettings
 from adcs.experiments.config import ConfigError
 from benchmarks import bench_attacks
 
@@ -67,7 +66,7 @@ def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
         k=(1,),
         lies=(("loss",), ("loss", "direction")),
         poisons=("sign_flip",),
-        costs=(("corroborate", DefenceSettings(corroborate=True)),),
+        costs=(("corroborate", Defence(corroborate=True)),),
         families=(("sleeper", {"cosine": 0.5, "factor": 10.0, "start": 2}),),
         family_k=(3,),
     )

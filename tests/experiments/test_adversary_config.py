@@ -14,8 +14,10 @@ import pytest
 from adcs.adversary import (
     Crafted,
     Crafting,
+    Defence,
     Defended,
     Direction,
+    Liars,
     Lie,
     Lying,
     Poison,
@@ -57,15 +59,17 @@ def test_attack_and_defence_tables_build_and_round_trip():
             {"received": True, "corroborate": True, "plausibility": 0.9, "aggregation": "median"},
         )
     )
-    attack = config.sim.attack.build(1, 9)
+    attack = config.attack.build(1, 9)
+    assert isinstance(config.attack, Liars)  # the library's object is the configuration
     assert attack.clients == malicious_clients(1, 9, 2)
     assert attack.lie == (Lie.LOSS, Lie.DIRECTION)
     assert attack.direction is Direction.COSINE and attack.cosine == 0.35
     assert attack.poison is Poison.SCALED and attack.seed == 1
-    defence = config.sim.defence.build()
+    defence = config.defence
+    assert isinstance(defence, Defence) and defence.build(1, 9) is defence
     assert defence.received and defence.corroborate and defence.aggregation is Robust.MEDIAN
     again = config_from_dict(config_to_dict(config))
-    assert again.sim == config.sim
+    assert (again.attack, again.defence) == (config.attack, config.defence)
 
 
 @pytest.mark.parametrize(
@@ -79,7 +83,7 @@ def test_attack_and_defence_tables_build_and_round_trip():
         ({"clients": [1], "poison": "acid"}, None, "sim.attack.poison"),
         ({"clients": [1], "direction": 1.5}, None, "cosine"),
         ({"clients": [1], "direction": "sideways"}, None, "sim.attack.direction"),
-        ({"clients": [1], "lie": []}, None, "no attack"),
+        ({"clients": [1], "lie": []}, None, "needs a lie or a poison"),
         ({"clients": [1], "speed": 3}, None, "unknown key"),
         (None, {"aggregation": "mode"}, "sim.defence.aggregation"),
         (None, {"uniform_mix": 1.0}, "sim.defence.uniform_mix"),
@@ -174,15 +178,15 @@ def test_a_crafted_attack_and_the_bounds_build_and_round_trip():
             {"received": True, "novelty": 3.0, "cap": 1.5, "window": 10},
         )
     )
-    attack = config.sim.attack.build(1, 9)
+    attack = config.attack.build(1, 9)
     assert isinstance(attack, Crafted) and attack.clients == malicious_clients(1, 9, 2)
     assert attack.cosine == 0.4 and attack.shared and attack.start == 3 and attack.seed == 1
-    defence = config.sim.defence.build()
+    defence = config.defence
     assert (defence.novelty, defence.cap, defence.window) == (3.0, 1.5, 10)
     run = expand_runs(config)[0]
     assert isinstance(run.scheduler, Crafting) and isinstance(run.aggregator, Sending)
     assert isinstance(run.scheduler.scheduler, Defended)
-    assert config_from_dict(config_to_dict(config)).sim == config.sim
+    assert config_from_dict(config_to_dict(config)) == config
 
 
 @pytest.mark.parametrize(
@@ -200,3 +204,29 @@ def test_a_crafted_attack_and_the_bounds_build_and_round_trip():
 def test_bad_crafted_tables_and_bounds_are_refused_naming_the_key(attack, defence, message):
     with pytest.raises(ConfigError, match=message):
         config_from_dict(doc_with(attack, defence))
+
+
+def test_the_tables_are_written_back_as_earlier_manifests_have_them():
+    """The library objects write the same tables, key order included, as the settings classes
+    they replaced (no ``kind`` for the default kinds; the attack and defence after ``lr_decay``)."""
+    doc = doc_with(
+        {"kind": "lie", "clients": [4, 1], "lie": [], "poison": "sign_flip", "factor": 10},
+        {"aggregation": "median", "trim": 0, "novelty": 3},
+    )
+    doc["sim"]["lr_decay"] = [[2, 0.5]]
+    sim = config_to_dict(config_from_dict(doc))["sim"]
+    assert list(sim)[-3:] == ["lr_decay", "attack", "defence"]
+    assert list(sim["attack"].items()) == [
+        ("clients", [4, 1]), ("lie", []), ("factor", 10), ("direction", "orthogonal"),
+        ("poison", "sign_flip"), ("adaptive", False),
+    ]  # fmt: skip
+    assert list(sim["defence"].items()) == [
+        ("received", False), ("consistency", 1.0), ("corroborate", False), ("peers", 2),
+        ("plausibility", 0.0), ("uniform_mix", 0.0), ("aggregation", "median"), ("trim", 0),
+        ("novelty", 3), ("cap", 0.0), ("window", 100),
+    ]  # fmt: skip
+    crafted = config_from_dict(doc_with({"kind": "crafted", "clients": [5, 1], "target": "worst"}))
+    assert list(config_to_dict(crafted)["sim"]["attack"].items()) == [
+        ("kind", "crafted"), ("clients", [1, 5]), ("cosine", 0.5), ("target", "worst"),
+        ("shared", False), ("scale", 1.0), ("factor", 1.0), ("start", 0), ("adaptive", False),
+    ]  # fmt: skip

@@ -20,6 +20,7 @@ from adcs.experiments.config import (
     merge_configs,
     packaged_config,
     packaged_config_path,
+    sim_for_clients,
     with_overrides,
 )
 from adcs.experiments.paper import PAPER_METHODS
@@ -221,13 +222,13 @@ def test_availability_and_dropout_build_the_simulator_config(tmp_path: Path) -> 
     doc = _with("sim.availability", {"kind": "bernoulli", "p": 0.5})
     doc["sim"]["dropout"] = 0.1
     config = config_from_dict(doc)
-    sim = config.sim.build(config.data.total_clients)
+    sim = sim_for_clients(config.sim, config.data.total_clients)
     assert sim.availability == BernoulliAvailability(0.5) and sim.dropout == 0.1
     assert config_from_dict(config_to_dict(config)) == config
     cyclic = config_from_dict(
         _with("sim.availability", {"kind": "cyclic", "period": 8, "duty": 0.5})
     )
-    assert cyclic.sim.build(6).availability == CyclicAvailability(8, 0.5, "group")
+    assert sim_for_clients(cyclic.sim, 6).availability == CyclicAvailability(8, 0.5, "group")
     import numpy as np
 
     np.savez(tmp_path / "trace.npz", available=np.ones((10, 6), dtype=bool))
@@ -236,7 +237,7 @@ def test_availability_and_dropout_build_the_simulator_config(tmp_path: Path) -> 
         '[sim.availability]\nkind = "trace"\npath = "trace.npz"\n[[methods]]\nname = "uniform"\n'
     )
     traced = load_config(tmp_path / "c.toml")
-    assert isinstance(traced.sim.build(6).availability, TraceAvailability)
+    assert isinstance(sim_for_clients(traced.sim, 6).availability, TraceAvailability)
 
 
 @pytest.mark.parametrize(
@@ -265,13 +266,13 @@ def test_a_system_table_builds_the_simulated_clock(tmp_path: Path) -> None:
 
     table = {"compute_median": 20.0, "compute_sigma": 1.13, "deadline": 30, "overcommit": 0.3}
     config = config_from_dict(_with("sim.system", table))
-    sim = config.sim.build(config.data.total_clients)
+    sim = sim_for_clients(config.sim, config.data.total_clients)
     assert sim.system == SystemConfig(
         compute_median=20.0, compute_sigma=1.13, deadline=30.0, overcommit=0.3
     )
     assert config_from_dict(config_to_dict(config)) == config
     assert "system" not in config_to_dict(config_from_dict(BASE))["sim"]  # absent stays absent
-    assert config_from_dict(BASE).sim.build(6).system is None
+    assert sim_for_clients(config_from_dict(BASE).sim, 6).system is None
     (tmp_path / "devices.csv").write_text(
         "client,compute,upload,download\n" + "".join(f"{c},{c + 1},1e6,1e6\n" for c in range(6))
     )
@@ -279,7 +280,7 @@ def test_a_system_table_builds_the_simulated_clock(tmp_path: Path) -> None:
         'name = "t"\nm = 3\nseeds = [0]\n[data]\nn_groups = 2\n[sim]\nrounds = 10\n'
         '[sim.system]\nkind = "csv"\npath = "devices.csv"\n[[methods]]\nname = "uniform"\n'
     )
-    measured = load_config(tmp_path / "c.toml").sim.build(6).system
+    measured = sim_for_clients(load_config(tmp_path / "c.toml").sim, 6).system
     assert measured is not None and measured.profile is not None
     assert measured.profile.compute.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
 
@@ -303,7 +304,7 @@ def test_a_system_table_builds_the_simulated_clock(tmp_path: Path) -> None:
 )
 def test_bad_system_tables_name_the_key(table: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
-        config_from_dict(_with("sim.system", table)).sim.build(6)
+        sim_for_clients(config_from_dict(_with("sim.system", table)).sim, 6)
     assert "\n" not in str(caught.value)  # one line
 
 

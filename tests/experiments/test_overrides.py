@@ -79,7 +79,7 @@ def test_an_override_is_checked_like_the_file_and_the_later_one_wins() -> None:
         ["m=10", 'sim.availability={kind="bernoulli", p=0.5}', "methods.adcs.theta=0.6", "m=12"],
     )
     assert edited.m == 12
-    assert edited.sim.to_dict()["availability"] == {"kind": "bernoulli", "p": 0.5}
+    assert config_to_dict(edited)["sim"]["availability"] == {"kind": "bernoulli", "p": 0.5}
     assert edited.sim.availability == BernoulliAvailability(0.5)  # the library's object
     adcs = next(mc for mc in edited.methods if mc.name == "adcs")
     assert dict(adcs.params)["theta"] == 0.6

@@ -378,7 +378,7 @@ def test_the_systems_experiment_is_ready_to_run() -> None:
     config = load_config(Path(__file__).parents[2] / "experiments" / "systems.toml")
     variants = {r.meta["variant"] for r in expand_runs(config)}
     assert len(variants) == 7 and len(config.seeds) == 3
-    system = config.sim.build(config.data.total_clients).system
+    system = config.sim.for_clients(config.data.total_clients).system
     assert system is not None and system.deadline is None and system.overcommit == 0.0
     groups = np.arange(30) // 3
     ratios = []

@@ -66,9 +66,9 @@ class LowLoss:
     seed: int = 0
 
     def _lie(self) -> Any:
-        from adcs.experiments.adversary import AttackSettings
+        from adcs.adversary import Liars
 
-        return AttackSettings(clients=self.liars, lie=("loss",), factor=10.0)
+        return Liars(clients=self.liars, lie=("loss",), factor=10.0)
 
     def malicious(self, seed: int, n_clients: int) -> np.ndarray:
         return np.asarray(self._lie().malicious(seed, n_clients))
@@ -80,6 +80,26 @@ class LowLoss:
 @dataclass(frozen=True)
 class NotAnAttack(LowLoss):
     """An attack kind whose ``build`` gives something the round cannot use."""
+
+    def build(self, seed: int, n_clients: int) -> Any:
+        return object()
+
+
+@dataclass(frozen=True)
+class TrimmedOf:
+    """A user's defence kind: a trimmed mean of its own trim (built per run from its table)."""
+
+    trim: float = 0.1
+
+    def build(self, seed: int, n_clients: int) -> Any:
+        from adcs.adversary import Defence
+
+        return Defence(aggregation="trimmed_mean", trim=self.trim)
+
+
+@dataclass(frozen=True)
+class NotADefence(TrimmedOf):
+    """A defence kind whose ``build`` gives something the round cannot use."""
 
     def build(self, seed: int, n_clients: int) -> Any:
         return object()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adcs.experiments.config import ConfigError, SimSettings
+from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict
 from adcs.schedulers import OCS, Uniform
 from adcs.sim import FederatedData, RunSpec, SimConfig, simulate
 
@@ -51,9 +51,11 @@ def test_lr_at_and_validation() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             SimConfig(rounds=10, lr_decay=bad)  # type: ignore[arg-type]
-    settings = SimSettings(lr_decay=[[149, 0.5], [299, 0.25]])  # type: ignore[arg-type]
-    assert settings.build(4).lr_decay == ((149, 0.5), (299, 0.25))
-    assert settings.to_dict()["lr_decay"] == [[149, 0.5], [299, 0.25]]
-    assert "lr_decay" not in SimSettings().to_dict()
-    with pytest.raises(ConfigError, match=r"sim\.lr_decay"):
-        SimSettings(lr_decay=[[5, 0.5], [2, 0.5]])  # type: ignore[arg-type]
+    doc = {"name": "t", "m": 1, "seeds": [0], "methods": [{"name": "uniform"}]}
+    table = {"rounds": 400, "lr_decay": [[149, 0.5], [299, 0.25]]}
+    config = config_from_dict({**doc, "sim": table})
+    assert config.sim.lr_decay == ((149, 0.5), (299, 0.25))  # the [sim] table is a SimConfig
+    assert config_to_dict(config)["sim"]["lr_decay"] == [[149, 0.5], [299, 0.25]]
+    assert "lr_decay" not in config_to_dict(config_from_dict(doc))["sim"]
+    with pytest.raises(ConfigError, match=r"sim\.lr_decay rounds must increase"):
+        config_from_dict({**doc, "sim": {"lr_decay": [[5, 0.5], [2, 0.5]]}})

@@ -409,3 +409,23 @@ def test_oort_takes_its_durations_from_the_devices(data: FederatedData) -> None:
     mean_time = {k: np.mean(np.take(times, r.selected[20:])) for k, r in
                  (("penalised", penalised), ("free", free))}  # fmt: skip
     assert mean_time["penalised"] < mean_time["free"]
+
+
+def test_an_attacked_or_defended_scheduler_is_resized_and_told_the_durations_through_its_wrappers(
+    data: FederatedData,
+) -> None:
+    from adcs.adversary import Attack, Defence, Lie, adversarial
+
+    attacked, _ = adversarial(
+        Uniform(m=2), attack=Attack(clients=(0,), lie=(Lie.LOSS,)), defence=Defence(), seed=0
+    )
+    (res,) = simulate([RunSpec(attacked, 0, "a")], data, timed(overcommit=0.5))
+    assert res.selected.shape == (6, 3)  # ⌈1.5 · 2⌉ invited through the attack and the defence
+    assert res.returned.sum(axis=1).tolist() == [2] * 6
+    fast = ADCS(m=2, refresh_every=2, comm_score="speed", gamma=1.0)
+    lied, _ = adversarial(fast, attack=Attack(clients=(0,), lie=(Lie.LOSS,)), seed=0)
+    with pytest.raises(ValueError, match="needs the clients' round durations"):
+        simulate([RunSpec(lied, 0, "a")], data, dataclasses.replace(timed(), system=None))
+    told, alone = simulate([RunSpec(lied, 0, "a"), RunSpec(fast, 0, "f")], data, timed())
+    assert told.selected.shape == (6, 2)  # told the durations inside the attack: it runs
+    assert told.round_time is not None and alone.round_time is not None

@@ -5,6 +5,9 @@
 * :mod:`~adcs.adversary.defence` — screens between the runtime and any scheduler
   (:class:`Defended`) and robust aggregation (:mod:`adcs.aggregation`);
 * :mod:`~adcs.adversary.crafted` — clients that *send* what they report (:class:`Crafted`);
+* :mod:`~adcs.adversary.liars` — the lies as a configuration writes them (:class:`Liars`);
+* :mod:`~adcs.adversary.kinds` — the ``[sim.attack]`` and ``[sim.defence]`` kinds
+  (:data:`ATTACKS`, :data:`DEFENCES`);
 * :mod:`~adcs.adversary.bound` — bounds by construction: the sliding-window cap, the span screen;
 * :mod:`~adcs.adversary.capture` — selection rates and honest clients' accuracy.
 
@@ -23,7 +26,6 @@ from adcs.adversary.attack import (
     Poisoned,
     adversarial,
     lie_directions,
-    malicious_clients,
     poison_updates,
     tell_lies,
 )
@@ -44,8 +46,13 @@ from adcs.adversary.crafted import (
     crafted_directions,
 )
 from adcs.adversary.defence import Defence, Defended, DefendedState, Received, Screening, screen
+from adcs.adversary.kinds import ATTACKS, DEFENCES
+from adcs.adversary.liars import Liars
+from adcs.adversary.members import malicious_clients
 
 __all__ = [
+    "ATTACKS",
+    "DEFENCES",
     "Attack",
     "Crafted",
     "Crafting",
@@ -55,6 +62,7 @@ __all__ = [
     "DefendedState",
     "Direction",
     "HonestAccuracy",
+    "Liars",
     "Lie",
     "Lying",
     "LyingState",

@@ -57,6 +57,7 @@ from adcs.adversary.defence import (
     best_cosines,
     cosines,
 )
+from adcs.adversary.members import malicious_clients
 from adcs.adversary.wrapper import AttackerState, Wrapping, remember
 from adcs.aggregation import Aggregator, RobustAggregation
 from adcs.dpp import gram_matrix, row_norms, unit_rows
@@ -175,13 +176,13 @@ class Attack:
                 f"lie must be distinct Lie members {[x.value for x in Lie]}, got {lies}"
             )
         object.__setattr__(self, "lie", lies)
-        check_number("factor", self.factor, 0.0, low_open=True)
+        object.__setattr__(self, "factor", check_number("factor", self.factor, 0.0, low_open=True))
         if not isinstance(self.direction, Direction):
             raise ValueError(
                 f"direction must be a Direction ({[d.value for d in Direction]}), "
                 f"got {self.direction!r}"
             )
-        check_number("cosine", self.cosine, -1.0, 1.0)
+        object.__setattr__(self, "cosine", check_number("cosine", self.cosine, -1.0, 1.0))
         if not isinstance(self.poison, Poison):
             raise ValueError(
                 f"poison must be a Poison ({[p.value for p in Poison]}), got {self.poison!r}"
@@ -198,19 +199,6 @@ class Attack:
         for c in self.clients:  # a few malicious clients: cheaper than np.isin's sort
             out |= clients == c
         return out
-
-
-def malicious_clients(seed: int, n_clients: int, k: int) -> tuple[int, ...]:
-    """The ``k`` malicious clients of ``seed``, ascending.
-
-    A counter-based draw (:class:`adcs.streams.Domain` ATTACK) of a permutation of the clients,
-    the first ``k`` taken: the same for every method of a seed, and nested in ``k`` (the single
-    liar of k = 1 is one of the three of k = 3).
-    """
-    check_int("n_clients", n_clients)
-    check_int("k", k, minimum=1, maximum=n_clients)
-    order = round_generator(stream_key(seed), Domain.ATTACK, 0).permutation(n_clients)
-    return tuple(sorted(int(c) for c in order[:k]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -537,6 +525,10 @@ def adversarial(
     if attack is not None and not isinstance(attack, Attack | Crafted):
         raise TypeError(
             f"an attack must be an adcs.adversary Attack or Crafted, got {type(attack).__name__}"
+        )
+    if defence is not None and not isinstance(defence, Defence):
+        raise TypeError(
+            f"a defence must be an adcs.adversary Defence, got {type(defence).__name__}"
         )
     run: Scheduler = scheduler
     if defence is not None and defence.screens:

@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 from adcs._validate import check_bool, check_int, check_number
 from adcs.adversary.bound import outside_span
 from adcs.adversary.defence import Defence, Defended, best_cosines, cosines
+from adcs.adversary.members import check_members, members_of
 from adcs.adversary.wrapper import AttackerState, Wrapping, remember
 from adcs.aggregation import RobustAggregation
 from adcs.dpp import row_norms, unit_rows
@@ -118,17 +119,8 @@ class Crafted:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if (self.clients is None) == (self.n_malicious is None):
-            raise ValueError("clients or n_malicious: give exactly one of them")
-        if self.clients is not None:
-            if isinstance(self.clients, (str, bytes)) or not hasattr(self.clients, "__iter__"):
-                raise ValueError(f"clients must be a list of client indices, got {self.clients!r}")
-            clients = tuple(check_int("clients[]", c, minimum=0) for c in self.clients)
-            if not clients or len(set(clients)) != len(clients):
-                raise ValueError(f"clients must be distinct and non-empty, got {list(clients)}")
-            object.__setattr__(self, "clients", tuple(sorted(clients)))
-        else:
-            check_int("n_malicious", self.n_malicious)
+        clients = check_members(self.clients, self.n_malicious)
+        object.__setattr__(self, "clients", None if clients is None else tuple(sorted(clients)))
         check_number("cosine", self.cosine, 0.0, 1.0)
         try:
             object.__setattr__(self, "target", Target(self.target))
@@ -145,16 +137,7 @@ class Crafted:
 
     def malicious(self, seed: int, n_clients: int) -> tuple[int, ...]:
         """The malicious clients of ``seed`` (ValueError when they do not exist)."""
-        from adcs.adversary.attack import malicious_clients
-
-        if self.clients is not None:
-            if max(self.clients) >= n_clients:
-                raise ValueError(f"clients {list(self.clients)} must lie in [0, {n_clients})")
-            return self.clients
-        assert self.n_malicious is not None
-        if self.n_malicious > n_clients:
-            raise ValueError(f"n_malicious={self.n_malicious} exceeds N={n_clients}")
-        return malicious_clients(seed, n_clients, self.n_malicious)
+        return members_of(self.clients, self.n_malicious, seed, n_clients)
 
     def build(self, seed: int, n_clients: int) -> Crafted:
         """This attack on one run: its clients fixed, its draws keyed by ``seed``."""
@@ -170,17 +153,6 @@ class Crafted:
     def rows(self, clients: IntArray) -> BoolArray:
         """Which of ``clients`` (shape (n,)) are malicious."""
         return np.isin(np.asarray(clients), np.asarray(self.members))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The TOML table (``kind = "crafted"`` and the keys that are set)."""
-        doc: dict[str, Any] = {"kind": "crafted"}
-        for name in ("clients", "n_malicious", "cosine", "target", "shared", "scale", "factor",
-                     "start", "adaptive"):  # fmt: skip
-            value = getattr(self, name)
-            if value is not None:
-                doc[name] = list(value) if name == "clients" else value
-        doc["target"] = Target(self.target).value
-        return doc
 
 
 # --------------------------------------------------------------------------------------------

@@ -109,8 +109,8 @@ class Defence:
         below ρ × the median best cosine (0: off).
     uniform_mix : float
         λ ∈ [0, 1): probability that a round's selection is uniform instead.
-    aggregation : Robust
-        The aggregation rule (``Robust.MEAN``: the runtime's default mean).
+    aggregation : Robust or str
+        The aggregation rule (``Robust.MEAN``: the runtime's default mean), or its value.
     trim : float
         β for ``Robust.TRIMMED_MEAN``.
     novelty : float
@@ -143,16 +143,25 @@ class Defence:
         check_int("peers", self.peers)
         check_unit_interval("plausibility", self.plausibility)
         check_number("uniform_mix", self.uniform_mix, 0.0, 1.0, high_open=True)
-        if not isinstance(self.aggregation, Robust):
+        try:  # a configuration names the rule by its value
+            object.__setattr__(self, "aggregation", Robust(self.aggregation))
+        except ValueError:
             raise ValueError(
-                f"aggregation must be a Robust ({[r.value for r in Robust]}), "
-                f"got {self.aggregation!r}"
-            )
+                f"aggregation must be one of {[r.value for r in Robust]}, got {self.aggregation!r}"
+            ) from None
         check_number("trim", self.trim, 0.0, 0.5, high_open=True)
         if check_number("novelty", self.novelty, 0.0) != 0 and self.novelty < 1:
             raise ValueError(f"novelty must be 0 (off) or a number >= 1, got {self.novelty!r}")
         check_number("cap", self.cap, 0.0)
         check_int("window", self.window)
+
+    def build(self, seed: int, n_clients: int) -> Defence:
+        """The defence of one run (of ``seed``, among ``n_clients``): this one, for every run.
+
+        The ``[sim.defence]`` kinds' protocol (:data:`adcs.adversary.DEFENCES`): a user's kind
+        builds a :class:`Defence` per run, a subclass may change :meth:`aggregator`.
+        """
+        return self
 
     @property
     def screens(self) -> bool:

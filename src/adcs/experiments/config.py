@@ -29,9 +29,12 @@ Example (``experiments/fig2.toml``)::
     refresh_every = 20
     sweep = { theta = [0.2, 0.4, 0.6, 0.8, 1.0] }
 
-The ``[data]`` table is :mod:`adcs.experiments.data_config`'s; the ``kind`` tables
-(``[sim.availability]``, ``[sim.system]``, ``[model]``) are the library's objects, named through
-their registries and mapped by :class:`~adcs.experiments.schema.KindTable` (docs/design.md §8).
+The ``[data]`` table is :mod:`adcs.experiments.data_config`'s; ``[sim]`` is the library's
+:class:`~adcs.sim.engine.SimConfig` itself (its arguments are the keys, its checks the ones that
+apply); the ``kind`` tables (``[sim.availability]``, ``[sim.system]``, ``[sim.attack]``,
+``[sim.defence]``, ``[model]``) are the library's objects, named through their registries and
+mapped by :class:`~adcs.experiments.schema.KindTable` (docs/design.md §8). The attack and the
+defence apply per run, so :class:`ExperimentConfig` holds them beside the simulator's settings.
 
 Schedulers are built only through the name → class table :data:`adcs.schedulers.SCHEDULERS`.
 """
@@ -42,7 +45,6 @@ import dataclasses
 import enum
 import inspect
 import itertools
-import math
 import sys
 import typing
 from collections.abc import Mapping, Sequence
@@ -56,27 +58,25 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from adcs import defaults
 from adcs.data.datasets import DATASETS
 from adcs.data.partition import PARTITIONS as PARTITION_TABLE
-from adcs.experiments import adversary
-from adcs.experiments.adversary import AttackTable, DefenceSettings
+from adcs.experiments.adversary import ATTACK_TABLE, DEFENCE_TABLE
 from adcs.experiments.data_config import DataConfig, resolve_path
 from adcs.experiments.outputs import output_names
 from adcs.experiments.schema import (
     ConfigError,
     KindTable,
     _choice,
-    _float,
     _int,
     _no_unknown,
     _table,
     freeze,
+    named_key,
     value_to_toml,
 )
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
-from adcs.sim.availability import AVAILABILITY, AlwaysAvailable
+from adcs.sim.availability import AVAILABILITY
 from adcs.sim.engine import SimConfig
 from adcs.sim.model import Model
 from adcs.sim.models import MODELS, Logistic
@@ -86,11 +86,11 @@ __all__ = [
     "MODEL_KINDS",
     "PAPER_CONFIGS",
     "PARTITIONS",
+    "SIM_KEYS",
     "ConfigError",
     "DataConfig",
     "ExperimentConfig",
     "MethodConfig",
-    "SimSettings",
     "build_model",
     "config_from_dict",
     "config_to_dict",
@@ -99,6 +99,8 @@ __all__ = [
     "packaged_config",
     "packaged_config_path",
     "read_toml",
+    "sim_config",
+    "sim_for_clients",
     "with_overrides",
 ]
 
@@ -107,9 +109,6 @@ PARTITIONS = tuple(PARTITION_TABLE)
 
 PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 """Configurations shipped with the project (``experiments/<name>.toml``)."""
-
-WEIGHTINGS = ("uniform", "data_size")
-
 
 # ---------------------------------------------------------------------------------------------
 # sections
@@ -121,116 +120,70 @@ kinds are the rows of :data:`adcs.sim.availability.AVAILABILITY`."""
 SYSTEM_TABLE = KindTable("sim.system", SYSTEM_PROFILES, "lognormal", frozenset({"profile"}))
 """``[sim.system]``: client devices and the simulated clock (:mod:`adcs.sim.system`); its kinds
 are the rows of :data:`adcs.sim.system.SYSTEM_PROFILES`."""
+TABLES = {"attack": ATTACK_TABLE, "defence": DEFENCE_TABLE}
+"""``[sim.attack]`` and ``[sim.defence]`` (:mod:`adcs.experiments.adversary`): per run, not the
+simulator's, so :class:`ExperimentConfig` holds them."""
 
 
-@dataclass(frozen=True)
-class SimSettings:
-    """Simulator settings; mirrors :class:`adcs.sim.engine.SimConfig` (paper defaults, Sec. 6).
+SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimConfig)) | {"attack", "defence"}
+"""The keys of ``[sim]``: :class:`~adcs.sim.engine.SimConfig`'s arguments (``availability`` and
+``system`` as sub-tables) and the per-run ``attack`` and ``defence`` sub-tables."""
 
-    Attributes
-    ----------
-    rounds : int
-        T, the number of communication rounds (paper: 20 000).
-    local_steps : int
-        E, local SGD steps per round (paper: 1).
-    batch_size : int
-        B, local minibatch size (paper: 16).
-    local_lr, server_lr : float
-        η_ℓ and η_s (paper: 0.001 and 1).
-    eval_every : int
-        Rounds between evaluations of per-client test accuracy.
-    weighting : {"uniform", "data_size"}
-        Aggregation weights p_n.
-    common_minibatches : bool
-        Runs of the same seed draw the same client minibatches (common random numbers across
-        methods; also faster). ``False``: every run has its own minibatch stream.
-    dropout : float in [0, 1)
-        Probability that a selected client fails to return its update in a round.
-    availability : object
-        The ``[sim.availability]`` table: a row of :data:`adcs.sim.availability.AVAILABILITY`
-        (:class:`~adcs.sim.availability.BernoulliAvailability`, ...).
-    system : object or None
-        The ``[sim.system]`` table: a row of :data:`adcs.sim.system.SYSTEM_PROFILES`
-        (:class:`~adcs.sim.system.SystemConfig`, ...); ``None`` (no table): no simulated clock.
-    sketch_dim : int or None
-        Schedulers see k-dimensional Johnson–Lindenstrauss sketches of the updates (aggregation
-        uses the true ones); omitted: the updates themselves.
-    eval_clients : int or None
-        Evaluate a fixed subset of this many clients (large populations); omitted: all.
-    attack : AttackSettings or Crafted or None
-        The ``[sim.attack]`` table: malicious clients, for every method (None: all honest).
-    defence : DefenceSettings or None
-        The ``[sim.defence]`` table: defences for every method (None: none).
-    lr_decay : tuple of (int, float)
-        Step schedule of η_ℓ, ``[[round, factor], …]``: from that round on (counting from 0)
-        η_ℓ = local_lr · factor (``SimConfig.lr_decay``); empty (default): constant.
+
+def sim_config(base: SimConfig | None = None, **values: Any) -> SimConfig:
+    """``SimConfig(**values)``, or ``base`` with ``values`` replaced: the ``[sim]`` table.
+
+    Raises
+    ------
+    ConfigError
+        The library's refusal, naming the key (``sim.batch_size must be ...``).
     """
+    try:
+        return SimConfig(**values) if base is None else dataclasses.replace(base, **values)
+    except ValueError as exc:
+        raise ConfigError(named_key("sim", str(exc), SIM_KEYS)) from None
 
-    rounds: int = 20_000
-    local_steps: int = defaults.LOCAL_STEPS
-    batch_size: int = defaults.BATCH_SIZE
-    local_lr: float = defaults.LOCAL_LR
-    server_lr: float = defaults.SERVER_LR
-    eval_every: int = 100
-    weighting: str = "uniform"
-    common_minibatches: bool = True
-    dropout: float = 0.0
-    availability: Any = field(default_factory=AlwaysAvailable)
-    system: Any = None
-    sketch_dim: int | None = None
-    eval_clients: int | None = None
-    attack: AttackTable | None = None
-    defence: DefenceSettings | None = None
-    lr_decay: tuple[tuple[int, float], ...] = ()
 
-    def __post_init__(self) -> None:
-        _int("sim.rounds", self.rounds, 1)
-        try:
-            decay = SimConfig(rounds=1, lr_decay=self.lr_decay).lr_decay
-        except ValueError as exc:
-            raise ConfigError(f"sim.{exc}") from None
-        object.__setattr__(self, "lr_decay", decay)
-        _int("sim.local_steps", self.local_steps, 1)
-        _int("sim.batch_size", self.batch_size, 1)
-        _float("sim.local_lr", self.local_lr, 0.0, math.inf, low_open=True)
-        _float("sim.server_lr", self.server_lr, 0.0, math.inf, low_open=True)
-        _int("sim.eval_every", self.eval_every, 1)
-        _choice("sim.weighting", self.weighting, WEIGHTINGS)
-        if not isinstance(self.common_minibatches, bool):
-            raise ConfigError(
-                f"sim.common_minibatches must be true or false, got {self.common_minibatches!r}"
-            )
-        _float("sim.dropout", self.dropout, 0.0, 1.0, high_open=True)
-        for key in ("sketch_dim", "eval_clients"):
-            if getattr(self, key) is not None:
-                _int(f"sim.{key}", getattr(self, key), 1)
+def sim_for_clients(sim: SimConfig, n_clients: int) -> SimConfig:
+    """:meth:`SimConfig.for_clients <adcs.sim.engine.SimConfig.for_clients>` (a trace or a
+    device file read for N clients), its refusal naming the key (``sim.availability: ...``)."""
+    try:
+        return sim.for_clients(n_clients)
+    except ValueError as exc:
+        raise ConfigError(named_key("sim", str(exc), SIM_KEYS)) from None
 
-    def build(self, n_clients: int) -> SimConfig:
-        """The simulator's configuration."""
-        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        kwargs["availability"] = AVAILABILITY_TABLE.for_clients(self.availability, n_clients)
-        if self.system is not None:
-            kwargs["system"] = SYSTEM_TABLE.for_clients(self.system, n_clients)
-        del kwargs["attack"], kwargs["defence"]  # per run, not the simulator's (runner.py)
-        return SimConfig(**kwargs)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The ``[sim]`` table (availability and system as their own sub-tables)."""
-        doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        doc["availability"] = AVAILABILITY_TABLE.to_dict(self.availability)
-        if self.system is None:
-            del doc["system"]
-        else:
-            doc["system"] = SYSTEM_TABLE.to_dict(self.system)
-        for table in ("attack", "defence"):
-            settings = doc.pop(table)
-            if settings is not None:  # a user's attack kind: written back by its table
-                own = getattr(settings, "to_dict", None)
-                doc[table] = own() if own is not None else adversary.ATTACK_TABLE.to_dict(settings)
-        doc["lr_decay"] = [list(pair) for pair in self.lr_decay]
-        if not self.lr_decay:
-            del doc["lr_decay"]
-        return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
+def _parse_sim(raw: Any, base_dir: Path | None) -> tuple[SimConfig, Any, Any]:
+    """The ``[sim]`` table: the simulator's configuration, the attack and the defence."""
+    table = dict(_table("sim", raw))
+    _no_unknown("sim", table, SIM_KEYS)
+    if "availability" in table:
+        table["availability"] = AVAILABILITY_TABLE.parse(table["availability"], base_dir)
+    if "system" in table:
+        table["system"] = SYSTEM_TABLE.parse(table["system"], base_dir)
+    attack, defence = (
+        None if key not in table else TABLES[key].parse(_frozen(key, table.pop(key)), None)
+        for key in ("attack", "defence")
+    )
+    return sim_config(**table), attack, defence
+
+
+def _frozen(key: str, raw: Any) -> dict[str, Any]:
+    """The ``[sim.<key>]`` table with its arrays as tuples (the objects stay hashable)."""
+    return {k: freeze(v) for k, v in _table(f"sim.{key}", raw).items()}
+
+
+def _sim_to_dict(config: ExperimentConfig) -> dict[str, Any]:
+    """The ``[sim]`` table: the simulator's settings in their order, then the attack and the
+    defence (availability, system, attack and defence as sub-tables)."""
+    sim = config.sim
+    doc = {f.name: getattr(sim, f.name) for f in dataclasses.fields(sim)}
+    doc["availability"] = AVAILABILITY_TABLE.to_dict(sim.availability)
+    doc["system"] = None if sim.system is None else SYSTEM_TABLE.to_dict(sim.system)
+    doc["lr_decay"] = [list(pair) for pair in sim.lr_decay] or None
+    for key, obj in (("attack", config.attack), ("defence", config.defence)):
+        doc[key] = None if obj is None else TABLES[key].to_dict(obj)
+    return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
 
 
 MODEL_TABLE = KindTable("model", MODELS, "logistic", sort_keys=False)
@@ -312,13 +265,22 @@ class ExperimentConfig:
     seeds : tuple of int
         Training seeds; each (method, hyperparameters) point runs once per seed.
     data : DataConfig
-    sim : SimSettings
+    sim : SimConfig
+        The ``[sim]`` table (:class:`adcs.sim.engine.SimConfig`; a trace or device file is read
+        for N clients by :func:`sim_for_clients`).
     methods : tuple of MethodConfig
     outputs : tuple of str
         Figures/tables to produce, from :func:`~adcs.experiments.outputs.output_names`.
     model : object
         The ``[model]`` table: a row of :data:`adcs.sim.models.MODELS` (default
         :class:`~adcs.sim.models.Logistic`, the paper's).
+    attack : object or None
+        The ``[sim.attack]`` table, for every method: a row of :data:`adcs.adversary.ATTACKS`
+        (:class:`~adcs.adversary.Liars`, :class:`~adcs.adversary.Crafted`, ...); None: all
+        honest.
+    defence : object or None
+        The ``[sim.defence]`` table, for every method: a row of :data:`adcs.adversary.DEFENCES`
+        (:class:`~adcs.adversary.Defence`, ...); None: none.
     source : str
         Where the configuration came from (a file path or ``"<dict>"``), for messages.
     """
@@ -327,11 +289,13 @@ class ExperimentConfig:
     m: int
     seeds: tuple[int, ...]
     data: DataConfig
-    sim: SimSettings
+    sim: SimConfig
     methods: tuple[MethodConfig, ...]
     outputs: tuple[str, ...] = ("curves",)
     description: str = ""
     model: Any = field(default_factory=Logistic)
+    attack: Any = None
+    defence: Any = None
     source: str = field(default="<dict>", compare=False)
 
     def __post_init__(self) -> None:
@@ -353,12 +317,12 @@ class ExperimentConfig:
             _choice("outputs[]", o, output_names())
         for i, method in enumerate(self.methods):
             _check_method(f"methods[{i}]", method, self.m, timed=self.sim.system is not None)
-        if self.sim.attack is not None and n_clients is not None:  # else checked when loaded
+        if self.attack is not None and n_clients is not None:  # else checked when loaded
             for seed in self.seeds:
                 try:
-                    self.sim.attack.malicious(seed, n_clients)
+                    self.attack.malicious(seed, n_clients)
                 except ValueError as exc:
-                    raise ConfigError(str(exc)) from None
+                    raise ATTACK_TABLE.refusal(self.attack, exc) from None
 
 
 def _check_method(key: str, method: MethodConfig, m: int, *, timed: bool = False) -> None:
@@ -436,7 +400,6 @@ def _hyperparameters(cls: type[Any]) -> frozenset[str]:
 _TOP_KEYS = frozenset(
     {"name", "description", "m", "seeds", "outputs", "data", "sim", "model", "methods"}
 )
-_SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimSettings))
 
 
 def _parse_method(i: int, raw: Any) -> MethodConfig:
@@ -482,20 +445,7 @@ def config_from_dict(
             if key not in raw:
                 raise ConfigError(f"{key} is required")
         data_raw = _table("data", raw.get("data", {}))
-        sim_raw = dict(_table("sim", raw.get("sim", {})))
-        _no_unknown("sim", sim_raw, _SIM_KEYS)
-        if "availability" in sim_raw:
-            sim_raw["availability"] = AVAILABILITY_TABLE.parse(sim_raw["availability"], base_dir)
-        if "system" in sim_raw:
-            sim_raw["system"] = SYSTEM_TABLE.parse(sim_raw["system"], base_dir)
-        for table in ("attack", "defence"):
-            if table in sim_raw:
-                try:
-                    sim_raw[table] = adversary.parse(
-                        table, dict(_table(f"sim.{table}", sim_raw[table]))
-                    )
-                except ValueError as exc:
-                    raise ConfigError(str(exc)) from None
+        sim, attack, defence = _parse_sim(raw.get("sim", {}), base_dir)
         seeds = raw["seeds"]
         if not isinstance(seeds, list):
             raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")
@@ -515,8 +465,10 @@ def config_from_dict(
             m=raw["m"],
             seeds=tuple(seeds),
             data=DataConfig.from_dict(data_raw, base_dir),
-            sim=SimSettings(**sim_raw),
+            sim=sim,
             model=MODEL_TABLE.parse(model_raw, None),
+            attack=attack,
+            defence=defence,
             methods=tuple(_parse_method(i, t) for i, t in enumerate(methods_raw)),
             outputs=tuple(outputs),
             source=source,
@@ -607,7 +559,7 @@ def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
         "seeds": list(config.seeds),
         "outputs": list(config.outputs),
         "data": config.data.to_dict(),
-        "sim": config.sim.to_dict(),
+        "sim": _sim_to_dict(config),
         "model": MODEL_TABLE.to_dict(config.model),
         "methods": methods,
     }
@@ -660,11 +612,11 @@ def with_overrides(
     sim = config.sim
     if rounds is not None:
         _int("rounds", rounds, 1)
-        sim = dataclasses.replace(sim, rounds=rounds)
+        sim = sim_config(sim, rounds=rounds)
     if eval_every is not None:
-        sim = dataclasses.replace(sim, eval_every=eval_every)
+        sim = sim_config(sim, eval_every=eval_every)
     if sim.eval_every > sim.rounds:
-        sim = dataclasses.replace(sim, eval_every=sim.rounds)
+        sim = sim_config(sim, eval_every=sim.rounds)
     data = config.data
     if data_path is not None:
         entry = DATASETS.resolve(data.dataset)
@@ -691,7 +643,7 @@ def merge_configs(configs: Sequence[ExperimentConfig], name: str) -> ExperimentC
         raise ConfigError("nothing to merge")
     first = configs[0]
     for other in configs[1:]:
-        for attr in ("data", "sim", "model", "seeds", "m"):
+        for attr in ("data", "sim", "attack", "defence", "model", "seeds", "m"):
             if getattr(other, attr) != getattr(first, attr):
                 raise ConfigError(
                     f"cannot merge {first.source} and {other.source}: they differ in {attr} "

@@ -34,6 +34,7 @@ from adcs.experiments.config import (
     ExperimentConfig,
     build_model,
     config_to_dict,
+    sim_for_clients,
 )
 from adcs.experiments.workload import DataSource, federate, load_data
 from adcs.schedulers.base import Scheduler
@@ -152,7 +153,7 @@ def _adversarial(spec: RunSpec, config: ExperimentConfig) -> RunSpec:
     The scheduler is wrapped (lies told to a defended server) and the aggregation hook set (a
     poison, a robust rule); ``meta["malicious"]`` lists the run's malicious clients.
     """
-    attack, defence = config.sim.attack, config.sim.defence
+    attack, defence = config.attack, config.defence
     if attack is None and defence is None:
         return spec
     n = config.data.total_clients
@@ -209,10 +210,9 @@ def sim_settings(config: ExperimentConfig, n_clients: int | None = None) -> SimC
     if n_clients is None:
         n_clients = config.data.total_clients
     try:
-        return config.sim.build(n_clients if n_clients is not None else 1)
-    except (TypeError, ValueError) as exc:
-        where = "" if str(exc).startswith("sim.") else "sim: "  # the key when it names none
-        raise ConfigError(f"{config.source}: {where}{exc}") from exc
+        return sim_for_clients(config.sim, n_clients if n_clients is not None else 1)
+    except ConfigError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from exc
 
 
 def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int | None, ClientData]:

@@ -9,15 +9,15 @@ writes itself back to the table (:meth:`KindTable.to_dict`) for ``manifest.json`
 comparison ``--resume`` makes.
 
 The small checkers below raise :class:`ConfigError` naming the dotted key, for the keys the
-configuration layer owns itself (``m``, ``seeds``, ``[sim]``'s scalars).
+configuration layer owns itself (``m``, ``seeds``, ``outputs``).
 """
 
 from __future__ import annotations
 
+import enum
 import inspect
-import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,25 +39,6 @@ def _int(key: str, value: Any, minimum: int) -> int:
     if not _is_int(value) or value < minimum:
         raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
     return int(value)
-
-
-def _float(
-    key: str,
-    value: Any,
-    low: float,
-    high: float,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    ok = (_is_int(value) or isinstance(value, float)) and math.isfinite(float(value))
-    if ok:
-        v = float(value)
-        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-    if not ok:
-        left, right = "(" if low_open else "[", ")" if high_open else "]"
-        raise ConfigError(f"{key} must be a number in {left}{low}, {high}{right}, got {value!r}")
-    return float(value)
 
 
 def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
@@ -89,14 +70,26 @@ def freeze(value: Any) -> Any:
 
 
 def value_to_toml(value: Any) -> Any:
-    """Tuples → TOML arrays (the inverse of :func:`freeze`)."""
+    """Tuples → TOML arrays (the inverse of :func:`freeze`), enum members → their values."""
     if isinstance(value, tuple):
         return [value_to_toml(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
     return value
 
 
-_NAMED = re.compile(r"(?:[a-z_]+\.)?([a-z_]\w*)( .*)", re.DOTALL)
-"""A library message that starts with the argument it is about (``availability.p must ...``)."""
+_NAMED = re.compile(r"(?:[a-z_]+\.)?([a-z_]\w*)([ :=].*)", re.DOTALL)
+"""A library message that starts with the argument it is about (``availability.p must ...``,
+``n_malicious=9 exceeds ...``, ``availability: ...``)."""
+
+
+def named_key(key: str, message: str, names: Collection[str]) -> str:
+    """A library's ``message`` naming the dotted key: ``<key>.<name> ...`` when it starts with
+    one of ``names`` (an argument of the object under ``key``), else ``<key>: <message>``."""
+    named = _NAMED.fullmatch(message)
+    if named is not None and named.group(1) in names:
+        return f"{key}.{named.group(1)}{named.group(2)}"
+    return f"{key}: {message}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +110,9 @@ class KindTable:
     sort_keys : bool
         Write the table back with its keys sorted (else ``kind`` first, then the constructor's
         order), as the manifests of earlier versions have it.
+    write_default : bool
+        Write ``kind`` back when it is the default (the attack and defence tables of earlier
+        manifests have none).
     """
 
     key: str
@@ -124,6 +120,7 @@ class KindTable:
     default: str
     hidden: frozenset[str] = frozenset()
     sort_keys: bool = True
+    write_default: bool = True
 
     def keys(self, cls: type[Any]) -> dict[str, inspect.Parameter]:
         """The table's keys for the row ``cls`` (besides ``kind``): its constructor arguments."""
@@ -177,10 +174,11 @@ class KindTable:
         _no_unknown(self.key, {"kind": kind, **table}, frozenset(keys) | {"kind"})
 
     def _message(self, message: str, keys: Mapping[str, Any]) -> str:
-        named = _NAMED.fullmatch(message)
-        if named is not None and (named.group(1) in keys or named.group(1) == "kind"):
-            return f"{self.key}.{named.group(1)}{named.group(2)}"
-        return f"{self.key}: {message}"
+        return named_key(self.key, message, {*keys, "kind"})
+
+    def refusal(self, obj: Any, exc: Exception) -> ConfigError:
+        """``exc``, raised by a method of ``obj`` (this table's object), naming the key."""
+        return ConfigError(self._message(str(exc), self.keys(type(obj))))
 
     def kind_of(self, obj: Any) -> str:
         """The name that resolves to ``obj``'s class (its import path for a user's class)."""
@@ -188,8 +186,11 @@ class KindTable:
         return self.registry.name_of(cls) or f"{cls.__module__}:{cls.__qualname__}"
 
     def to_dict(self, obj: Any) -> dict[str, Any]:
-        """The TOML table of ``obj``: its kind and constructor arguments, sorted, none null."""
-        doc = {"kind": self.kind_of(obj), **{k: getattr(obj, k) for k in self.keys(type(obj))}}
+        """The TOML table of ``obj``: its kind and constructor arguments, none null (an enum as
+        its value, a tuple as an array)."""
+        kind = self.kind_of(obj)
+        doc = {"kind": kind} if self.write_default or kind != self.default else {}
+        doc.update({k: value_to_toml(getattr(obj, k)) for k in self.keys(type(obj))})
         return {k: doc[k] for k in (sorted(doc) if self.sort_keys else doc) if doc[k] is not None}
 
     def build(self, obj: Any, *args: Any) -> Any:
@@ -198,15 +199,5 @@ class KindTable:
             return obj.build(*args)
         except ImportError as exc:  # a missing extra: the row's message says which
             raise ConfigError(self._message(str(exc), {})) from None
-        except ValueError as exc:
-            raise ConfigError(f"{self.key}: {exc}") from None
-
-    def for_clients(self, obj: Any, n_clients: int) -> Any:
-        """The simulator's object: ``obj``, or what its ``for_clients`` reads for N clients."""
-        complete = getattr(obj, "for_clients", None)
-        if complete is None:
-            return obj
-        try:
-            return complete(n_clients)
         except ValueError as exc:
             raise ConfigError(f"{self.key}: {exc}") from None

@@ -230,6 +230,11 @@ def _context(data: ClientData, config: SimConfig, model: Model | None) -> _Conte
         model = LogisticRegression(int(np.prod(data.input_shape)), data.n_classes)
     if not isinstance(model, Model):
         raise ValueError(f"model must follow the Model protocol, got {type(model).__name__}")
+    if not config.complete:
+        raise ValueError(
+            "config holds a setting read per population (a trace or device file): simulate "
+            "config.for_clients(data.n_clients)"
+        )
     if isinstance(config.availability, TraceAvailability):
         config.availability.mask(0, 0, data.groups)  # refuses a trace of another population
     ctx = _Context(data, config, model)

@@ -7,14 +7,14 @@ The simulator's inputs and outputs (docs/design.md §4), apart from the round lo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from adcs import defaults
-from adcs._validate import check_bool, check_int, check_number
+from adcs._validate import check_bool, check_choice, check_int, check_number
 from adcs.aggregation import Aggregator
 from adcs.schedulers.base import Scheduler
 from adcs.sim.availability import AlwaysAvailable, Availability, TraceAvailability
@@ -26,6 +26,7 @@ __all__ = [
     "F32Array",
     "F64Array",
     "IntArray",
+    "PerPopulation",
     "RunResult",
     "RunSpec",
     "SimConfig",
@@ -37,6 +38,15 @@ IntArray = NDArray[np.intp]
 BoolArray = NDArray[np.bool_]
 
 
+@runtime_checkable
+class PerPopulation(Protocol):
+    """A setting known once the number of clients is (a trace or device file to read)."""
+
+    def for_clients(self, n_clients: int) -> Any:
+        """The simulator's object for ``n_clients`` clients."""
+        ...
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """Hyperparameters of a simulation (paper Sec. 6: E = 1, B = 16, η_ℓ = 0.001, η_s = 1).
@@ -44,7 +54,7 @@ class SimConfig:
     Parameters
     ----------
     rounds : int
-        T ≥ 1, number of rounds.
+        T ≥ 1, number of rounds (paper: 20 000).
     local_steps : int
         E ≥ 1, local SGD steps per client update.
     batch_size : int
@@ -62,14 +72,17 @@ class SimConfig:
         ``True`` (default): runs with the same seed draw the same client minibatches (common random
         numbers across methods, and the faster shared computation). ``False``: each run's
         minibatches come from its own ``(seed, run_id)`` stream.
-    availability : Availability
-        Which clients can be selected each round (default: all, every round).
     dropout : float
         Probability in [0, 1) that a selected client fails to return its update in a round (drawn
         per (seed, client, round)); dropped clients are not aggregated and are recorded.
-    system : SystemConfig, optional
+    availability : Availability or PerPopulation
+        Which clients can be selected each round (default: all, every round); or what gives
+        that model for N clients (a :class:`~adcs.sim.availability.TraceFile`), completed by
+        :meth:`for_clients` before a simulation.
+    system : SystemConfig or PerPopulation, optional
         Client devices and round rules (:mod:`adcs.sim.system`): every round is timed on a
-        simulated clock, and a deadline or over-commitment decides who is aggregated. ``None``
+        simulated clock, and a deadline or over-commitment decides who is aggregated (or a
+        :class:`~adcs.sim.system.MeasuredSystem`, completed by :meth:`for_clients`). ``None``
         (default): no clock, and every number is as without this option.
     sketch_dim : int or None
         k: schedulers see each update as its seeded Johnson–Lindenstrauss sketch of length k
@@ -85,7 +98,7 @@ class SimConfig:
         Empty (default): η_ℓ = ``local_lr`` throughout.
     """
 
-    rounds: int
+    rounds: int = 20_000
     local_steps: int = defaults.LOCAL_STEPS
     batch_size: int = defaults.BATCH_SIZE
     local_lr: float = defaults.LOCAL_LR
@@ -93,8 +106,9 @@ class SimConfig:
     eval_every: int = 100
     weighting: Literal["uniform", "data_size"] = "uniform"
     common_minibatches: bool = True
-    availability: Availability = field(default_factory=AlwaysAvailable)
     dropout: float = 0.0
+    # typed as the simulator reads them; before for_clients either may be a PerPopulation
+    availability: Availability = field(default_factory=AlwaysAvailable)
     system: SystemConfig | None = None
     sketch_dim: int | None = None
     eval_clients: int | None = None
@@ -107,21 +121,53 @@ class SimConfig:
         check_number("local_lr", self.local_lr, 0.0, low_open=True)
         check_number("server_lr", self.server_lr, 0.0, low_open=True)
         check_int("eval_every", self.eval_every)
-        if self.weighting not in ("uniform", "data_size"):
-            raise ValueError(f"weighting must be 'uniform' or 'data_size', got {self.weighting!r}")
+        check_choice("weighting", self.weighting, ("uniform", "data_size"))
         check_bool("common_minibatches", self.common_minibatches)
-        if not isinstance(self.availability, Availability):
-            raise ValueError(f"availability must be an Availability, got {self.availability!r}")
+        check_number("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        if not isinstance(self.availability, Availability | PerPopulation):
+            raise ValueError(
+                f"availability must be an Availability (or have for_clients(n_clients)), "
+                f"got {self.availability!r}"
+            )
         if isinstance(self.availability, TraceAvailability):
             self.availability.check_rounds(self.rounds)
-        check_number("dropout", self.dropout, 0.0, 1.0, high_open=True)
-        if self.system is not None and not isinstance(self.system, SystemConfig):
-            raise ValueError(f"system must be a SystemConfig or None, got {self.system!r}")
+        if self.system is not None and not isinstance(self.system, SystemConfig | PerPopulation):
+            raise ValueError(
+                f"system must be a SystemConfig (or have for_clients(n_clients)) or None, "
+                f"got {self.system!r}"
+            )
         if self.sketch_dim is not None:
             check_int("sketch_dim", self.sketch_dim)
         if self.eval_clients is not None:
             check_int("eval_clients", self.eval_clients)
         object.__setattr__(self, "lr_decay", _check_lr_decay(self.lr_decay))
+
+    def for_clients(self, n_clients: int) -> SimConfig:
+        """This configuration for ``n_clients`` clients: what reads a file per population (a
+        :class:`~adcs.sim.availability.TraceFile`, a :class:`~adcs.sim.system.MeasuredSystem`)
+        replaced by what its ``for_clients`` gives.
+
+        Raises
+        ------
+        ValueError
+            Naming the field first (``availability: …``), or the trace is shorter than the run.
+        """
+        complete: dict[str, Any] = {}
+        for name in ("availability", "system"):
+            spec = getattr(self, name)
+            if isinstance(spec, PerPopulation):
+                try:
+                    complete[name] = spec.for_clients(n_clients)
+                except ValueError as exc:
+                    raise ValueError(f"{name}: {exc}") from None
+        return replace(self, **complete) if complete else self
+
+    @property
+    def complete(self) -> bool:
+        """Whether :func:`~adcs.sim.engine.simulate` can run it (:meth:`for_clients` done)."""
+        return not isinstance(self.availability, PerPopulation) and not isinstance(
+            self.system, PerPopulation
+        )
 
     def lr_at(self, t: int) -> float:
         """η_ℓ in round t (0-based): ``local_lr`` times the factor of the last milestone ≤ t."""
