@@ -27,3 +27,11 @@ for w in dirichlet clients100; do
     python scripts/successor_paired.py --a adcs2 --b powerofchoice results/leaderboard/$w \
         "results/successor/leaderboard/$w" "results/successor/seeds34/$w"
 done
+# 5. the CNN workload (results/cnn's configuration and length): ADCS-2 on seeds 0-2, then seeds 3-4
+#    of ADCS-2 and PowerOfChoice (tied on 3 seeds)
+adcs run experiments/successor/cnn.toml --out results/successor/cnn --workers 1
+adcs run experiments/successor/seeds34/cnn.toml --out results/successor/seeds34/cnn --workers 1
+python scripts/successor_compare.py --committed results --new results/successor \
+    --workloads cnn:cnn --entry adcs2  # and successor_paired.py: see cnn.md
+python scripts/successor_paired.py --a adcs2 --b powerofchoice results/cnn \
+    results/successor/cnn results/successor/seeds34/cnn

@@ -298,6 +298,111 @@ def _log_r_star(log_q_m: float, log_w_bar: float, m: int, mu: float, kappa: floa
     return float(t) + log_r_rho
 
 
+def _resolve_alpha(theta: float | None, alpha: float | None) -> float:
+    """α from exactly one of θ (eq. 7) and α."""
+    if theta is not None and alpha is None:
+        return alpha_from_theta(theta)
+    if alpha is not None and theta is None:
+        return _check_nonneg("alpha", alpha)
+    raise ValueError("give exactly one of theta and alpha")
+
+
+def _check_quality(quality: ArrayLike, n_clients: int) -> FloatArray:
+    """Quality scores q_i as float64, shape (n_clients,); finite."""
+    q = np.asarray(quality)
+    if q.shape != (n_clients,) or not np.issubdtype(q.dtype, np.number):
+        raise ValueError(f"quality must be a numeric array of shape ({n_clients},), got {q.shape}")
+    q = q.astype(np.float64)
+    if not np.isfinite(q).all():
+        raise ValueError("quality contains NaN or infinite entries")
+    return q
+
+
+def _rho(eq12: bool, mu: float, kappa: float, r: float, m: int) -> tuple[float, float]:
+    """ρ = ρ₀ − 2r√m/κ (ρ₀ = √(1 − (m−1)μ)) and its root r_ρ; NaN unless eq. 12 holds and κ > 0."""
+    if not (eq12 and kappa > 0):
+        return float("nan"), float("nan")
+    rho0 = math.sqrt(1.0 - (m - 1) * mu)
+    return rho0 - 2.0 * r * math.sqrt(m) / kappa, 0.5 * kappa * rho0 / math.sqrt(m)
+
+
+def _greedy_condition(
+    log_r: float, log_w_bar: float, log_w_m: float, kappa: float, r: float, rho: float
+) -> bool:
+    """The greedy sufficient condition 4δ² w̄ < w_(m) ρ² in the log domain (δ = 2r/κ).
+
+    ``log_w_m`` is log w_(m), the m-th largest cluster weight; see :func:`cluster_geometry`'s notes.
+    Callers check eq. 12 and m ≤ K first.
+    """
+    if not (kappa > 0 and r < kappa and rho > 0):
+        return False
+    lhs = math.log(16.0) + 2.0 * log_r + log_w_bar - 2.0 * math.log(kappa)
+    return bool(lhs < log_w_m + 2.0 * math.log(rho))
+
+
+def _cluster_max(values: FloatArray, clusters: IntArray, n_clusters: int) -> FloatArray:
+    """The largest value in each cluster, shape (n_clusters,) (−inf for an empty cluster)."""
+    out = np.full(n_clusters, -np.inf)
+    np.maximum.at(out, clusters, values)
+    return out
+
+
+def _geometry(
+    g: FloatArray, z: IntArray, c: FloatArray, m: int, a: float, q: FloatArray
+) -> ClusterGeometry:
+    """Eqs. 10–13 and the greedy condition for checked input (see :func:`cluster_geometry`).
+
+    Parameters
+    ----------
+    g : ndarray of shape (n_clients, dim)
+    z : ndarray of int, shape (n_clients,)
+    c : ndarray of shape (n_clusters, dim)
+    m : int
+    a : float
+        α.
+    q : ndarray of shape (n_clients,)
+    """
+    n, k = g.shape[0], c.shape[0]
+    log_w = 2.0 * a * q
+    log_w_bar_k = _cluster_max(log_w, z, k)
+    log_w_bar = float(log_w.max())
+    top = np.sort(log_w_bar_k)[::-1]
+    log_q_m = float(top[:m].sum()) if m <= k else -math.inf
+    r = float(np.linalg.norm(g - c[z], axis=1).max())
+    mu = _mu(c)
+    kappa = float(np.linalg.norm(c, axis=1).min())
+    eq12 = bool(mu < (1.0 / (m - 1) if m > 1 else math.inf))  # NaN compares False
+    rho, r_rho = _rho(eq12, mu, kappa, r, m)
+    log_r_star = _log_r_star(log_q_m, log_w_bar, m, mu, kappa)
+    log_r = math.log(r) if r > 0 else -math.inf
+    eq13 = bool(eq12 and kappa > 0 and r < kappa and r < r_rho and log_r < log_r_star)
+    greedy_ok = (
+        eq12 and m <= k and _greedy_condition(log_r, log_w_bar, float(top[m - 1]), kappa, r, rho)
+    )
+    return ClusterGeometry(
+        n_clients=n,
+        n_clusters=k,
+        m=m,
+        alpha=a,
+        cluster_sizes=np.bincount(z, minlength=k).astype(np.intp),
+        centers=c,
+        r=r,
+        mu=mu,
+        kappa=kappa,
+        log_weights=log_w,
+        log_w_bar=log_w_bar,
+        log_w_bar_k=log_w_bar_k,
+        log_q_m=log_q_m,
+        rho=float(rho),
+        r_rho=float(r_rho),
+        r_star=float(np.exp(log_r_star)),
+        log_r_star=log_r_star,
+        eq12_holds=eq12,
+        eq13_holds=eq13,
+        greedy_condition_holds=greedy_ok,
+    )
+
+
 def cluster_geometry(
     updates: ArrayLike,
     clusters: ArrayLike,
@@ -344,72 +449,11 @@ def cluster_geometry(
     g = _check_updates(updates)
     n = g.shape[0]
     z, c = _resolve_centers(g, clusters, centers)
-    k = c.shape[0]
     m = check_int("m", m, 1)
     if m > n:
         raise ValueError(f"m must be <= n_clients={n}, got {m}")
-    if theta is not None and alpha is None:
-        a = alpha_from_theta(theta)
-    elif alpha is not None and theta is None:
-        a = _check_nonneg("alpha", alpha)
-    else:
-        raise ValueError("give exactly one of theta and alpha")
-    q = np.asarray(quality)
-    if q.shape != (n,) or not np.issubdtype(q.dtype, np.number):
-        raise ValueError(f"quality must be a numeric array of shape ({n},), got {q.shape}")
-    q = q.astype(np.float64)
-    if not np.isfinite(q).all():
-        raise ValueError("quality contains NaN or infinite entries")
-
-    log_w = 2.0 * a * q
-    log_w_bar_k = np.full(k, -np.inf)
-    np.maximum.at(log_w_bar_k, z, log_w)
-    log_w_bar = float(log_w.max())
-    top = np.sort(log_w_bar_k)[::-1]
-    log_q_m = float(top[:m].sum()) if m <= k else -math.inf
-
-    r = float(np.linalg.norm(g - c[z], axis=1).max())
-    mu = _mu(c)
-    kappa = float(np.linalg.norm(c, axis=1).min())
-    eq12 = bool(mu < (1.0 / (m - 1) if m > 1 else math.inf))  # NaN compares False
-    if eq12 and kappa > 0:
-        rho0 = math.sqrt(1.0 - (m - 1) * mu)
-        rho = rho0 - 2.0 * r * math.sqrt(m) / kappa
-        r_rho = 0.5 * kappa * rho0 / math.sqrt(m)
-    else:
-        rho = r_rho = float("nan")
-    log_r_star = _log_r_star(log_q_m, log_w_bar, m, mu, kappa)
-    r_star = float(np.exp(log_r_star))
-    log_r = math.log(r) if r > 0 else -math.inf
-    eq13 = bool(eq12 and kappa > 0 and r < kappa and r < r_rho and log_r < log_r_star)
-
-    greedy_ok = False
-    if eq12 and m <= k and kappa > 0 and r < kappa and rho > 0:
-        lhs = math.log(16.0) + 2.0 * log_r + log_w_bar - 2.0 * math.log(kappa)
-        greedy_ok = bool(lhs < float(top[m - 1]) + 2.0 * math.log(rho))
-
-    return ClusterGeometry(
-        n_clients=n,
-        n_clusters=k,
-        m=m,
-        alpha=a,
-        cluster_sizes=np.bincount(z, minlength=k).astype(np.intp),
-        centers=c,
-        r=r,
-        mu=mu,
-        kappa=kappa,
-        log_weights=log_w,
-        log_w_bar=log_w_bar,
-        log_w_bar_k=log_w_bar_k,
-        log_q_m=log_q_m,
-        rho=float(rho),
-        r_rho=float(r_rho),
-        r_star=r_star,
-        log_r_star=log_r_star,
-        eq12_holds=eq12,
-        eq13_holds=eq13,
-        greedy_condition_holds=greedy_ok,
-    )
+    a = _resolve_alpha(theta, alpha)
+    return _geometry(g, z, c, m, a, _check_quality(quality, n))
 
 
 # ---------------------------------------------------------------------------------------------

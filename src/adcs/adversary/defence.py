@@ -382,8 +382,184 @@ def _reported(stats: ClientStats) -> tuple[F32Array | None, FloatArray | None, B
     return directions, norms, finite
 
 
+@dataclass(frozen=True, eq=False)
+class _Known:
+    """What the server knows of one round's probed clients, the input of :func:`screen`'s steps.
+
+    Attributes
+    ----------
+    reported : ndarray of float32, shape (n_probed, dim), or None
+        Unit reported directions (zero rows where not finite; None: no update reported).
+    reported_norms : ndarray of shape (n_probed,) or None
+        Their norms (NaN where not finite).
+    finite : ndarray of bool, shape (n_probed,)
+        Rows whose reported update is finite.
+    known : ndarray of bool, shape (n_probed,)
+        Rows the server has received an update from.
+    received : ndarray of float32, shape (n_probed, dim), or None
+        Unit directions of the last received updates (zero rows where not known; None when no
+        probed client is known).
+    ident : ndarray of float32, shape (n_probed, dim), or None
+        The direction by which the server knows each client: what it received, else the report.
+    has_ident : ndarray of bool, shape (n_probed,)
+        Rows with such a direction.
+    """
+
+    reported: F32Array | None
+    reported_norms: FloatArray | None
+    finite: BoolArray
+    known: BoolArray
+    received: F32Array | None
+    ident: F32Array | None
+    has_ident: BoolArray
+
+
+def _known(memory: Received | None, stats: ClientStats) -> _Known:
+    """The reported and received directions of the probed clients."""
+    reported, reported_norms, finite = _reported(stats)
+    if memory is None:
+        known = np.zeros(stats.n_probed, dtype=bool)
+    else:
+        known = memory.known[stats.clients]
+    if memory is None or not known.any():
+        return _Known(reported, reported_norms, finite, known, None, reported, finite)
+    dim = reported.shape[1] if reported is not None else _dim(memory)
+    received = memory.directions(stats.clients, dim)
+    ident = received if reported is None else np.where(known[:, None], received, reported)
+    return _Known(reported, reported_norms, finite, known, received, ident, known | finite)
+
+
+def _received_directions(
+    defence: Defence, memory: Received | None, stats: ClientStats, known: _Known
+) -> tuple[F32Array | None, FloatArray | None, BoolArray]:
+    """Screen 1: each row's direction and norm, the received ones where a report is not trusted.
+
+    Returns
+    -------
+    directions : ndarray of float32, shape (n_probed, dim), or None
+    norms : ndarray of shape (n_probed,) or None
+    from_received : ndarray of bool, shape (n_probed,)
+        Rows whose direction and norm are the received update's.
+    """
+    none = np.zeros(stats.n_probed, dtype=bool)
+    reported, received = known.reported, known.received
+    if not (defence.received and received is not None and reported is not None):
+        return reported, known.reported_norms, none
+    assert memory is not None and known.reported_norms is not None
+    trusted = none
+    if defence.consistency < 1:
+        agree = np.einsum("ij,ij->i", reported, received, dtype=np.float64)
+        trusted = known.finite & (agree >= defence.consistency)
+    from_received = known.known & ~trusted
+    if not from_received.any():
+        return reported, known.reported_norms, from_received
+    same = bool((from_received == known.known).all())
+    directions = known.ident if same else np.where(from_received[:, None], received, reported)
+    norms = np.where(from_received, memory.norms[stats.clients], known.reported_norms)
+    return directions, norms, from_received
+
+
+def _corroborated(
+    defence: Defence, stats: ClientStats, known: _Known, norms: FloatArray | None
+) -> tuple[FloatArray | None, FloatArray | None, BoolArray, FloatArray | None]:
+    """Screen 2: losses and norms set to their neighbourhood's medians, or losses capped.
+
+    Returns
+    -------
+    losses : ndarray of shape (n_probed,) or None
+    norms : ndarray of shape (n_probed,) or None
+    corroborated : ndarray of bool, shape (n_probed,)
+        Rows whose loss and norm are their neighbourhood's medians.
+    ident_cos : ndarray of shape (n_probed, n_probed) or None
+        Cosines of the identity directions (None: not computed).
+    """
+    losses = None if stats.losses is None else np.asarray(stats.losses, dtype=np.float64)
+    corroborated = np.zeros(stats.n_probed, dtype=bool)
+    if not defence.corroborate:
+        return losses, norms, corroborated, None
+    ident_cos = None
+    if known.ident is not None:
+        ident_cos = cosines(known.ident, known.has_ident)
+        peers = nearest_peers(ident_cos, known.has_ident, defence.peers)
+        corroborated = known.has_ident.copy()
+        if losses is not None:
+            losses = np.where(corroborated, neighbourhood_medians(losses, peers), losses)
+        if norms is not None:
+            norms = np.where(corroborated, neighbourhood_medians(norms, peers), norms)
+    if losses is not None and not corroborated.all():  # no one can vouch: ≤ the median
+        finite_losses = np.isfinite(losses)
+        if finite_losses.any():
+            ceiling = float(np.median(np.asarray(stats.losses)[finite_losses]))
+            alone = ~corroborated & finite_losses
+            losses = np.where(alone, np.minimum(losses, ceiling), losses)
+    return losses, norms, corroborated, ident_cos
+
+
+def _implausible(
+    defence: Defence,
+    known: _Known,
+    directions: F32Array | None,
+    has_direction: BoolArray,
+    ident_cos: FloatArray | None,
+) -> tuple[BoolArray, float | None]:
+    """Screens 3 and 4: rows dropped as implausible or too novel, and the plausibility threshold.
+
+    The directions judged are those of the updates the scheduler sees, or, when it sees none (a
+    loss probe), those the server received — a poisoner is judged by the update it sent.
+    """
+    dropped, threshold = np.zeros(has_direction.shape, dtype=bool), None
+    judged, judged_rows = (
+        (directions, has_direction) if directions is not None else (known.ident, known.has_ident)
+    )
+    if judged is None:
+        return dropped, threshold
+    if defence.plausibility > 0:
+        same = judged is known.ident and bool((known.has_ident == judged_rows).all())
+        cos = ident_cos if same and ident_cos is not None else cosines(judged, judged_rows)
+        best = best_cosines(cos)
+        if np.isfinite(best).any():
+            threshold = defence.plausibility * float(np.median(best[np.isfinite(best)]))
+            dropped = judged_rows & (best < threshold)
+    if defence.novelty > 0:
+        dropped = dropped | too_novel(defence.novelty, judged, judged_rows)
+    return dropped, threshold
+
+
+def _passed_on(
+    stats: ClientStats,
+    known: _Known,
+    directions: F32Array | None,
+    norms: FloatArray | None,
+    has_direction: BoolArray,
+    from_received: BoolArray,
+    dropped: BoolArray,
+) -> FloatArray | None:
+    """The updates the scheduler sees: honest, consistent rows are passed on untouched.
+
+    Rows whose direction or norm was replaced are rebuilt from them, dropped rows are NaN;
+    shape (n_probed, dim), float32 when any row changed, else ``stats.updates`` itself.
+    """
+    if directions is None:
+        return stats.updates
+    reported_norms = known.reported_norms
+    assert norms is not None and reported_norms is not None and stats.updates is not None
+    with np.errstate(invalid="ignore"):
+        rescaled = has_direction & ~np.isclose(norms, reported_norms, rtol=1e-6, atol=0.0)
+    rebuilt = from_received | rescaled
+    if not (rebuilt.any() or dropped.any()):
+        return stats.updates
+    updates = np.array(stats.updates, dtype=np.float32)
+    updates[rebuilt] = directions[rebuilt] * norms[rebuilt, None].astype(np.float32)
+    updates[dropped] = np.nan
+    return updates
+
+
 def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Screening:
     """Apply the defence's screens to one round's statistics (module docstring).
+
+    The steps: what the server knows of each client (reported and received directions), the
+    received directions (screen 1), corroborated quality and norm (screen 2), plausible and
+    not too novel directions (screens 3–4), and the updates the scheduler then sees.
 
     Parameters
     ----------
@@ -401,80 +577,14 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
     none = np.zeros(n, dtype=bool)
     if n == 0 or (stats.losses is None and stats.updates is None):
         return Screening(stats, none, none, none, None)
-    reported, reported_norms, finite = _reported(stats)
-    known = memory.known[stats.clients] if memory is not None else none
-    mem = None
-    if memory is not None and known.any():
-        dim = reported.shape[1] if reported is not None else _dim(memory)
-        mem = memory.directions(stats.clients, dim)
-    # the direction by which the server knows each client: what it received, else the report
-    ident: F32Array | None = reported
-    has_ident = finite
-    if mem is not None:
-        ident = mem if reported is None else np.where(known[:, None], mem, reported)
-        has_ident = known | finite
-    # 1. received directions
-    directions, norms, from_received = reported, reported_norms, none
-    if defence.received and mem is not None and reported is not None:
-        assert memory is not None and reported_norms is not None
-        trusted = none
-        if defence.consistency < 1:
-            agree = np.einsum("ij,ij->i", reported, mem, dtype=np.float64)
-            trusted = finite & (agree >= defence.consistency)
-        from_received = known & ~trusted
-        if from_received.any():
-            same = bool((from_received == known).all())
-            directions = ident if same else np.where(from_received[:, None], mem, reported)
-            received_norms = memory.norms[stats.clients]
-            norms = np.where(from_received, received_norms, reported_norms)
-    has_direction = finite | from_received
-    # 2. corroborated quality and norm
-    losses = None if stats.losses is None else np.asarray(stats.losses, dtype=np.float64)
-    corroborated = none
-    ident_cos = None
-    if defence.corroborate:
-        if ident is not None:
-            ident_cos = cosines(ident, has_ident)
-            peers = nearest_peers(ident_cos, has_ident, defence.peers)
-            corroborated = has_ident.copy()
-            if losses is not None:
-                losses = np.where(corroborated, neighbourhood_medians(losses, peers), losses)
-            if norms is not None:
-                norms = np.where(corroborated, neighbourhood_medians(norms, peers), norms)
-        if losses is not None and not corroborated.all():  # no one can vouch: ≤ the median
-            finite_losses = np.isfinite(losses)
-            if finite_losses.any():
-                ceiling = float(np.median(np.asarray(stats.losses)[finite_losses]))
-                alone = ~corroborated & finite_losses
-                losses = np.where(alone, np.minimum(losses, ceiling), losses)
-    # 3. plausible directions: of the updates the scheduler sees, or, when it sees none (a loss
-    # probe), of what the server received — a poisoner is judged by the update it sent
-    dropped, threshold = none, None
-    judged, judged_rows = (
-        (directions, has_direction) if directions is not None else (ident, has_ident)
-    )
-    if defence.plausibility > 0 and judged is not None:
-        same = judged is ident and bool((has_ident == judged_rows).all())
-        cos = ident_cos if same and ident_cos is not None else cosines(judged, judged_rows)
-        best = best_cosines(cos)
-        if np.isfinite(best).any():
-            threshold = defence.plausibility * float(np.median(best[np.isfinite(best)]))
-            dropped = judged_rows & (best < threshold)
-    if defence.novelty > 0 and judged is not None:
-        dropped = dropped | too_novel(defence.novelty, judged, judged_rows)
+    known = _known(memory, stats)
+    directions, norms, from_received = _received_directions(defence, memory, stats, known)
+    has_direction = known.finite | from_received
+    losses, norms, corroborated, ident_cos = _corroborated(defence, stats, known, norms)
+    dropped, threshold = _implausible(defence, known, directions, has_direction, ident_cos)
     if directions is None and losses is not None and dropped.any():
         losses = np.where(dropped, np.nan, losses)
-    # the updates the scheduler sees: honest, consistent rows are passed on untouched
-    updates = stats.updates
-    if directions is not None:
-        assert norms is not None and reported_norms is not None and stats.updates is not None
-        with np.errstate(invalid="ignore"):
-            rescaled = has_direction & ~np.isclose(norms, reported_norms, rtol=1e-6, atol=0.0)
-        rebuilt = from_received | rescaled
-        if rebuilt.any() or dropped.any():
-            updates = np.array(stats.updates, dtype=np.float32)
-            updates[rebuilt] = directions[rebuilt] * norms[rebuilt, None].astype(np.float32)
-            updates[dropped] = np.nan
+    updates = _passed_on(stats, known, directions, norms, has_direction, from_received, dropped)
     out = ClientStats(stats.available, stats.clients, losses, updates)
     return Screening(out, corroborated, from_received, dropped, threshold)
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -52,6 +52,10 @@ from adcs.experiments.theory_grid import (
     synthetic_grid,
 )
 from adcs.sim.model import LogisticRegression, local_update, to_unit_float
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = [
     "EXACT_MAX_N",
@@ -305,32 +309,26 @@ _STYLE = {
 }
 
 
-def _plot(
-    rows: list[dict[str, Any]],
-    by_ratio: list[dict[str, Any]],
-    real_rows: list[dict[str, Any]] | None,
-    real_description: str,
-    folder: Path,
-) -> list[str]:
-    """Write the PNG figures into ``folder``; return their file names."""
+def _save(fig: Figure, folder: Path, name: str) -> str:
+    """Lay out and write ``fig`` as ``folder / name`` (120 dpi); return ``name``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    def save(fig: Figure, name: str) -> str:
-        FigureCanvasAgg(fig)
-        fig.tight_layout()
-        fig.savefig(folder / name, dpi=120)
-        return name
+    FigureCanvasAgg(fig)
+    fig.tight_layout()
+    fig.savefig(folder / name, dpi=120)
+    return name
 
-    def diagonal(ax: Any, xs: list[float], label: str) -> None:
-        lo, hi = min(xs), max(xs)
-        ax.plot([lo, hi], [lo, hi], "k--", lw=1, label=label)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
 
-    names = []
-    fig = Figure(figsize=(11, 4.5))
-    ax1, ax2 = fig.subplots(1, 2)
+def _diagonal(ax: Axes, xs: list[float], label: str) -> None:
+    """The line y = x over the range of ``xs``, on log-log axes."""
+    lo, hi = min(xs), max(xs)
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+
+
+def _scatter_eq15(ax: Axes, rows: list[dict[str, Any]]) -> None:
+    """Every case's measured bias against the general bound (eq. 15), one colour per method."""
     all_x: list[float] = []
     for m in (*METHODS, "uniform"):
         color, marker, label = _STYLE[m]
@@ -339,12 +337,16 @@ def _plot(
         if pts:
             x, y = zip(*pts, strict=True)
             all_x += x
-            ax1.scatter(x, y, s=8, c=color, marker=marker, label=label, alpha=0.5)
-    diagonal(ax1, all_x, "bias = eq. 15")
-    ax1.set(xlabel="eq. 15 bound √(λ_max(L)(1/m − 1/N))", ylabel="measured ‖ḡ_S − ḡ_N‖")
-    ax1.set_title("every case vs the general bound (biases ≈ 0 not shown)", fontsize=10)
-    ax1.legend(fontsize=8)
-    all_x = []
+            ax.scatter(x, y, s=8, c=color, marker=marker, label=label, alpha=0.5)
+    _diagonal(ax, all_x, "bias = eq. 15")
+    ax.set(xlabel="eq. 15 bound √(λ_max(L)(1/m − 1/N))", ylabel="measured ‖ḡ_S − ḡ_N‖")
+    ax.set_title("every case vs the general bound (biases ≈ 0 not shown)", fontsize=10)
+    ax.legend(fontsize=8)
+
+
+def _scatter_eq14(ax: Axes, rows: list[dict[str, Any]]) -> None:
+    """The MAP sets' measured bias against Theorem 1 (eq. 14), filled where Assumption 1 holds."""
+    all_x: list[float] = []
     for m in ("greedy", "exact"):
         color, marker, label = _STYLE[m]
         for holds, fill in ((False, "none"), (True, color)):
@@ -356,7 +358,7 @@ def _plot(
             if pts:
                 x, y = zip(*pts, strict=True)
                 all_x += x
-                ax2.scatter(
+                ax.scatter(
                     x,
                     y,
                     s=12,
@@ -366,11 +368,26 @@ def _plot(
                     label=f"{label}, Assumption 1 {'holds' if holds else 'fails'}",
                     alpha=0.6,
                 )
-    diagonal(ax2, all_x, "bias = eq. 14")
-    ax2.set(xlabel="eq. 14 bound for the chosen set", ylabel="measured ‖ḡ_S − ḡ_N‖")
-    ax2.set_title("Theorem 1 (counts form where clusters repeat)", fontsize=10)
-    ax2.legend(fontsize=7)
-    names.append(save(fig, "bias_vs_bounds.png"))
+    _diagonal(ax, all_x, "bias = eq. 14")
+    ax.set(xlabel="eq. 14 bound for the chosen set", ylabel="measured ‖ḡ_S − ḡ_N‖")
+    ax.set_title("Theorem 1 (counts form where clusters repeat)", fontsize=10)
+    ax.legend(fontsize=7)
+
+
+def _plot_bias_vs_bounds(rows: list[dict[str, Any]], folder: Path) -> str:
+    """``bias_vs_bounds.png``: measured bias against eq. 15 (left) and eq. 14 (right)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.5))
+    ax1, ax2 = fig.subplots(1, 2)
+    _scatter_eq15(ax1, rows)
+    _scatter_eq14(ax2, rows)
+    return _save(fig, folder, "bias_vs_bounds.png")
+
+
+def _plot_distinct_vs_radius(by_ratio: list[dict[str, Any]], folder: Path) -> str:
+    """``distinct_vs_radius.png``: share of cases with m distinct clusters, by radius."""
+    from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.5, 4.5))
     ax = fig.subplots()
@@ -392,33 +409,48 @@ def _plot(
     ax.set(xlabel="cluster radius r / r_⋆", ylabel="share of cases", ylim=(-0.03, 1.03))
     ax.set_title("m distinct clusters taken, by radius")
     ax.legend(fontsize=8)
-    names.append(save(fig, "distinct_vs_radius.png"))
+    return _save(fig, folder, "distinct_vs_radius.png")
 
+
+def _plot_real(real_rows: list[dict[str, Any]], real_description: str, folder: Path) -> str:
+    """``real_updates.png``: the real updates' biases and bounds, by m."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    xs = np.arange(len(real_rows))
+    width = 0.25
+    for j, m in enumerate(("greedy", "quality", "uniform")):
+        color, _, label = _STYLE[m]
+        key = "uniform_mean" if m == "uniform" else f"{m}_bias"
+        ax.bar(xs + (j - 1) * width, [r[key] for r in real_rows], width, color=color, label=label)
+    ax.plot(xs, [r["eq15"] for r in real_rows], "k_", ms=30, mew=2, label="eq. 15 bound")
+    ax.plot(
+        xs,
+        [r["greedy_eq14"] for r in real_rows],
+        "b_",
+        ms=30,
+        mew=2,
+        label="eq. 14 (greedy set; counts form if groups repeat)",
+    )
+    ax.set_xticks(xs, [str(r["m"]) for r in real_rows])
+    ax.set(xlabel="m", ylabel="‖ḡ_S − ḡ_N‖")
+    ax.set_title(f"{real_description} (groups as clusters)", fontsize=10)
+    ax.legend(fontsize=8)
+    return _save(fig, folder, "real_updates.png")
+
+
+def _plot(
+    rows: list[dict[str, Any]],
+    by_ratio: list[dict[str, Any]],
+    real_rows: list[dict[str, Any]] | None,
+    real_description: str,
+    folder: Path,
+) -> list[str]:
+    """Write the PNG figures into ``folder``; return their file names."""
+    names = [_plot_bias_vs_bounds(rows, folder), _plot_distinct_vs_radius(by_ratio, folder)]
     if real_rows:
-        fig = Figure(figsize=(7, 4.5))
-        ax = fig.subplots()
-        xs = np.arange(len(real_rows))
-        width = 0.25
-        for j, m in enumerate(("greedy", "quality", "uniform")):
-            color, _, label = _STYLE[m]
-            key = "uniform_mean" if m == "uniform" else f"{m}_bias"
-            ax.bar(
-                xs + (j - 1) * width, [r[key] for r in real_rows], width, color=color, label=label
-            )
-        ax.plot(xs, [r["eq15"] for r in real_rows], "k_", ms=30, mew=2, label="eq. 15 bound")
-        ax.plot(
-            xs,
-            [r["greedy_eq14"] for r in real_rows],
-            "b_",
-            ms=30,
-            mew=2,
-            label="eq. 14 (greedy set; counts form if groups repeat)",
-        )
-        ax.set_xticks(xs, [str(r["m"]) for r in real_rows])
-        ax.set(xlabel="m", ylabel="‖ḡ_S − ḡ_N‖")
-        ax.set_title(f"{real_description} (groups as clusters)", fontsize=10)
-        ax.legend(fontsize=8)
-        names.append(save(fig, "real_updates.png"))
+        names.append(_plot_real(real_rows, real_description, folder))
     return names
 
 
@@ -430,18 +462,9 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def _report(
-    summary: dict[str, Any],
-    by_ratio: list[dict[str, Any]],
-    real_rows: list[dict[str, Any]] | None,
-    real_description: str,
-    figures: list[str],
-    quick: bool,
-    seed: int,
-) -> str:
-    s = summary
-    holds = s["when_assumption_holds"]
-    lines = [
+def _report_setup(s: dict[str, Any], quick: bool, seed: int) -> list[str]:
+    """The report's title and the grid's description."""
+    return [
         "# Theory check: selection bias against the paper's bounds (Sec. 5.1)",
         "",
         f"Grid: {'quick' if quick else 'full'}, seed {seed}, θ = {THETA} (α = "
@@ -450,6 +473,13 @@ def _report(
         f"Exact MAP only for N ≤ {EXACT_MAX_N}. Uniform: exact E‖ḡ_S − ḡ_N‖ over all subsets "
         "when C(N, m) ≤ 20 000, else a 2 000-draw Monte Carlo mean.",
         "",
+    ]
+
+
+def _report_assumption(s: dict[str, Any], by_ratio: list[dict[str, Any]]) -> list[str]:
+    """Section: how often Assumption 1 holds and the methods take m distinct clusters."""
+    holds = s["when_assumption_holds"]
+    return [
         "## Assumption 1 and distinct clusters",
         "",
         f"- Assumption 1 holds in {s['assumption_holds']} of {s['cases']} cases "
@@ -481,6 +511,12 @@ def _report(
             for b in by_ratio
         ),
         "",
+    ]
+
+
+def _report_bounds(s: dict[str, Any]) -> list[str]:
+    """Section: how often the bounds are exceeded, and how tight they are."""
+    return [
         "## Bounds",
         "",
         "- Eq. 15 exceeded (it holds for every subset; any count > 0 is a bug): "
@@ -499,31 +535,53 @@ def _report(
         + ".",
         "",
     ]
+
+
+def _report_real(real_rows: list[dict[str, Any]], real_description: str) -> list[str]:
+    """Section: the real client updates' geometry, biases and bounds, one row per m."""
+    r0 = real_rows[0]
+    return [
+        "## Real client updates",
+        "",
+        f"{real_description}. N = {r0['n_clients']}, K = {r0['n_clusters']} groups (centroids as c_k), θ = "
+        f"{r0['theta']:g}{' (no qualities given: pure diversity)' if r0['theta'] == 0 else ''}."
+        f" r = {r0['r']:.4g}, μ = {r0['mu']:.4g}, κ = {r0['kappa']:.4g} (r/κ = "
+        f"{r0['r'] / r0['kappa']:.3g}).",
+        "",
+        "| m | eq. 12 | r_⋆ | Assumption 1 | greedy cond. | greedy bias | greedy distinct "
+        "| quality bias | Uniform E | eq. 14 (greedy) | eq. 15 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *(
+            f"| {r['m']} | {_fmt(r['eq12'])} | {_fmt(r['r_star'])} | {_fmt(r['assumption'])} "
+            f"| {_fmt(r['greedy_condition'])} | {_fmt(r['greedy_bias'])} | "
+            f"{r['greedy_distinct']} | {_fmt(r['quality_bias'])} | {_fmt(r['uniform_mean'])} "
+            f"| {_fmt(r['greedy_eq14'])} | {_fmt(r['eq15'])} |"
+            for r in real_rows
+        ),
+        "",
+        "Eq. 14 is Theorem 1's literal bound only where the greedy set has m distinct groups "
+        "(and m ≤ K); otherwise it is the counts form, still an upper bound.",
+        "",
+    ]
+
+
+def _report(
+    summary: dict[str, Any],
+    by_ratio: list[dict[str, Any]],
+    real_rows: list[dict[str, Any]] | None,
+    real_description: str,
+    figures: list[str],
+    quick: bool,
+    seed: int,
+) -> str:
+    """The text of ``report.md``: setup, Assumption 1, bounds, real updates (if any), files."""
+    lines = [
+        *_report_setup(summary, quick, seed),
+        *_report_assumption(summary, by_ratio),
+        *_report_bounds(summary),
+    ]
     if real_rows:
-        r0 = real_rows[0]
-        lines += [
-            "## Real client updates",
-            "",
-            f"{real_description}. N = {r0['n_clients']}, K = {r0['n_clusters']} groups (centroids as c_k), θ = "
-            f"{r0['theta']:g}{' (no qualities given: pure diversity)' if r0['theta'] == 0 else ''}."
-            f" r = {r0['r']:.4g}, μ = {r0['mu']:.4g}, κ = {r0['kappa']:.4g} (r/κ = "
-            f"{r0['r'] / r0['kappa']:.3g}).",
-            "",
-            "| m | eq. 12 | r_⋆ | Assumption 1 | greedy cond. | greedy bias | greedy distinct "
-            "| quality bias | Uniform E | eq. 14 (greedy) | eq. 15 |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
-            *(
-                f"| {r['m']} | {_fmt(r['eq12'])} | {_fmt(r['r_star'])} | {_fmt(r['assumption'])} "
-                f"| {_fmt(r['greedy_condition'])} | {_fmt(r['greedy_bias'])} | "
-                f"{r['greedy_distinct']} | {_fmt(r['quality_bias'])} | {_fmt(r['uniform_mean'])} "
-                f"| {_fmt(r['greedy_eq14'])} | {_fmt(r['eq15'])} |"
-                for r in real_rows
-            ),
-            "",
-            "Eq. 14 is Theorem 1's literal bound only where the greedy set has m distinct groups "
-            "(and m ≤ K); otherwise it is the counts form, still an upper bound.",
-            "",
-        ]
+        lines += _report_real(real_rows, real_description)
     lines += ["## Files", "", *(f"- ![{f}]({f})" for f in figures)]
     lines += ["- `grid.csv`: one row per synthetic case", "- `summary.json`: the counts above", ""]
     return "\n".join(lines)

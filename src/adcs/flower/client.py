@@ -202,6 +202,102 @@ def _reply(message: Message, metrics: dict[str, Any], arrays: ArrayRecord | None
     return Message(content, reply_to=message)
 
 
+_LoadData = Callable[[int, Context], ClientData]
+"""``load_data(partition_id, context) -> ClientData``, as given to :func:`make_client_app`."""
+
+
+def _batches(
+    data: ClientData, config: Mapping[str, Any], pid: int, hyper: TrainDefaults
+) -> NDArray[np.intp]:
+    """The request's minibatches (:func:`minibatch_indices`), shape (local_steps, batch_size)."""
+    return minibatch_indices(
+        _int_config(config, SEED, 0),
+        _int_config(config, SERVER_ROUND),
+        pid,
+        data.x_train.shape[0],
+        _int_config(config, LOCAL_STEPS, hyper.local_steps, minimum=1),
+        _int_config(config, BATCH_SIZE, hyper.batch_size, minimum=1),
+    )
+
+
+def _model_request(
+    message: Message, context: Context, load_data: _LoadData
+) -> tuple[int, Mapping[str, Any], ClientData, str, NDArray[Any]]:
+    """A request carrying the global model: partition id, config, client data, array key, w⁽ᵗ⁾."""
+    pid = partition_id_of(context)
+    config = _received(message, pid)
+    data = load_data(pid, context)
+    key, params = _global_params(message)
+    return pid, config, data, key, params
+
+
+def _answer_hello(message: Message, context: Context, load_data: _LoadData) -> Message:
+    """The handshake's reply: partition id, number of examples and, if set, of partitions."""
+    pid = partition_id_of(context)
+    _received(message, pid)
+    metrics: dict[str, Any] = {
+        PARTITION_ID: pid,
+        NUM_EXAMPLES: load_data(pid, context).x_train.shape[0],
+    }
+    partitions = context.node_config.get(NUM_PARTITIONS)
+    if partitions is not None:
+        metrics[NUM_PARTITIONS] = partitions
+    return _reply(message, metrics)
+
+
+def _answer_loss_probe(
+    message: Message, context: Context, load_data: _LoadData, net: Model, hyper: TrainDefaults
+) -> Message:
+    """A loss probe's reply: the loss at w⁽ᵗ⁾ on the first minibatch (or all training data)."""
+    pid, config, data, _, params = _model_request(message, context, load_data)
+    if config.get(LOSS_SOURCE, "minibatch") == "full":
+        x, y = data.x_train, data.y_train
+    else:
+        first = _batches(data, config, pid, hyper)[0]
+        x, y = data.x_train[first], data.y_train[first]
+    loss, _ = net.loss_and_grad(params[None], x[None], y[None])
+    metrics = {PARTITION_ID: pid, NUM_EXAMPLES: data.x_train.shape[0], LOSS: float(loss[0])}
+    return _reply(message, metrics)
+
+
+def _answer_train(
+    message: Message, context: Context, load_data: _LoadData, net: Model, hyper: TrainDefaults
+) -> Message:
+    """A training request's reply: the local update Δ and the first minibatch's loss."""
+    from adcs.sim.model import local_update
+
+    pid, config, data, key, params = _model_request(message, context, load_data)
+    idx = _batches(data, config, pid, hyper)
+    update, first_loss = local_update(
+        net,
+        params[None],
+        data.x_train[idx][None],
+        data.y_train[idx][None],
+        _float_config(config, LOCAL_LR, hyper.local_lr),
+    )
+    metrics = {
+        PARTITION_ID: pid,
+        NUM_EXAMPLES: data.x_train.shape[0],
+        LOSS: float(first_loss[0]),
+    }
+    return _reply(message, metrics, ArrayRecord({key: Array(np.ascontiguousarray(update[0]))}))
+
+
+def _answer_evaluate(
+    message: Message, context: Context, load_data: _LoadData, net: Model
+) -> Message:
+    """An evaluation request's reply: mean loss and accuracy on the client's test data."""
+    pid, _, data, _, params = _model_request(message, context, load_data)
+    loss, correct = net.evaluate(params[None], data.x_test, data.y_test)
+    metrics = {
+        PARTITION_ID: pid,
+        NUM_EXAMPLES: data.x_test.shape[0],
+        LOSS: float(loss[0].mean()) if loss.size else float("nan"),
+        ACCURACY: float(correct[0].mean()) if correct.size else float("nan"),
+    }
+    return _reply(message, metrics)
+
+
 def make_client_app(
     load_data: Callable[[int, Context], ClientData],
     model: Model | None = None,
@@ -224,84 +320,26 @@ def make_client_app(
     defaults : TrainDefaults, optional
         E, B, η_ℓ when the server's config omits ``local-steps``, ``batch-size``, ``local-lr``.
     """
-    from adcs.sim.model import LogisticRegression, local_update
+    from adcs.sim.model import LogisticRegression
 
     net: Model = model if model is not None else LogisticRegression()
     hyper = defaults if defaults is not None else TrainDefaults()
     app = ClientApp()
 
-    def batches(data: ClientData, config: Mapping[str, Any], pid: int) -> NDArray[np.intp]:
-        return minibatch_indices(
-            _int_config(config, SEED, 0),
-            _int_config(config, SERVER_ROUND),
-            pid,
-            data.x_train.shape[0],
-            _int_config(config, LOCAL_STEPS, hyper.local_steps, minimum=1),
-            _int_config(config, BATCH_SIZE, hyper.batch_size, minimum=1),
-        )
-
     @app.query("adcs_hello")
     def hello(message: Message, context: Context) -> Message:
-        pid = partition_id_of(context)
-        _received(message, pid)
-        metrics: dict[str, Any] = {
-            PARTITION_ID: pid,
-            NUM_EXAMPLES: load_data(pid, context).x_train.shape[0],
-        }
-        partitions = context.node_config.get(NUM_PARTITIONS)
-        if partitions is not None:
-            metrics[NUM_PARTITIONS] = partitions
-        return _reply(message, metrics)
+        return _answer_hello(message, context, load_data)
 
     @app.query("adcs_loss")
     def loss_probe(message: Message, context: Context) -> Message:
-        pid = partition_id_of(context)
-        config = _received(message, pid)
-        data = load_data(pid, context)
-        _, params = _global_params(message)
-        if config.get(LOSS_SOURCE, "minibatch") == "full":
-            x, y = data.x_train, data.y_train
-        else:
-            first = batches(data, config, pid)[0]
-            x, y = data.x_train[first], data.y_train[first]
-        loss, _ = net.loss_and_grad(params[None], x[None], y[None])
-        metrics = {PARTITION_ID: pid, NUM_EXAMPLES: data.x_train.shape[0], LOSS: float(loss[0])}
-        return _reply(message, metrics)
+        return _answer_loss_probe(message, context, load_data, net, hyper)
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
-        pid = partition_id_of(context)
-        config = _received(message, pid)
-        data = load_data(pid, context)
-        key, params = _global_params(message)
-        idx = batches(data, config, pid)
-        update, first_loss = local_update(
-            net,
-            params[None],
-            data.x_train[idx][None],
-            data.y_train[idx][None],
-            _float_config(config, LOCAL_LR, hyper.local_lr),
-        )
-        metrics = {
-            PARTITION_ID: pid,
-            NUM_EXAMPLES: data.x_train.shape[0],
-            LOSS: float(first_loss[0]),
-        }
-        return _reply(message, metrics, ArrayRecord({key: Array(np.ascontiguousarray(update[0]))}))
+        return _answer_train(message, context, load_data, net, hyper)
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
-        pid = partition_id_of(context)
-        _received(message, pid)
-        data = load_data(pid, context)
-        _, params = _global_params(message)
-        loss, correct = net.evaluate(params[None], data.x_test, data.y_test)
-        metrics = {
-            PARTITION_ID: pid,
-            NUM_EXAMPLES: data.x_test.shape[0],
-            LOSS: float(loss[0].mean()) if loss.size else float("nan"),
-            ACCURACY: float(correct[0].mean()) if correct.size else float("nan"),
-        }
-        return _reply(message, metrics)
+        return _answer_evaluate(message, context, load_data, net)
 
     return app
