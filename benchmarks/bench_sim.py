@@ -605,6 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.scale, args.scale_rounds, args.workers = "30,300", 5, "1"
         args.parts_rounds = 20
     workers = [int(w) for w in str(args.workers).split(",") if w]
+    if args.plain_loop is not None and not Path(args.plain_loop).is_file():
+        raise SystemExit(f"error: --plain-loop {args.plain_loop}: no such file")
 
     dataset, data = load_data(args.data, partition_seed=0)
     print(f"data: {dataset.source}; N={data.n_clients}, m={M}")

@@ -59,3 +59,10 @@ def test_samples_go_to_the_innermost_named_part_unless_a_frame_claims_them() -> 
     assert bd._lookup(bd._CLAIMS, "/x/src/adcs/schedulers/ocs.py", "select") == bd.SELECT
     assert bd._lookup(bd._CLAIMS, "/x/src/adcs/schedulers/base.py", "usable") is None
     assert bd._lookup(bd._RULES, "/x/numpy/core/numeric.py", "ones") is None
+
+
+def test_a_missing_plain_loop_script_is_one_error_line_before_any_work(tmp_path) -> None:
+    import pytest
+
+    with pytest.raises(SystemExit, match=r"^error: --plain-loop .*nope\.py: no such file$"):
+        bench_sim.main(["--quick", "--plain-loop", str(tmp_path / "nope.py")])

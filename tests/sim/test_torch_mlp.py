@@ -76,8 +76,11 @@ def test_model_table_keys() -> None:
     assert isinstance(config.model, MLP)
     assert config.model.hidden == (64, 30) and config.model.input_norm == (0.1307, 0.3081)
     assert config_to_dict(config)["model"] == {
-        "kind": "mlp", "device": "cpu", "hidden": (64, 30), "input_norm": (0.1307, 0.3081),
-    }  # fmt: skip
+        "kind": "mlp",
+        "device": "cpu",
+        "hidden": [64, 30],
+        "input_norm": [0.1307, 0.3081],
+    }  # fmt: skip  (written back as the TOML arrays it was read from)
     assert config.model.build((784,), 10).dim == 52_500
     assert MLP().hidden == (64, 30)
     assert MLP(hidden=()).build((784,), 10).dim == 7850
