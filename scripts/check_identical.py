@@ -47,6 +47,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -229,6 +230,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--keep", default=None, help="work in this new folder and keep it")
     args = parser.parse_args(argv)
+    python = shutil.which(args.python)  # each side runs in its own folder: an absolute path
+    if python is None:
+        parser.error(f"--python {args.python}: no such interpreter")
+    args.python = os.path.abspath(python)  # not resolved: a venv's python is a link
     repo = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="adcs-identical-") as scratch:
         work = Path(args.keep) if args.keep else Path(scratch)
