@@ -113,13 +113,17 @@ class BernoulliAvailability:
         rate = -math.log1p(-self.p)
         expected = n_clients * self.p
         out = np.empty(int(expected + 6.0 * math.sqrt(expected) + 16), dtype=np.intp)
-        ends = np.empty(min(out.size, _SKIP_BLOCK))  # gaps, then their running sum, in place
+        draws = np.empty(min(out.size, _SKIP_BLOCK))  # in cache-sized blocks
+        ends = np.empty(draws.size, dtype=np.int64)
         got, last = 0, -1
-        while last < n_clients:  # in cache-sized blocks; the sums are exact (integers < 2⁵³)
-            rng.standard_exponential(ends.size, out=ends)
-            ends /= rate
-            np.floor(ends, out=ends)
-            ends += 1.0
+        while last < n_clients:
+            rng.standard_exponential(draws.size, out=draws)
+            draws /= rate
+            np.floor(draws, out=draws)
+            # a gap past the population ends the draw: clipped there, the sums stay integers
+            np.minimum(draws, n_clients, out=draws)
+            np.copyto(ends, draws, casting="unsafe")  # exact: integers ≤ n_clients
+            ends += 1
             np.cumsum(ends, out=ends)
             ends += last
             k = int(np.searchsorted(ends, n_clients))  # those below n_clients
