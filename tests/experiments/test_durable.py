@@ -261,3 +261,17 @@ def test_a_run_on_the_simulated_clock_resumes_to_identical_files(
     assert {n: (tmp_path / "out" / n).read_bytes() for n in names} == {
         n: (tmp_path / "plain" / n).read_bytes() for n in names
     }
+
+
+def test_the_manifest_records_the_commit_the_run_started_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = {"rev-parse": "a" * 40, "status": ""}
+    monkeypatch.setattr(folder_module, "_git", lambda command, *_: head[command])
+    folder_module._git_info.cache_clear()
+    try:
+        ResultsFolder(tmp_path / "out").check()  # a run's start
+        head["rev-parse"], head["status"] = "b" * 40, " M src/adcs/dpp.py"  # a commit meanwhile
+        assert folder_module.provenance()["git"] == {"commit": "a" * 40, "dirty": False}
+    finally:
+        folder_module._git_info.cache_clear()

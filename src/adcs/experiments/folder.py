@@ -21,6 +21,7 @@ failure surfaces as :class:`RunError` with a one-line message.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -244,6 +245,7 @@ class ResultsFolder:
             non-empty folder that is not an adcs results folder, or one without ``force``; or
             its nearest existing parent is not a writable folder.
         """
+        _git_info()  # the checkout as the run starts, which its manifest records at the end
         out, shown = self.out, self.given
         if self._link_problem is not None:
             raise OutputRefused(self._link_problem)
@@ -578,15 +580,19 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+@functools.cache
 def _git_info() -> dict[str, Any]:
+    """The commit of this package's checkout and whether it had changes, asked once per process:
+    a run's code is what it imported at its start, so a commit made while it runs is not its."""
     commit = _git("rev-parse", "HEAD")
     status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
 def provenance() -> dict[str, Any]:
-    """Versions, git commit and platform, as every manifest records them."""
-    return {"versions": _versions(), "git": _git_info(), "platform": platform.platform()}
+    """Versions, git commit and platform, as every manifest records them (the commit as it was
+    when this process first asked: a results folder's check at the start of a run)."""
+    return {"versions": _versions(), "git": dict(_git_info()), "platform": platform.platform()}
 
 
 def source_checkout() -> list[Path]:
