@@ -131,7 +131,7 @@ class LoopRuntime:
             state = record.state
             step = played.step
             if step is None:
-                step = record.coef[record.returned].astype(np.float32) @ played.rows(
+                step = record.aggregated_coef.astype(np.float32) @ played.rows(
                     record.aggregated, model.dim
                 )
             params = params + np.asarray(step, dtype=np.float32) * np.float32(cfg.server_lr)

@@ -416,6 +416,11 @@ class PlayedRound:
         """Selected clients whose update entered the aggregate, in selection order."""
         return self.selected[self.returned]
 
+    @property
+    def aggregated_coef(self) -> F64Array:
+        """The coefficients c of :attr:`aggregated`, (n,)."""
+        return self.coef[self.returned]
+
 
 class RunRound:
     """One run's round t as a state machine (module docstring: create, select, trained, observe).
@@ -517,6 +522,13 @@ class RunRound:
         if self.returned is _all_back(self.selected.size):
             return self.selected
         return self.selected[self.returned]
+
+    @property
+    def delivered_coef(self) -> F64Array:
+        """The coefficients c of :attr:`delivered`, (n,), once :meth:`trained` gave them."""
+        if self.returned is _all_back(self.selected.size):
+            return self.coef
+        return self.coef[self.returned]
 
     @property
     def loss_evals(self) -> int:

@@ -366,7 +366,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         assert new is not None and metrics is not None
         new = template.conform(new)
         if done.selection.weights is not None:  # the round's c (its rules weigh uniformly)
-            new = template.weighted_step(arrays, replies, done.coef[done.returned])
+            new = template.weighted_step(arrays, replies, done.aggregated_coef)
         metrics["results"] = len(replies)
         metrics["failures"] = failures
         return new, metrics

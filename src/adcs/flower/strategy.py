@@ -331,7 +331,7 @@ class SchedulerStrategy:
         played = play(self._rules, state, server_round - 1, available, rng, exchanges, dim)
         done = played.record
         delivered = done.aggregated
-        coef = done.coef[done.returned]
+        coef = done.aggregated_coef
         losses_back = np.asarray([played.held[int(c)].loss for c in delivered], dtype=np.float64)
         step = played.step
         if step is None and delivered.size:

@@ -55,12 +55,9 @@ class _Stream:
         for j, rnd in enumerate(rounds):
             # 3. select: the contract, dropouts, the clock, the aggregation weights
             rnd.select(lot.gather(j, avail))
-            coef = rnd.trained()
+            rnd.trained()
             # 4. aggregate: the probed updates now, the others in the lot's products
-            clients = rnd.delivered
-            if clients is not rnd.selected:
-                coef = coef[rnd.returned]
-            observed.append(lot.aggregate(j, rnd.stats, clients, coef))
+            observed.append(lot.aggregate(j, rnd.stats, rnd.delivered, rnd.delivered_coef))
         lot.step_models()
         # 5. observe, record
         if self.lean and LEAN:
