@@ -8,7 +8,8 @@ E = 1, B = 16, η_ℓ = 0.001. Printed, each measured in this run:
    CPU time per seed-round, split by part of the round (sampled, ``benchmarks/sim_breakdown.py``),
    the FLOPs of its products against the minimum and the GFLOP/s each achieves; then the per-run
    loop below — and, with ``--plain-loop FILE``, an outside plain per-run loop script — timed on
-   the same rounds with the *same* evaluation cadence;
+   the same rounds with the *same* evaluation cadence; and other layouts of the round's
+   products timed against the simulator's own (``benchmarks/sim_layouts.py``);
 
 1. **side by side** on the same rounds, three ways — all draw the same minibatches (counter-based,
    :mod:`adcs.streams`) and scheduler random numbers, so they must end with the same selections
@@ -521,6 +522,9 @@ def parts(data: FederatedData, seeds: int, rounds: int, eval_every: int, plain: 
     least = bd.minimum_flops(results, f, c, config.batch_size, gram) / seed_rounds / 1e6
     print(f"FLOPs: {computed:.1f} MFLOP computed per seed-round, {least:.1f} at least "
           f"(shares from {sum(sampler.counts.values())} samples of CPU time)")  # fmt: skip
+    print("other layouts of the products, on one round's inputs (least CPU per call):")
+    for line in _sibling("sim_layouts").layout_rows(data):
+        print(f"  {line}")
     loop_ms = _least_ms(lambda: run_loop(fig1_specs(seeds), data, config, per_client=False))
     loop_ms /= seed_rounds
     print(f"(each the least CPU time of {TIMED_REPEATS} calls in a row)")

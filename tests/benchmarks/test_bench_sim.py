@@ -66,3 +66,19 @@ def test_a_missing_plain_loop_script_is_one_error_line_before_any_work(tmp_path)
 
     with pytest.raises(SystemExit, match=r"^error: --plain-loop .*nope\.py: no such file$"):
         bench_sim.main(["--quick", "--plain-loop", str(tmp_path / "nope.py")])
+
+
+def test_each_other_layout_computes_what_the_simulator_does(capsys) -> None:
+    layouts = bench_sim._sibling("sim_layouts")
+    _, data = bench_sim.load_data(None, partition_seed=0)
+    pairs = layouts.alternatives(data)
+    assert len(pairs) == 4  # probe, its product alone, forward, one-pass gather (uint8 data)
+    for name, ours, other in pairs:
+        if name == layouts.PRODUCT_ALONE:  # (G, C, F): ours is (G, (F + 1) C), biases last
+            f, c = data.train_images.shape[1], data.n_classes
+            theirs = ours().reshape(len(other()), f + 1, c)[:, :f, :]
+            np.testing.assert_allclose(other().transpose(0, 2, 1), theirs, rtol=1e-5, atol=1e-7)
+        else:
+            np.testing.assert_allclose(other(), ours(), rtol=1e-5, atol=1e-7)
+    rows = layouts.layout_rows(data)
+    assert len(rows) == 1 + len(pairs) and all(re.search(r"\d+\.\d{3}", r) for r in rows[1:])
