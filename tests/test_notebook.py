@@ -76,6 +76,8 @@ def test_plot_draws_one_line_per_variant(res: adcs.Results) -> None:
     np.testing.assert_allclose(curve, want.to_numpy())
     with pytest.raises(ValueError, match="no metric 'accuracy'"):
         res.plot("accuracy")
+    with pytest.raises(ValueError, match="no column 'nope' to draw one line per"):
+        res.plot(by="nope")
 
 
 def test_a_bad_override_names_its_key_and_writes_nothing(tmp_path: Path) -> None:

@@ -241,6 +241,10 @@ class Results:
 
         if metric not in self.metrics.columns:
             raise ValueError(f"no metric {metric!r}; the metrics are {list(self.metrics.columns)}")
+        if by not in self.metrics.columns:
+            raise ValueError(
+                f"no column {by!r} to draw one line per; the columns are {list(self.metrics.columns)}"
+            )
         if ax is None:
             _, ax = plt.subplots(figsize=(7, 4))
         keys = [by] if "workload" not in self.metrics.columns else ["workload", by]
