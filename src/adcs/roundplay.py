@@ -46,7 +46,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from adcs.aggregation import Aggregator, F32Array
-from adcs.rounds import BoolArray, F64Array, IntArray, aggregation_weights, check_selection
+from adcs.rounds import (
+    BoolArray,
+    F64Array,
+    IntArray,
+    SelectionError,
+    aggregation_weights,
+    check_selection,
+)
 from adcs.schedulers.base import (
     ClientStats,
     LossSource,
@@ -55,6 +62,7 @@ from adcs.schedulers.base import (
     Scheduler,
     Selection,
     UsesRoundTimes,
+    check_scheduler,
 )
 
 __all__ = [
@@ -341,10 +349,7 @@ class RoundRules:
     aggregator: Aggregator | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.scheduler, Scheduler):
-            raise ValueError(
-                f"scheduler must follow the Scheduler protocol, got {self.scheduler!r}"
-            )
+        check_scheduler(self.scheduler)
         if self.target is not None and not 1 <= self.target <= self.scheduler.m:
             raise ValueError(f"target must be in [1, {self.scheduler.m}], got {self.target!r}")
         if self.aggregator is not None and not isinstance(self.aggregator, Aggregator):
@@ -447,14 +452,18 @@ class RunRound:
     ) -> None:
         self.rules, self.t, self.rng = rules, t, rng
         scheduler = rules.scheduler
-        self.probe: Probe = scheduler.probe(state, t, available.mask, rng)
-        self.probed: IntArray = _targets(self.probe, available)
+        self.probe: Probe = _asked(scheduler.probe(state, t, available.mask, rng), rules.who, t)
+        self.probed: IntArray = _targets(self.probe, available, rules.who, t)
         self.state = state
         self.selection: Selection | None = None
         self.non_finite: IntArray = _NOBODY
-        if self.probe.kind is ProbeKind.NONE:
-            self.selection, self.state = scheduler.select(state, t, available.blind, rng)
         self.stats = available.blind
+        self._checked: IntArray | None = None
+        if self.probe.kind is ProbeKind.NONE:
+            answer = scheduler.select(state, t, available.blind, rng)
+            self.selection, self.state = _answered(answer, rules.who, t)
+            # checked now: a runtime plans its work from a blind selection before select()
+            self._checked = self._check(self.stats)
         self.selected: IntArray = _NOBODY
         self.returned: BoolArray = _NONE_BACK
         self.coef: F64Array = _NO_WEIGHTS
@@ -466,6 +475,17 @@ class RunRound:
     def round_idx(self) -> int:
         """t, from 0."""
         return self.t
+
+    def _check(self, stats: ClientStats) -> IntArray:
+        """The selection, held to the contract against ``stats``' availability."""
+        assert self.selection is not None
+        return check_selection(
+            self.selection.clients,
+            stats.available,
+            self.rules.scheduler.m,
+            who=f"{self.rules.who} at round {self.t}",
+            n_available=stats.n_available(),
+        )
 
     @property
     def observes(self) -> bool:
@@ -485,18 +505,17 @@ class RunRound:
         probe failed).
         """
         rules, t = self.rules, self.t
+        checked = self._checked if stats is self.stats else None
         self.stats = stats
         if self.selection is None:
             self.non_finite = stats.non_finite()
             seen = stats
             if rules.sketch is not None and stats.updates is not None:
                 seen = dataclasses.replace(stats, updates=rules.sketch(stats.updates))
-            self.selection, self.state = rules.scheduler.select(self.state, t, seen, self.rng)
+            answer = rules.scheduler.select(self.state, t, seen, self.rng)
+            self.selection, self.state = _answered(answer, rules.who, t)
         m = rules.scheduler.m
-        who = f"{rules.who} at round {t}"
-        clients = check_selection(
-            self.selection.clients, stats.available, m, who=who, n_available=stats.n_available()
-        )
+        clients = self._check(stats) if checked is None else checked
         if rules.dropout is None and rules.clock is None:  # everyone selected returns
             self.selected, self.returned = clients, _all_back(clients.size)
             return
@@ -598,13 +617,37 @@ class RunRound:
         )
 
 
-def _targets(probe: Probe, available: Available) -> IntArray:
+def _asked(probe: object, who: str, t: int) -> Probe:
+    """What ``scheduler.probe`` returned, which must be a :class:`Probe` (``who`` at round t
+    named otherwise)."""
+    if not isinstance(probe, Probe):
+        raise SelectionError(
+            f"{who} at round {t}: scheduler.probe must return a Probe, got {probe!r:.200}"
+        )
+    return probe
+
+
+def _answered(answer: object, who: str, t: int) -> tuple[Selection, Any]:
+    """What ``scheduler.select`` returned, which must be a pair (Selection, new state)."""
+    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], Selection)):
+        raise SelectionError(
+            f"{who} at round {t}: scheduler.select must return a pair (Selection, state), "
+            f"got {answer!r:.200}"
+        )
+    return answer[0], answer[1]
+
+
+def _targets(probe: Probe, available: Available, who: str, t: int) -> IntArray:
     """The clients to probe: distinct, available, ascending."""
     if probe.kind is ProbeKind.NONE:
         return _NOBODY
     if probe.clients is None:
         return available.clients
-    return np.unique(probe.targets(available.mask)).astype(np.intp, copy=False)
+    try:
+        targets = probe.targets(available.mask)
+    except ValueError as exc:
+        raise SelectionError(f"{who} at round {t}: scheduler.probe: {exc}") from None
+    return np.unique(targets).astype(np.intp, copy=False)
 
 
 # ---------------------------------------------------------------------- one run over a gatherer

@@ -77,13 +77,41 @@ class Probe:
     clients: IntArray | None = None
     loss_source: LossSource = LossSource.MINIBATCH
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, ProbeKind):
+            raise ValueError(f"kind must be a ProbeKind, got {self.kind!r}")
+        if not isinstance(self.loss_source, LossSource):
+            raise ValueError(f"loss_source must be a LossSource, got {self.loss_source!r}")
+        if self.clients is None:
+            return
+        clients = np.asarray(self.clients)
+        if clients.ndim != 1 or (clients.size and clients.dtype.kind not in "iu"):
+            raise ValueError(
+                f"clients must be a 1-D array of client indices, got a {clients.dtype} array "
+                f"of shape {clients.shape}"
+            )
+        if clients.size and int(clients.min()) < 0:
+            raise ValueError(f"clients must be client indices >= 0, got {int(clients.min())}")
+        object.__setattr__(self, "clients", clients.astype(np.intp, copy=False))
+
     def targets(self, available: BoolArray) -> IntArray:
-        """Indices the runtime must probe, given the availability mask of shape (n_clients,)."""
+        """Indices the runtime must probe, given the availability mask of shape (n_clients,).
+
+        Raises
+        ------
+        ValueError
+            ``clients`` names a client outside [0, n_clients).
+        """
         if self.kind is ProbeKind.NONE:
             return np.empty(0, dtype=np.intp)
         if self.clients is None:
             return np.flatnonzero(available).astype(np.intp)
-        clients = np.asarray(self.clients, dtype=np.intp)
+        clients = self.clients
+        if clients.size and int(clients.max()) >= available.shape[0]:
+            raise ValueError(
+                f"clients must be client indices in [0, {available.shape[0]}), "
+                f"got {int(clients.max())}"
+            )
         return clients[available[clients]]
 
 
@@ -258,6 +286,28 @@ class Scheduler(Protocol):
     ) -> Any:
         """Take the selected clients' updates (shape (m, dim)) after training; return new state."""
         ...
+
+
+PROTOCOL_MEMBERS = ("m", "observes_updates", "init", "probe", "select", "observe")
+"""The members every :class:`Scheduler` has (``m`` and ``observes_updates`` attributes, the
+others methods)."""
+
+
+def check_scheduler(scheduler: object, name: str = "scheduler") -> Scheduler:
+    """``scheduler``, checked to follow the :class:`Scheduler` protocol.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the object's class and the protocol members it lacks.
+    """
+    if isinstance(scheduler, Scheduler):
+        return scheduler
+    missing = [a for a in PROTOCOL_MEMBERS if not hasattr(scheduler, a)]
+    raise ValueError(
+        f"{name} must follow the Scheduler protocol (adcs.schedulers.base): "
+        f"{type(scheduler).__qualname__} lacks {', '.join(missing)}"
+    )
 
 
 @runtime_checkable
