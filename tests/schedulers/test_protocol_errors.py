@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from adcs.rounds import SelectionError
-from adcs.schedulers import NO_PROBE, BasicState, Probe, ProbeKind, SchedulerBase, Selection
+from adcs.schedulers import (
+    NO_PROBE,
+    BasicState,
+    ClientStats,
+    Probe,
+    ProbeKind,
+    SchedulerBase,
+    Selection,
+)
 from adcs.sim import RunSpec, SimConfig, simulate
 from tests.sim.conftest import make_data
 
@@ -95,3 +103,37 @@ def test_a_scheduler_without_a_protocol_member_is_named_with_what_it_lacks() -> 
 
     with pytest.raises(ValueError, match="NoObserve lacks observes_updates, probe, observe"):
         RunSpec(NoObserve(), seed=0, run_id="mine")  # type: ignore[arg-type]
+
+
+AVAILABLE = np.ones(6, dtype=bool)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"available": np.ones(6, int)},
+            "available must be a bool array of shape \\(n_clients,\\)",
+        ),
+        ({"clients": np.arange(6.0)}, "clients must be a 1-D array of client indices, got a float"),
+        ({"clients": np.arange(3, 9)}, "clients must be distinct and ascending in \\[0, 6\\)"),
+        ({"clients": np.array([2, 1])}, "clients must be distinct and ascending"),
+        (
+            {"losses": np.ones(3)},
+            "losses must have shape \\(6,\\), one per probed client, got \\(3,",
+        ),
+        ({"updates": np.ones((3, 2))}, "updates must have shape \\(6, dim\\), one row per probed"),
+        ({"updates": np.ones(6)}, "updates must have shape \\(6, dim\\)"),
+    ],
+)
+def test_client_stats_are_checked_on_construction(kwargs: dict, message: str) -> None:
+    # schedulers met these with NumPy broadcast and index errors, or used them silently
+    given = {"available": AVAILABLE, "clients": np.arange(6), "losses": np.ones(6)} | kwargs
+    with pytest.raises(ValueError, match=message):
+        ClientStats(**given)
+
+
+def test_client_stats_take_lists_as_arrays() -> None:
+    stats = ClientStats([True, False, True], [0, 2], np.ones(2))  # type: ignore[arg-type]
+    assert stats.available.dtype == bool and stats.clients.dtype == np.intp
+    assert stats.usable().tolist() == [True, True]

@@ -143,6 +143,39 @@ class ClientStats:
     losses: FloatArray | None = None
     updates: FloatArray | None = None
 
+    def __post_init__(self) -> None:
+        available, clients = np.asarray(self.available), np.asarray(self.clients)
+        if available.ndim != 1 or available.dtype != np.bool_:
+            raise ValueError(
+                f"available must be a bool array of shape (n_clients,), got a {available.dtype} "
+                f"array of shape {available.shape}"
+            )
+        if clients.ndim != 1 or (clients.size and clients.dtype.kind not in "iu"):
+            raise ValueError(
+                f"clients must be a 1-D array of client indices, got a {clients.dtype} array "
+                f"of shape {clients.shape}"
+            )
+        if clients.size and not (
+            0 <= int(clients[0]) and int(clients[-1]) < available.shape[0]
+            and (clients.size == 1 or bool((clients[1:] > clients[:-1]).all()))
+        ):  # fmt: skip
+            raise ValueError(
+                f"clients must be distinct and ascending in [0, {available.shape[0]}), "
+                f"got {clients!r:.120}"
+            )
+        n = clients.shape[0]
+        if self.losses is not None and np.shape(self.losses) != (n,):
+            raise ValueError(
+                f"losses must have shape ({n},), one per probed client, got {np.shape(self.losses)}"
+            )
+        if self.updates is not None and (np.ndim(self.updates) != 2 or len(self.updates) != n):
+            raise ValueError(
+                f"updates must have shape ({n}, dim), one row per probed client, got "
+                f"{np.shape(self.updates)}"
+            )
+        object.__setattr__(self, "available", available)
+        object.__setattr__(self, "clients", clients.astype(np.intp, copy=False))
+
     @property
     def n_clients(self) -> int:
         return int(self.available.shape[0])
