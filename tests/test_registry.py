@@ -104,6 +104,26 @@ def test_the_cli_runs_a_user_scheduler_and_names_one_that_breaks_the_contract(
     assert "must select 2 distinct available clients" in error and "got array([0, 1, 2])" in error
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("BeyondTheLast", "in [0, 4) (min(m=2, 4 available)), got array([4, 5])"),
+        ("BareArray", "must return (Selection, state) from select, got (ndarray, state)"),
+    ],
+)
+def test_a_selection_out_of_range_or_of_another_type_is_named_not_a_traceback(
+    tmp_path: Path, name: str, said: str
+) -> None:
+    bad = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:{name}"\n')
+    result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 1
+    error = one_error(result)
+    assert (
+        error.startswith(f"error: scheduler: {PLUGIN}:{name}-seed=0 at round 0 ") and said in error
+    )
+    assert not (tmp_path / "bad").exists()
+
+
 def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
     tmp_path: Path,
 ) -> None:
