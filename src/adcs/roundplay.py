@@ -543,13 +543,9 @@ class RunRound:
     def _checked(self, stats: ClientStats) -> IntArray:
         """The selection's clients, shape (k,), after the selection contract's check."""
         assert self.selection is not None
-        who = f"{self.rules.who} at round {self.t}"
+        who, m = f"{self.rules.who} at round {self.t}", self.rules.scheduler.m
         return check_selection(
-            self.selection.clients,
-            stats.available,
-            self.rules.scheduler.m,
-            who=who,
-            n_available=stats.n_available(),
+            self.selection.clients, stats.available, m, who=who, n_available=stats.n_available()
         )
 
     @property
