@@ -101,6 +101,18 @@ def test_a_sweep_table_in_the_file_and_bad_values_named(tmp_path: Path) -> None:
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_point_too_large_to_hold_is_refused_before_the_first_point_runs(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, CONFIG)
+    out = tmp_path / "big"
+    args = ["run", str(config), "--out", str(out), "--sweep", "sim.rounds=2,10000000000000"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 2
+    assert "(sweep sim.rounds=10000000000000): sim.rounds = 10000000000000" in one_error(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]  # no folder, no .big.partial
+
+
 def test_the_notebook_api_sweeps_and_reads_the_swept_keys_as_columns() -> None:
     pytest.importorskip("pandas")
     doc = {

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from adcs.experiments.bounds import check_counts
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
@@ -36,6 +37,7 @@ from adcs.experiments.config import (
 from adcs.experiments.figures import pyplot
 from adcs.experiments.leaderboard import LeaderboardOutcome, run_leaderboard
 from adcs.experiments.overrides import apply_assignments, parse_key, parse_value, split_assignment
+from adcs.experiments.plan import runs_per_seed
 
 __all__ = [
     "SweepAxis",
@@ -140,7 +142,8 @@ def sweep_points(
     """Every point of the sweep: its values by dotted key, and the configuration it runs.
 
     Each point's configuration is named after the point (``03-alpha=0.3-p=0.5``) and checked like
-    the file, so a value the configuration refuses is named with its key before anything runs.
+    the file (its records' size too, :func:`~adcs.experiments.bounds.check_counts`), so a value
+    the configuration refuses is named with its key before anything runs.
     """
     names = [a.name for a in axes]
     if len(set(names)) != len(names):
@@ -153,7 +156,9 @@ def sweep_points(
         label = "-".join(f"{a.key[-1]}={_label(v)}" for a, v in zip(axes, values, strict=True))
         doc["name"] = f"{i:02d}-{_UNSAFE.sub('', label)}"[:96]
         where = ", ".join(f"{k}={v!r}" for k, v in point.items())
-        points.append((point, config_from_dict(doc, source=f"{config.source} (sweep {where})")))
+        checked = config_from_dict(doc, source=f"{config.source} (sweep {where})")
+        check_counts(checked, runs_per_seed=runs_per_seed(checked))  # the file's bounds too
+        points.append((point, checked))
     return points
 
 
