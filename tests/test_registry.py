@@ -124,6 +124,23 @@ def test_a_selection_out_of_range_or_of_another_type_is_named_not_a_traceback(
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_contract_broken_after_a_checkpoint_says_the_checkpoint_is_kept(tmp_path: Path) -> None:
+    bad = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:BreaksLate"\nat = 5\n')
+    out = tmp_path / "late"
+    args = ["run", str(bad), "--out", str(out), "--set", "sim.rounds=8", "--checkpoint-every", "2"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 1
+    error = one_error(result)
+    assert error.startswith(f"error: scheduler: {PLUGIN}:BreaksLate-at=5-seed=0 at round 5 ")
+    partial = tmp_path / ".late.partial"
+    assert error.endswith(
+        f"; the checkpoint (round 4 of 8) is kept in {partial}: --resume continues it, "
+        "--force discards it"
+    )
+    assert (partial / "checkpoint").is_dir() and not out.exists()
+    assert runner.invoke(cli.app, [*args, "--force", "--set", "methods.0.at=8"]).exit_code == 0
+
+
 def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -111,6 +112,44 @@ def test_a_point_too_large_to_hold_is_refused_before_the_first_point_runs(
     assert result.exit_code == 2
     assert "(sweep sim.rounds=10000000000000): sim.rounds = 10000000000000" in one_error(result)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]  # no folder, no .big.partial
+
+
+ARRAYS = """name = "arr"
+m = 2
+seeds = [0]
+[data]
+dataset = "arrays"
+path = "d/good.npz"
+[data.partition]
+kind = "iid"
+n_clients = 4
+[sim]
+rounds = 2
+[[methods]]
+name = "uniform"
+"""
+
+
+def test_a_point_that_fails_after_others_ran_says_what_is_kept(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    (tmp_path / "d").mkdir()
+    np.savez(tmp_path / "d" / "good.npz", x_train=rng.random((40, 3)), y_train=np.arange(40) % 2,
+             x_test=rng.random((20, 3)), y_test=np.arange(20) % 2)  # fmt: skip
+    (tmp_path / "d" / "bad.npz").write_bytes(b"not an archive")
+    config = tmp_path / "arr.toml"
+    config.write_text(ARRAYS)
+    sweep = f'data.path="{tmp_path}/d/good.npz","{tmp_path}/d/bad.npz"'
+    args = ["run", str(config), "--out", str(tmp_path / "o"), "--sweep", sweep]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 1, result.output
+    error = one_error(result)
+    assert error.startswith("error: data: ") and "bad.npz is not a .npz archive" in error
+    partial = tmp_path / ".o.partial"
+    assert error.endswith(
+        f"; what the sweep has done is kept in {partial}: --resume continues it, --force "
+        "discards it"
+    )
+    assert len(list(partial.glob("00-path=*/manifest.json"))) == 1
 
 
 def test_the_notebook_api_sweeps_and_reads_the_swept_keys_as_columns() -> None:

@@ -85,5 +85,19 @@ class BareArray(Greedy):
         return np.flatnonzero(stats.available)[: self.m], state
 
 
+@dataclass(frozen=True)
+class BreaksLate(LowestIndex):
+    """LowestIndex until round ``at``, then it breaks the contract (one client too many)."""
+
+    at: int = 0
+
+    def select(
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, BasicState]:
+        if round_idx < self.at:
+            return super().select(state, round_idx, stats, rng)
+        return Selection(np.flatnonzero(stats.available)[: self.m + 1]), state
+
+
 class NotAScheduler:
     """Has none of the protocol's methods."""
