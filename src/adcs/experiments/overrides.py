@@ -2,9 +2,10 @@
 
 An override is a dotted key and a TOML value: ``data.partition.alpha=0.1``,
 ``sim.availability={kind="bernoulli", p=0.5}``, ``seeds=[0, 1, 2]``. A bare word is a string
-(``data.dataset=digits``). Inside ``methods`` the second part names the methods an override
-applies to, by position (``methods.0.theta=0.9``) or by scheduler name (``methods.adcs.theta=0.9``:
-every method of that name; quote a name holding dots, ``methods."mypkg.sel:Mine".k=1``).
+(``data.dataset=digits``), and so is a path (``data.path=/data/x.npz``, ``../x.npz``). Inside
+``methods`` the second part names the methods an override applies to, by position
+(``methods.0.theta=0.9``) or by scheduler name (``methods.adcs.theta=0.9``: every method of that
+name; quote a name holding dots, ``methods."mypkg.sel:Mine".k=1``).
 
 The configuration is written back to its document (:func:`~adcs.experiments.config.config_to_dict`),
 edited, and validated again by :func:`~adcs.experiments.config.config_from_dict`, so an override
@@ -47,7 +48,8 @@ __all__ = [
 Assignment = tuple[tuple[str, ...], Any]
 """A parsed override: the dotted key's parts and the value."""
 
-_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/+-]*")
+_BARE_WORD = re.compile(r"(?:[A-Za-z_]|/|~/|\.{1,2}/)[A-Za-z0-9_.:/+-]*")
+"""A string without quotes: a word, or a path (``/data/x.npz``, ``~/x``, ``./x``, ``../x``)."""
 
 
 def parse_assignment(text: str) -> Assignment:
