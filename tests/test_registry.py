@@ -47,6 +47,22 @@ def test_built_in_names_import_paths_and_their_refusals() -> None:
         import_path("pkg.mod:")
 
 
+def test_a_module_that_fails_to_import_or_a_constructor_that_raises_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "typo_sel.py").write_text("def select(:\n")
+    (tmp_path / "raising_sel.py").write_text("raise RuntimeError('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"cannot import 'typo_sel' .*: SyntaxError: "):
+        SCHEDULERS.resolve("typo_sel:Mine")
+    with pytest.raises(ValueError, match=r"'raising_sel:Mine'\): RuntimeError: no GPU here"):
+        SCHEDULERS.resolve("raising_sel:Mine")
+    with pytest.raises(
+        ConfigError, match=r"methods\[0\] \(.*:Explodes, \{\}\): RuntimeError: no lic"
+    ):
+        config_from_dict(_doc(f"{PLUGIN}:Explodes"))
+
+
 def test_an_entry_point_resolves_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
     point = metadata.EntryPoint("lowest", f"{PLUGIN}:LowestIndex", "adcs.schedulers")
     other = metadata.EntryPoint("lowest", f"{PLUGIN}:Greedy", "adcs.other")

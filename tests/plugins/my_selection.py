@@ -99,5 +99,13 @@ class BreaksLate(LowestIndex):
         return Selection(np.flatnonzero(stats.available)[: self.m + 1]), state
 
 
+@dataclass(frozen=True)
+class Explodes(LowestIndex):
+    """Its constructor fails with an error of its own (not a ValueError)."""
+
+    def __post_init__(self) -> None:
+        raise RuntimeError("no licence server")
+
+
 class NotAScheduler:
     """Has none of the protocol's methods."""
