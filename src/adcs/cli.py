@@ -49,6 +49,7 @@ from adcs.cli_runs import (
     _run_leaderboard,
     _run_sweep,
     _theory_writer,
+    check_sweep_keys,
     default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
 )
 from adcs.experiments.config import (
@@ -546,6 +547,7 @@ def run(
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
     if axes:
+        check_sweep_keys(config, axes, sets or (), {"rounds": rounds, "seeds": seeds, "data": data})
         if track is not None:
             raise _fail("--track: a sweep is not tracked live yet; adcs export each point's folder")
         _run_sweep(

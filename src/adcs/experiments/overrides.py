@@ -42,6 +42,7 @@ __all__ = [
     "parse_key",
     "parse_value",
     "split_assignment",
+    "target_paths",
     "with_sets",
 ]
 
@@ -160,6 +161,24 @@ def _canonical(doc: Mapping[str, Any], parts: tuple[str, ...], value: Any) -> As
     if key in ("partition_seed", "partition_per_seed"):
         key = "seed" if key == "partition_seed" else "resample_per_seed"
     return ("data", "partition", key), value
+
+
+def target_paths(
+    doc: Mapping[str, Any], parts: tuple[str, ...], value: Any
+) -> list[tuple[str, ...]]:
+    """The keys an assignment sets, as the document writes them, a method by its position
+    (``methods.adcs.theta`` on ``[adcs, uniform, adcs]`` → ``methods.0.theta``,
+    ``methods.2.theta``): two assignments touch the same value when a key of one starts one of
+    the other's."""
+    parts = _canonical(doc, parts, value)[0]
+    methods = doc.get("methods")
+    if parts[0] != "methods" or len(parts) < 2 or not isinstance(methods, list):
+        return [parts]
+    head, rest = parts[1], parts[2:]
+    found = [
+        str(i) for i, t in enumerate(methods) if isinstance(t, Mapping) and t.get("name") == head
+    ]
+    return [("methods", i, *rest) for i in ([head] if head.isdigit() else found)]
 
 
 def apply_assignments(doc: dict[str, Any], assignments: Sequence[Assignment]) -> dict[str, Any]:
