@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import reprlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -63,6 +64,7 @@ from adcs.schedulers.base import (
     Selection,
     UsesRoundTimes,
     check_scheduler,
+    checked_probe,
 )
 
 __all__ = [
@@ -427,6 +429,28 @@ class PlayedRound:
         return self.coef[self.returned]
 
 
+def _selected(
+    rules: RoundRules, state: Any, t: int, stats: ClientStats, rng: np.random.Generator
+) -> tuple[Selection, Any]:
+    """``rules.scheduler.select(state, t, stats, rng)``, refused unless it is a
+    ``(Selection, state)`` pair.
+
+    Raises
+    ------
+    SelectionError
+        Naming the run, the round and what the scheduler returned.
+    """
+    returned = rules.scheduler.select(state, t, stats, rng)
+    pair = isinstance(returned, tuple) and len(returned) == 2
+    if pair and isinstance(returned[0], Selection):
+        return returned
+    what = f"({type(returned[0]).__name__}, state)" if pair else type(returned).__name__
+    raise SelectionError(
+        f"{rules.who} at round {t} must return (Selection, state) from select, got {what}: "
+        f"{reprlib.repr(returned[0] if pair else returned)}"
+    )
+
+
 class RunRound:
     """One run's round t as a state machine (module docstring: create, select, trained, observe).
 
@@ -452,18 +476,18 @@ class RunRound:
     ) -> None:
         self.rules, self.t, self.rng = rules, t, rng
         scheduler = rules.scheduler
-        self.probe: Probe = _asked(scheduler.probe(state, t, available.mask, rng), rules.who, t)
-        self.probed: IntArray = _targets(self.probe, available, rules.who, t)
+        asked = scheduler.probe(state, t, available.mask, rng)
+        self.probe: Probe = checked_probe(asked, available.mask.shape[0], rules.who, t)
+        self.probed: IntArray = _targets(self.probe, available)
         self.state = state
         self.selection: Selection | None = None
         self.non_finite: IntArray = _NOBODY
-        self.stats = available.blind
-        self._checked: IntArray | None = None
         if self.probe.kind is ProbeKind.NONE:
-            answer = scheduler.select(state, t, available.blind, rng)
-            self.selection, self.state = _answered(answer, rules.who, t)
-            # checked now: a runtime plans its work from a blind selection before select()
-            self._checked = self._check(self.stats)
+            blind = available.blind
+            self.selection, self.state = _selected(rules, state, t, blind, rng)
+            # checked now: the runtime plans this round's jobs from a blind selection
+            self._checked(blind)
+        self.stats = available.blind
         self.selected: IntArray = _NOBODY
         self.returned: BoolArray = _NONE_BACK
         self.coef: F64Array = _NO_WEIGHTS
@@ -475,17 +499,6 @@ class RunRound:
     def round_idx(self) -> int:
         """t, from 0."""
         return self.t
-
-    def _check(self, stats: ClientStats) -> IntArray:
-        """The selection, held to the contract against ``stats``' availability."""
-        assert self.selection is not None
-        return check_selection(
-            self.selection.clients,
-            stats.available,
-            self.rules.scheduler.m,
-            who=f"{self.rules.who} at round {self.t}",
-            n_available=stats.n_available(),
-        )
 
     @property
     def observes(self) -> bool:
@@ -505,17 +518,15 @@ class RunRound:
         probe failed).
         """
         rules, t = self.rules, self.t
-        checked = self._checked if stats is self.stats else None
         self.stats = stats
         if self.selection is None:
             self.non_finite = stats.non_finite()
             seen = stats
             if rules.sketch is not None and stats.updates is not None:
                 seen = dataclasses.replace(stats, updates=rules.sketch(stats.updates))
-            answer = rules.scheduler.select(self.state, t, seen, self.rng)
-            self.selection, self.state = _answered(answer, rules.who, t)
+            self.selection, self.state = _selected(rules, self.state, t, seen, self.rng)
+        clients = self._checked(stats)
         m = rules.scheduler.m
-        clients = self._check(stats) if checked is None else checked
         if rules.dropout is None and rules.clock is None:  # everyone selected returns
             self.selected, self.returned = clients, _all_back(clients.size)
             return
@@ -528,6 +539,14 @@ class RunRound:
                 self.probe, self.probed, stats, clients, ok, target
             )
         self.selected, self.returned = clients, ok
+
+    def _checked(self, stats: ClientStats) -> IntArray:
+        """The selection's clients, shape (k,), after the selection contract's check."""
+        assert self.selection is not None
+        who, m = f"{self.rules.who} at round {self.t}", self.rules.scheduler.m
+        return check_selection(
+            self.selection.clients, stats.available, m, who=who, n_available=stats.n_available()
+        )
 
     @property
     def to_train(self) -> IntArray:
@@ -617,37 +636,13 @@ class RunRound:
         )
 
 
-def _asked(probe: object, who: str, t: int) -> Probe:
-    """What ``scheduler.probe`` returned, which must be a :class:`Probe` (``who`` at round t
-    named otherwise)."""
-    if not isinstance(probe, Probe):
-        raise SelectionError(
-            f"{who} at round {t}: scheduler.probe must return a Probe, got {probe!r:.200}"
-        )
-    return probe
-
-
-def _answered(answer: object, who: str, t: int) -> tuple[Selection, Any]:
-    """What ``scheduler.select`` returned, which must be a pair (Selection, new state)."""
-    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], Selection)):
-        raise SelectionError(
-            f"{who} at round {t}: scheduler.select must return a pair (Selection, state), "
-            f"got {answer!r:.200}"
-        )
-    return answer[0], answer[1]
-
-
-def _targets(probe: Probe, available: Available, who: str, t: int) -> IntArray:
+def _targets(probe: Probe, available: Available) -> IntArray:
     """The clients to probe: distinct, available, ascending."""
     if probe.kind is ProbeKind.NONE:
         return _NOBODY
     if probe.clients is None:
         return available.clients
-    try:
-        targets = probe.targets(available.mask)
-    except ValueError as exc:
-        raise SelectionError(f"{who} at round {t}: scheduler.probe: {exc}") from None
-    return np.unique(targets).astype(np.intp, copy=False)
+    return np.unique(probe.targets(available.mask)).astype(np.intp, copy=False)
 
 
 # ---------------------------------------------------------------------- one run over a gatherer

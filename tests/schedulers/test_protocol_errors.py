@@ -44,21 +44,18 @@ class Broken(SchedulerBase[BasicState]):
 
 
 BROKEN = {
-    "a bare array": (dict(answer=lambda c, s: (c, s)), "must return a pair \\(Selection, state\\)"),
     "no state": (
         dict(answer=lambda c, s: Selection(c)),
-        "must return a pair \\(Selection, state\\)",
+        "must return \\(Selection, state\\) from select, got Selection",
     ),
-    "None": (dict(answer=lambda c, s: None), "must return a pair \\(Selection, state\\), got None"),
-    # blind: the runtime plans its work from the selection, which must be checked first
-    "a client out of range": (
-        dict(answer=lambda c, s: (Selection(np.array([0, 99])), s)),
-        "must select 2 distinct available clients in \\[0, 8\\)",
+    "None": (dict(answer=lambda c, s: None), "must return \\(Selection, state\\) from select"),
+    "a probe of None": (
+        dict(probe_answer=lambda a: None),
+        "must return a Probe from probe, got NoneType",
     ),
-    "a probe of None": (dict(probe_answer=lambda a: None), "scheduler.probe must return a Probe"),
     "a probe out of range": (
         dict(probe_answer=lambda a: Probe(ProbeKind.LOSSES, clients=np.array([0, 50]))),
-        "scheduler.probe: clients must be client indices in \\[0, 8\\), got 50",
+        ": its probe names client 50, outside \\[0, 8\\)",
     ),
 }
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import enum
 import functools
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs.rounds import n_to_select
+from adcs.rounds import SelectionError, n_to_select
 
 FloatArray = NDArray[np.floating[Any]]
 IntArray = NDArray[np.intp]
@@ -341,6 +342,29 @@ def check_scheduler(scheduler: object, name: str = "scheduler") -> Scheduler:
         f"{name} must follow the Scheduler protocol (adcs.schedulers.base): "
         f"{type(scheduler).__qualname__} lacks {', '.join(missing)}"
     )
+
+
+def checked_probe(probe: object, n_clients: int, who: str, t: int) -> Probe:
+    """What a scheduler's ``probe`` returned, checked: a :class:`Probe` of clients in
+    [0, n_clients) (``who`` at round ``t`` names the run in the error).
+
+    Raises
+    ------
+    SelectionError
+        Naming the run, the round and what the scheduler returned.
+    """
+    if not isinstance(probe, Probe):
+        raise SelectionError(
+            f"{who} at round {t} must return a Probe from probe, got "
+            f"{type(probe).__name__}: {reprlib.repr(probe)}"
+        )
+    clients = probe.clients
+    if clients is not None and clients.size and int(clients.max()) >= n_clients:
+        raise SelectionError(
+            f"{who} at round {t}: its probe names client {int(clients.max())}, outside "
+            f"[0, {n_clients})"
+        )
+    return probe
 
 
 @runtime_checkable
