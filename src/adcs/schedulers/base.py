@@ -13,9 +13,9 @@ one scheduler object can drive many independent runs at once. One round is:
    then calls ``state = scheduler.observe(state, round_idx, selection.clients, updates, losses)``
    with the selected clients' updates (most methods ignore it).
 
-A scheduler declares ``observes_updates``: ``False`` (every built-in one but DivFL's stale form)
-tells runtimes that :meth:`Scheduler.observe` does not need individual updates, so rounds without
-a probe can skip computing them. ``observe`` receives the selected clients that returned their
+A scheduler declares ``observes_updates``: ``False`` tells runtimes that :meth:`Scheduler.observe`
+does not need individual updates, so rounds without a probe can skip computing them — and they
+then do not call ``observe`` at all. ``observe`` receives the selected clients that returned their
 update (a dropped client is not observed).
 
 When fewer than ``m`` clients are available, ``select`` returns all of them (none when none is):
