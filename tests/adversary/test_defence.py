@@ -312,3 +312,14 @@ def test_plausibility_judges_what_a_loss_probe_cannot_see_by_the_update_received
     seen = screen(everything, received, losses_only)
     assert seen.dropped[LIAR] and seen.dropped.sum() == 1
     assert np.isnan(seen.stats.losses[LIAR])
+
+
+@pytest.mark.parametrize("rule", ["median", "trimmed_mean", "norm_clip"])
+def test_a_robust_rule_keeps_the_model_finite_against_an_overflowing_poisoner(rule):
+    # factor 1e39 is a valid factor, but × an update it overflows float32: inf and NaN rows
+    attack = Attack((1,), lie=(), poison=Poison.SCALED, factor=1e39)
+    run, hook = adversarial(Uniform(4), attack=attack, defence=Defence(aggregation=rule))
+    config = SimConfig(4, batch_size=4, local_lr=0.3, eval_every=2)
+    (result,) = simulate([RunSpec(run, 0, "r", aggregator=hook)], paper_like_data(), config)
+    assert (result.selected == 1).any()  # the poisoner was aggregated
+    assert np.isfinite(result.test_loss).all() and np.isfinite(result.client_acc).all()
