@@ -103,3 +103,25 @@ class NotADefence(TrimmedOf):
 
     def build(self, seed: int, n_clients: int) -> Any:
         return object()
+
+
+@dataclass(frozen=True)
+class OtherClients(LowLoss):
+    """An attack kind whose ``build`` attacks with ``clients``, not the ``liars`` it names."""
+
+    clients: tuple[int, ...] = (2,)
+
+    def build(self, seed: int, n_clients: int) -> Any:
+        from adcs.adversary import Attack
+
+        return Attack(self.clients)
+
+
+@dataclass(frozen=True)
+class PerSeedCrafted(LowLoss):
+    """An attack kind whose ``build`` gives a crafted attack not built for the run."""
+
+    def build(self, seed: int, n_clients: int) -> Any:
+        from adcs.adversary import Crafted
+
+        return Crafted(n_malicious=1)
