@@ -270,6 +270,13 @@ def test_a_user_defence_kind_builds_each_runs_defence_and_writes_back_its_table(
     assert str(caught.value) == (
         "sim.defence.kind: a defence must be an adcs.adversary Defence, got object"
     )
+    doc["sim"]["defence"] = {"kind": f"{ROWS}:NoRule"}
+    with pytest.raises(ConfigError) as caught:
+        expand_runs(config_from_dict(doc))
+    assert str(caught.value) == (
+        "sim.defence.kind: a defence's aggregator() must give an adcs.aggregation Aggregator "
+        "(with aggregate()) or None, got object"
+    )
     doc["sim"]["defence"] = {"kind": f"{ROWS}:Missing"}
     with pytest.raises(ConfigError, match=r"sim\.defence\.kind: module .* has no 'Missing'"):
         config_from_dict(doc)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from adcs._validate import check_int
+from adcs.adversary import Defence
 from adcs.data import Dataset, DatasetEntry
 
 
@@ -125,3 +126,11 @@ class PerSeedCrafted(LowLoss):
         from adcs.adversary import Crafted
 
         return Crafted(n_malicious=1)
+
+
+@dataclass(frozen=True)
+class NoRule(Defence):
+    """A defence whose ``aggregator()`` gives something that is not a rule."""
+
+    def aggregator(self) -> Any:
+        return object()

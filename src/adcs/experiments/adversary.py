@@ -65,6 +65,11 @@ def adversarial_run(
     if isinstance(run_attack, Attack | Crafted) and run_attack.clients is not None:
         _check_attacked(attack, run_attack.clients, seed, n_clients)
     run_defence = None if defence is None else DEFENCE_TABLE.build(defence, seed, n_clients)
+    if isinstance(run_defence, Defence):
+        try:
+            run_defence.rule()
+        except TypeError as exc:  # a user's defence whose aggregator() gives no rule
+            raise ConfigError(f"sim.defence.kind: {exc}") from None
     try:
         return adversarial(scheduler, attack=run_attack, defence=run_defence, seed=seed)
     except (TypeError, ValueError) as exc:  # a user's kind whose build the round cannot use
