@@ -47,6 +47,22 @@ def test_built_in_names_import_paths_and_their_refusals() -> None:
         import_path("pkg.mod:")
 
 
+def test_a_module_that_fails_to_import_or_a_constructor_that_raises_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "typo_sel.py").write_text("def select(:\n")
+    (tmp_path / "raising_sel.py").write_text("raise RuntimeError('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"cannot import 'typo_sel' .*: SyntaxError: "):
+        SCHEDULERS.resolve("typo_sel:Mine")
+    with pytest.raises(ValueError, match=r"'raising_sel:Mine'\): RuntimeError: no GPU here"):
+        SCHEDULERS.resolve("raising_sel:Mine")
+    with pytest.raises(
+        ConfigError, match=r"methods\[0\] \(.*:Explodes, \{\}\): RuntimeError: no lic"
+    ):
+        config_from_dict(_doc(f"{PLUGIN}:Explodes"))
+
+
 def test_an_entry_point_resolves_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
     point = metadata.EntryPoint("lowest", f"{PLUGIN}:LowestIndex", "adcs.schedulers")
     other = metadata.EntryPoint("lowest", f"{PLUGIN}:Greedy", "adcs.other")
@@ -102,6 +118,43 @@ def test_the_cli_runs_a_user_scheduler_and_names_one_that_breaks_the_contract(
     error = one_error(result)
     assert error.startswith("error: scheduler: ") and "Greedy" in error
     assert "must select 2 distinct available clients" in error and "got array([0, 1, 2])" in error
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("BeyondTheLast", "in [0, 4) (min(m=2, 4 available)), got array([4, 5])"),
+        ("BareArray", "must return (Selection, state) from select, got (ndarray, state)"),
+    ],
+)
+def test_a_selection_out_of_range_or_of_another_type_is_named_not_a_traceback(
+    tmp_path: Path, name: str, said: str
+) -> None:
+    bad = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:{name}"\n')
+    result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 1
+    error = one_error(result)
+    assert (
+        error.startswith(f"error: scheduler: {PLUGIN}:{name}-seed=0 at round 0 ") and said in error
+    )
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_contract_broken_after_a_checkpoint_says_the_checkpoint_is_kept(tmp_path: Path) -> None:
+    bad = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:BreaksLate"\nat = 5\n')
+    out = tmp_path / "late"
+    args = ["run", str(bad), "--out", str(out), "--set", "sim.rounds=8", "--checkpoint-every", "2"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 1
+    error = one_error(result)
+    assert error.startswith(f"error: scheduler: {PLUGIN}:BreaksLate-at=5-seed=0 at round 5 ")
+    partial = tmp_path / ".late.partial"
+    assert error.endswith(
+        f"; the checkpoint (round 4 of 8) is kept in {partial}: --resume continues it, "
+        "--force discards it"
+    )
+    assert (partial / "checkpoint").is_dir() and not out.exists()
+    assert runner.invoke(cli.app, [*args, "--force", "--set", "methods.0.at=8"]).exit_code == 0
 
 
 def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(

@@ -49,6 +49,7 @@ from adcs.cli_runs import (
     _run_leaderboard,
     _run_sweep,
     _theory_writer,
+    check_sweep_keys,
     default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
 )
 from adcs.experiments.config import (
@@ -190,7 +191,7 @@ def _one_line_errors(command: F) -> F:
             try:
                 return command(*args, **kwargs)
             except ConfigError as exc:
-                raise _fail(str(exc)) from None
+                raise _fail(_said(exc)) from None
             except RunInterrupted as exc:
                 code = EXIT_INTERRUPTED[signal.SIGTERM if received else signal.SIGINT]
                 raise _fail(f"{_signal_name(received)}: {_resume_hint(exc)}", code) from None
@@ -200,15 +201,20 @@ def _one_line_errors(command: F) -> F:
             except OutputRefused as exc:
                 raise _fail(str(exc)) from None
             except RunError as exc:
-                raise _fail(str(exc), code=1) from None
+                raise _fail(_said(exc), code=1) from None
             except SelectionError as exc:  # a scheduler broke the contract: its bug, named
-                raise _fail(f"scheduler: {exc}", code=1) from None
+                raise _fail(f"scheduler: {_said(exc)}", code=1) from None
             except (FileNotFoundError, ChecksumError, DataError) as exc:
-                raise _fail(f"data: {exc}", code=1) from None
+                raise _fail(f"data: {_said(exc)}", code=1) from None
             except OSError as exc:
                 raise _fail(str(os_error("operating system", exc)), code=1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _said(exc: BaseException) -> str:
+    """The error's message and its notes (e.g. what of the run is kept for ``--resume``)."""
+    return "; ".join([str(exc), *getattr(exc, "__notes__", [])])
 
 
 def _signal_name(received: Sequence[int]) -> str:
@@ -541,6 +547,7 @@ def run(
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
     if axes:
+        check_sweep_keys(config, axes, sets or (), {"rounds": rounds, "seeds": seeds, "data": data})
         if track is not None:
             raise _fail("--track: a sweep is not tracked live yet; adcs export each point's folder")
         _run_sweep(

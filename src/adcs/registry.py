@@ -42,16 +42,17 @@ def import_path(path: str) -> Any:
     Raises
     ------
     ValueError
-        A malformed path, a module that cannot be imported, or a missing attribute — with the
-        reason.
+        A malformed path, a module that cannot be imported (whatever its import raises), or a
+        missing attribute — with the reason.
     """
     if not _IMPORT_PATH.fullmatch(path):
         raise ValueError(f"{path!r} is not an import path of the form 'package.module:Name'")
     module_name, _, attr = path.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r} (from {path!r}): {exc}") from None
+    except Exception as exc:  # the module's own failure (a syntax error, a raise) alike
+        reason = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"cannot import {module_name!r} (from {path!r}): {reason}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

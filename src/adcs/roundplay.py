@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import reprlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -46,7 +47,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from adcs.aggregation import Aggregator, F32Array
-from adcs.rounds import BoolArray, F64Array, IntArray, aggregation_weights, check_selection
+from adcs.rounds import (
+    BoolArray,
+    F64Array,
+    IntArray,
+    SelectionError,
+    aggregation_weights,
+    check_selection,
+)
 from adcs.schedulers.base import (
     ClientStats,
     LossSource,
@@ -422,6 +430,28 @@ class PlayedRound:
         return self.coef[self.returned]
 
 
+def _selected(
+    rules: RoundRules, state: Any, t: int, stats: ClientStats, rng: np.random.Generator
+) -> tuple[Selection, Any]:
+    """``rules.scheduler.select(state, t, stats, rng)``, refused unless it is a
+    ``(Selection, state)`` pair.
+
+    Raises
+    ------
+    SelectionError
+        Naming the run, the round and what the scheduler returned.
+    """
+    returned = rules.scheduler.select(state, t, stats, rng)
+    pair = isinstance(returned, tuple) and len(returned) == 2
+    if pair and isinstance(returned[0], Selection):
+        return returned
+    what = f"({type(returned[0]).__name__}, state)" if pair else type(returned).__name__
+    raise SelectionError(
+        f"{rules.who} at round {t} must return (Selection, state) from select, got {what}: "
+        f"{reprlib.repr(returned[0] if pair else returned)}"
+    )
+
+
 class RunRound:
     """One run's round t as a state machine (module docstring: create, select, trained, observe).
 
@@ -453,7 +483,10 @@ class RunRound:
         self.selection: Selection | None = None
         self.non_finite: IntArray = _NOBODY
         if self.probe.kind is ProbeKind.NONE:
-            self.selection, self.state = scheduler.select(state, t, available.blind, rng)
+            blind = available.blind
+            self.selection, self.state = _selected(rules, state, t, blind, rng)
+            # checked now: the runtime plans this round's jobs from a blind selection
+            self._checked(blind)
         self.stats = available.blind
         self.selected: IntArray = _NOBODY
         self.returned: BoolArray = _NONE_BACK
@@ -491,12 +524,9 @@ class RunRound:
             seen = stats
             if rules.sketch is not None and stats.updates is not None:
                 seen = dataclasses.replace(stats, updates=rules.sketch(stats.updates))
-            self.selection, self.state = rules.scheduler.select(self.state, t, seen, self.rng)
+            self.selection, self.state = _selected(rules, self.state, t, seen, self.rng)
+        clients = self._checked(stats)
         m = rules.scheduler.m
-        who = f"{rules.who} at round {t}"
-        clients = check_selection(
-            self.selection.clients, stats.available, m, who=who, n_available=stats.n_available()
-        )
         if rules.dropout is None and rules.clock is None:  # everyone selected returns
             self.selected, self.returned = clients, _all_back(clients.size)
             return
@@ -509,6 +539,14 @@ class RunRound:
                 self.probe, self.probed, stats, clients, ok, target
             )
         self.selected, self.returned = clients, ok
+
+    def _checked(self, stats: ClientStats) -> IntArray:
+        """The selection's clients, shape (k,), after the selection contract's check."""
+        assert self.selection is not None
+        who, m = f"{self.rules.who} at round {self.t}", self.rules.scheduler.m
+        return check_selection(
+            self.selection.clients, stats.available, m, who=who, n_available=stats.n_available()
+        )
 
     @property
     def to_train(self) -> IntArray:

@@ -35,6 +35,10 @@ runner = CliRunner()
         (" sim.rounds = 40 ", ("sim", "rounds"), 40),
         ('methods."pkg.mod:Mine".k=2', ("methods", "pkg.mod:Mine", "k"), 2),
         ("data.label='a=b'", ("data", "label"), "a=b"),
+        ("data.path=/data/fl/x.npz", ("data", "path"), "/data/fl/x.npz"),
+        ("data.path=../x.npz", ("data", "path"), "../x.npz"),
+        ("data.path=./d/x.npz", ("data", "path"), "./d/x.npz"),
+        ("data.path=~/x.npz", ("data", "path"), "~/x.npz"),
     ],
 )
 def test_a_value_is_toml_or_a_bare_word(text: str, parts: tuple[str, ...], value: Any) -> None:
@@ -50,6 +54,7 @@ def test_a_value_is_toml_or_a_bare_word(text: str, parts: tuple[str, ...], value
         ("m=", "the value is missing"),
         ("description=two words", "is not a TOML value"),
         ("sim.rounds=[1,", "is not a TOML value"),
+        ("data.path=.../x", "is not a TOML value"),
     ],
 )
 def test_a_malformed_override_is_refused(text: str, message: str) -> None:

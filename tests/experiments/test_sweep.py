@@ -6,11 +6,13 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import adcs
 from adcs import cli
+from adcs.cli_runs import check_sweep_keys
 from adcs.experiments.config import ConfigError, packaged_config
 from adcs.experiments.sweep import SweepAxis, parse_sweep, sweep_axes, sweep_points
 from tests.test_cli import TINY, one_error, write_config
@@ -58,8 +60,32 @@ def test_every_point_is_a_checked_configuration_named_by_its_values() -> None:
     assert dict(next(mc for mc in last.methods if mc.name == "adcs").params)["theta"] == 0.9
     with pytest.raises(ConfigError, match=r"sweep m=0.*m"):
         sweep_points(config, [parse_sweep("m=6,0")])  # refused before anything runs
-    with pytest.raises(ConfigError, match="swept twice"):
+    with pytest.raises(ConfigError, match="sweep m and sweep m both set m"):
         sweep_points(config, [parse_sweep("m=6"), parse_sweep("m=12")])
+
+
+def test_a_value_set_twice_by_a_sweep_or_an_option_is_refused(tmp_path: Path) -> None:
+    config = packaged_config("quick")  # methods 0-5: uniform, ..., adcs
+    for axes, shared in [
+        (["data.dominance=0.6,0.8", "data.partition.dominance=0.5,1"], "data.partition.dominance"),
+        (['data.partition=[{kind="iid", n_clients=30}]', "data.partition.n_clients=2,4"],
+         "data.partition"),
+        (["methods.5.theta=0.5,0.6", "methods.adcs.theta=0.7,0.8"], "methods.5.theta"),
+    ]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"sweep .* both set {shared}: keep one"):
+            sweep_points(config, [parse_sweep(a) for a in axes])
+    path = write_config(tmp_path, CONFIG)
+    for args, said in [
+        (["--rounds", "3", "--sweep", "sim.rounds=2,4"], "--rounds and sweep sim.rounds"),
+        (["--seeds", "2", "--sweep", "seeds=[[0], [5]]"], "--seeds and sweep seeds"),
+        (["--set", "m=3", "--sweep", "m=2,3"], "--set m and sweep m both set m"),
+        (["--set", "sim.rounds=3", "--sweep", "sim=[{rounds=2}]"], "both set sim: keep one"),
+    ]:
+        result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o"), *args])
+        assert result.exit_code == 2 and said in one_error(result)
+    # a key of a table set before the sweep is no conflict: the sweep changes that key alone
+    avail = ["--set", 'sim.availability={kind="bernoulli", p=0.5}']
+    check_sweep_keys(config, [parse_sweep("sim.availability.p=0.2,0.6")], avail[1:], {})
 
 
 def test_a_sweep_is_one_folder_whose_points_equal_plain_runs(tmp_path: Path) -> None:
@@ -99,6 +125,56 @@ def test_a_sweep_table_in_the_file_and_bad_values_named(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "m=99 exceeds the number of clients" in one_error(result)
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_point_too_large_to_hold_is_refused_before_the_first_point_runs(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, CONFIG)
+    out = tmp_path / "big"
+    args = ["run", str(config), "--out", str(out), "--sweep", "sim.rounds=2,10000000000000"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 2
+    assert "(sweep sim.rounds=10000000000000): sim.rounds = 10000000000000" in one_error(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]  # no folder, no .big.partial
+
+
+ARRAYS = """name = "arr"
+m = 2
+seeds = [0]
+[data]
+dataset = "arrays"
+path = "d/good.npz"
+[data.partition]
+kind = "iid"
+n_clients = 4
+[sim]
+rounds = 2
+[[methods]]
+name = "uniform"
+"""
+
+
+def test_a_point_that_fails_after_others_ran_says_what_is_kept(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    (tmp_path / "d").mkdir()
+    np.savez(tmp_path / "d" / "good.npz", x_train=rng.random((40, 3)), y_train=np.arange(40) % 2,
+             x_test=rng.random((20, 3)), y_test=np.arange(20) % 2)  # fmt: skip
+    (tmp_path / "d" / "bad.npz").write_bytes(b"not an archive")
+    config = tmp_path / "arr.toml"
+    config.write_text(ARRAYS)
+    sweep = f'data.path="{tmp_path}/d/good.npz","{tmp_path}/d/bad.npz"'
+    args = ["run", str(config), "--out", str(tmp_path / "o"), "--sweep", sweep]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 1, result.output
+    error = one_error(result)
+    assert error.startswith("error: data: ") and "bad.npz is not a .npz archive" in error
+    partial = tmp_path / ".o.partial"
+    assert error.endswith(
+        f"; what the sweep has done is kept in {partial}: --resume continues it, --force "
+        "discards it"
+    )
+    assert len(list(partial.glob("00-path=*/manifest.json"))) == 1
 
 
 def test_the_notebook_api_sweeps_and_reads_the_swept_keys_as_columns() -> None:

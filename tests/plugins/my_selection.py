@@ -65,5 +65,47 @@ class Greedy(SchedulerBase[BasicState]):
         return Selection(np.flatnonzero(stats.available)[: self.m + 1]), state
 
 
+@dataclass(frozen=True)
+class BeyondTheLast(Greedy):
+    """Breaks the selection contract: it returns clients past the last one (N, N+1, ...)."""
+
+    def select(
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, BasicState]:
+        return Selection(stats.available.size + np.arange(self.m)), state
+
+
+@dataclass(frozen=True)
+class BareArray(Greedy):
+    """Breaks the selection contract: it returns an index array, not a Selection."""
+
+    def select(  # type: ignore[override]
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[np.ndarray, BasicState]:
+        return np.flatnonzero(stats.available)[: self.m], state
+
+
+@dataclass(frozen=True)
+class BreaksLate(LowestIndex):
+    """LowestIndex until round ``at``, then it breaks the contract (one client too many)."""
+
+    at: int = 0
+
+    def select(
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, BasicState]:
+        if round_idx < self.at:
+            return super().select(state, round_idx, stats, rng)
+        return Selection(np.flatnonzero(stats.available)[: self.m + 1]), state
+
+
+@dataclass(frozen=True)
+class Explodes(LowestIndex):
+    """Its constructor fails with an error of its own (not a ValueError)."""
+
+    def __post_init__(self) -> None:
+        raise RuntimeError("no licence server")
+
+
 class NotAScheduler:
     """Has none of the protocol's methods."""

@@ -357,6 +357,10 @@ def _check_method(key: str, method: MethodConfig, m: int, *, timed: bool = False
             scheduler = method.build(m, point)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{key} ({method.name}, {point}): {exc}") from exc
+        except Exception as exc:  # a user's scheduler may raise anything: its message, named
+            raise ConfigError(
+                f"{key} ({method.name}, {point}): {type(exc).__name__}: {exc}"
+            ) from exc
         if not timed and isinstance(scheduler, UsesRoundTimes) and scheduler.needs_round_times:
             raise ConfigError(
                 f"{key} ({method.name}, {point}) needs the clients' round durations: "

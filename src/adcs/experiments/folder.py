@@ -55,6 +55,7 @@ __all__ = [
     "RunError",
     "StalePartial",
     "is_results_folder",
+    "note_kept",
     "os_error",
     "provenance",
     "write_npz",
@@ -91,6 +92,16 @@ def os_error(action: str, exc: OSError, folder: Path | None = None) -> RunError:
     filename = exc.filename if exc.filename else folder
     where = f" {filename}" if filename else ""
     return RunError(f"{action}:{where}: {reason}" if where else f"{action}: {reason}")
+
+
+_KEPT = ": --resume continues it, --force discards it"
+
+
+def note_kept(exc: BaseException, what: str, partial: Path) -> None:
+    """Say on ``exc`` that ``what`` is kept in ``partial`` (a PEP 678 note, which the command
+    line's ``error:`` line ends with), in place of an earlier such note."""
+    notes = [n for n in getattr(exc, "__notes__", []) if not n.endswith(_KEPT)]
+    exc.__notes__ = [*notes, f"{what} is kept in {partial}{_KEPT}"]  # type: ignore[attr-defined]
 
 
 def is_results_folder(path: Path) -> bool:

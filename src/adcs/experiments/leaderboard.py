@@ -61,7 +61,14 @@ from adcs.experiments.config import (
     with_overrides,
 )
 from adcs.experiments.distributed import ShardExecutor
-from adcs.experiments.folder import MANIFEST, ResultsFolder, RunError, provenance, source_checkout
+from adcs.experiments.folder import (
+    MANIFEST,
+    ResultsFolder,
+    RunError,
+    note_kept,
+    provenance,
+    source_checkout,
+)
 from adcs.experiments.leaderboard_report import write_summary
 from adcs.experiments.ranking import (
     METRICS,
@@ -463,9 +470,11 @@ def _run_workloads(
             "command and --resume",
             resumable=True, partial=partial, progress="",
         ) from exc  # fmt: skip
-    except BaseException:
+    except BaseException as exc:
         if not any(_workload_state(partial, n) != "new" for n in names):
             folder.discard(keep_checkpoint=False)  # nothing worth resuming
+        else:
+            note_kept(exc, f"what the {runs.kind} has done", partial)
         raise
 
 

@@ -2,9 +2,10 @@
 
 An override is a dotted key and a TOML value: ``data.partition.alpha=0.1``,
 ``sim.availability={kind="bernoulli", p=0.5}``, ``seeds=[0, 1, 2]``. A bare word is a string
-(``data.dataset=digits``). Inside ``methods`` the second part names the methods an override
-applies to, by position (``methods.0.theta=0.9``) or by scheduler name (``methods.adcs.theta=0.9``:
-every method of that name; quote a name holding dots, ``methods."mypkg.sel:Mine".k=1``).
+(``data.dataset=digits``), and so is a path (``data.path=/data/x.npz``, ``../x.npz``). Inside
+``methods`` the second part names the methods an override applies to, by position
+(``methods.0.theta=0.9``) or by scheduler name (``methods.adcs.theta=0.9``: every method of that
+name; quote a name holding dots, ``methods."mypkg.sel:Mine".k=1``).
 
 The configuration is written back to its document (:func:`~adcs.experiments.config.config_to_dict`),
 edited, and validated again by :func:`~adcs.experiments.config.config_from_dict`, so an override
@@ -41,13 +42,15 @@ __all__ = [
     "parse_key",
     "parse_value",
     "split_assignment",
+    "target_paths",
     "with_sets",
 ]
 
 Assignment = tuple[tuple[str, ...], Any]
 """A parsed override: the dotted key's parts and the value."""
 
-_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/+-]*")
+_BARE_WORD = re.compile(r"(?:[A-Za-z_]|/|~/|\.{1,2}/)[A-Za-z0-9_.:/+-]*")
+"""A string without quotes: a word, or a path (``/data/x.npz``, ``~/x``, ``./x``, ``../x``)."""
 
 
 def parse_assignment(text: str) -> Assignment:
@@ -158,6 +161,24 @@ def _canonical(doc: Mapping[str, Any], parts: tuple[str, ...], value: Any) -> As
     if key in ("partition_seed", "partition_per_seed"):
         key = "seed" if key == "partition_seed" else "resample_per_seed"
     return ("data", "partition", key), value
+
+
+def target_paths(
+    doc: Mapping[str, Any], parts: tuple[str, ...], value: Any
+) -> list[tuple[str, ...]]:
+    """The keys an assignment sets, as the document writes them, a method by its position
+    (``methods.adcs.theta`` on ``[adcs, uniform, adcs]`` → ``methods.0.theta``,
+    ``methods.2.theta``): two assignments touch the same value when a key of one starts one of
+    the other's."""
+    parts = _canonical(doc, parts, value)[0]
+    methods = doc.get("methods")
+    if parts[0] != "methods" or len(parts) < 2 or not isinstance(methods, list):
+        return [parts]
+    head, rest = parts[1], parts[2:]
+    found = [
+        str(i) for i, t in enumerate(methods) if isinstance(t, Mapping) and t.get("name") == head
+    ]
+    return [("methods", i, *rest) for i in ([head] if head.isdigit() else found)]
 
 
 def apply_assignments(doc: dict[str, Any], assignments: Sequence[Assignment]) -> dict[str, Any]:

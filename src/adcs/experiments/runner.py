@@ -82,7 +82,14 @@ from adcs.experiments.execute import (
     submit_shards,
 )
 from adcs.experiments.figures import write_figures
-from adcs.experiments.folder import ResultsFolder, RunError, os_error, provenance, source_checkout
+from adcs.experiments.folder import (
+    ResultsFolder,
+    RunError,
+    note_kept,
+    os_error,
+    provenance,
+    source_checkout,
+)
 from adcs.experiments.outputs import (
     Verdict,
     figures_by_name,
@@ -455,6 +462,8 @@ def _run_in(
             hint = f" (the checkpoint, {where}, is kept: --resume continues)" if kept else ""
             error = os_error("cannot write the results", exc, folder.partial)
             raise RunError(f"{error}{hint}") from exc
+        if kept:
+            note_kept(exc, f"the checkpoint ({where})", folder.partial)
         raise
 
 

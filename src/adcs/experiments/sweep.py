@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from adcs.experiments.bounds import check_counts
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
@@ -35,10 +36,18 @@ from adcs.experiments.config import (
 )
 from adcs.experiments.figures import pyplot
 from adcs.experiments.leaderboard import LeaderboardOutcome, run_leaderboard
-from adcs.experiments.overrides import apply_assignments, parse_key, parse_value, split_assignment
+from adcs.experiments.overrides import (
+    apply_assignments,
+    parse_key,
+    parse_value,
+    split_assignment,
+    target_paths,
+)
+from adcs.experiments.plan import runs_per_seed
 
 __all__ = [
     "SweepAxis",
+    "check_overlaps",
     "load_with_sweep",
     "parse_sweep",
     "run_sweep",
@@ -140,12 +149,12 @@ def sweep_points(
     """Every point of the sweep: its values by dotted key, and the configuration it runs.
 
     Each point's configuration is named after the point (``03-alpha=0.3-p=0.5``) and checked like
-    the file, so a value the configuration refuses is named with its key before anything runs.
+    the file (its records' size too, :func:`~adcs.experiments.bounds.check_counts`), so a value
+    the configuration refuses is named with its key before anything runs.
     """
     names = [a.name for a in axes]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"a key is swept twice: {names}")
     base = config_to_dict(config)
+    check_overlaps(base, [(f"sweep {a.name}", a.key, a.values[0]) for a in axes])
     points = []
     for i, values in enumerate(itertools.product(*(a.values for a in axes))):
         point = dict(zip(names, values, strict=True))
@@ -153,8 +162,43 @@ def sweep_points(
         label = "-".join(f"{a.key[-1]}={_label(v)}" for a, v in zip(axes, values, strict=True))
         doc["name"] = f"{i:02d}-{_UNSAFE.sub('', label)}"[:96]
         where = ", ".join(f"{k}={v!r}" for k, v in point.items())
-        points.append((point, config_from_dict(doc, source=f"{config.source} (sweep {where})")))
+        checked = config_from_dict(doc, source=f"{config.source} (sweep {where})")
+        check_counts(checked, runs_per_seed=runs_per_seed(checked))  # the file's bounds too
+        points.append((point, checked))
     return points
+
+
+Keyed = tuple[str, tuple[str, ...], Any]
+"""What sets a key (``"--set m"``, ``"sweep m"``), the dotted key's parts, and a value."""
+
+
+def check_overlaps(
+    doc: dict[str, Any], swept: Sequence[Keyed], fixed: Sequence[Keyed] = ()
+) -> None:
+    """Refuse two swept keys that set the same value of the configuration document ``doc``
+    (``data.dominance`` is ``data.partition.dominance``; a table holds its keys), and a fixed
+    key (set before the sweep) that a swept one replaces whole: no value is silently dropped.
+
+    Raises
+    ------
+    ConfigError
+        Naming both, and the key they share.
+    """
+    seen = [
+        (what, path) for what, parts, value in fixed for path in target_paths(doc, parts, value)
+    ]
+    for what, parts, value in swept:
+        paths = target_paths(doc, parts, value)
+        for (other, known), path in itertools.product(seen, paths):
+            shared = min(path, known, key=len)
+            if path[: len(shared)] == known[: len(shared)] and (
+                other.startswith("sweep") or shared == path
+            ):
+                raise ConfigError(
+                    f"{other} and {what} both set {'.'.join(shared)}: keep one "
+                    "(a key is swept once, and a swept key is not also set)"
+                )
+        seen += [(what, path) for path in paths]
 
 
 def run_sweep(
