@@ -104,14 +104,10 @@ def refresh_representatives(
 
 
 def _set_rows(gram: FloatArray, reps: FloatArray, pos: IntArray) -> None:
-    """Recompute the rows and columns ``pos`` of the Gram matrix of ``reps``, in place.
-
-    The product runs in float32; where it overflowed (finite updates beyond about 1e19), it is
-    redone in float64, which holds any product of float32 numbers.
-    """
+    """Recompute the rows and columns ``pos`` of the Gram matrix of ``reps``, in place."""
     with np.errstate(over="ignore", invalid="ignore"):
         cross = (reps[pos] @ reps.T).astype(np.float64)
-    if not np.isfinite(cross).all():
+    if not np.isfinite(cross).all():  # huge (finite) updates overflow float32: in float64
         cross = reps[pos].astype(np.float64) @ reps.T.astype(np.float64)
     gram[pos] = cross
     gram[:, pos] = cross.T
