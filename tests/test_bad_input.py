@@ -129,7 +129,7 @@ def test_a_data_path_in_the_file_is_not_checked_when_data_overrides_it(tmp_path:
     rng = np.random.default_rng(0)
     arrays = {"x_train": rng.random((40, 3)), "y_train": np.arange(40) % 2,
               "x_test": rng.random((20, 3)), "y_test": np.arange(20) % 2}  # fmt: skip
-    (tmp_path / "data").mkdir()  # results may not sit inside the data's folder
+    (tmp_path / "data").mkdir()
     np.savez(tmp_path / "data" / "good.npz", **arrays)
     config = tmp_path / "c.toml"
     config.write_text(
@@ -142,6 +142,27 @@ def test_a_data_path_in_the_file_is_not_checked_when_data_overrides_it(tmp_path:
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["config"]["data"]["path"] == str((tmp_path / "data" / "good.npz").resolve())
+
+
+def test_arrays_beside_the_configuration_leave_the_folder_free_for_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the how-to's layout: my_data.npz next to the TOML, adcs run from that folder
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "my_data.npz", x_train=rng.random((40, 3)), y_train=np.arange(40) % 2,
+             x_test=rng.random((20, 3)), y_test=np.arange(20) % 2)  # fmt: skip
+    (tmp_path / "my.toml").write_text(
+        'name = "arr"\nm = 2\nseeds = [0]\n[data]\ndataset = "arrays"\npath = "my_data.npz"\n'
+        '[data.partition]\nkind = "iid"\nn_clients = 4\n[sim]\nrounds = 2\neval_every = 1\n'
+        '[[methods]]\nname = "uniform"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli.app, ["run", "my.toml", "--out", "results/mine"])
+    assert result.exit_code == 0, result.output  # was: is inside the data folder
+    assert (tmp_path / "results" / "mine" / "manifest.json").is_file()
+    result = runner.invoke(cli.app, ["run", "my.toml", "--out", "my_data.npz"])
+    assert result.exit_code == 2
+    assert "--out my_data.npz is the data file" in one_error(result.output)
 
 
 # --------------------------------------------------------------------------------------------

@@ -448,7 +448,8 @@ class DatasetEntry:
         run when a configuration is read, before anything is loaded.
     folders : callable, optional
         ``folders(path)`` → every folder the loader may read (results folders are kept clear of
-        them); default: ``path`` itself, or the folder of a file.
+        them); default: ``path`` itself, a folder or a file (a file's own folder may hold results
+        folders: a configuration names its data beside the TOML file).
     """
 
     load: Callable[..., Dataset | Synthetic]
@@ -472,8 +473,7 @@ class DatasetEntry:
             return self.folders(path)
         if path is None:
             return []
-        p = Path(path)
-        return [p if p.is_dir() else p.parent]
+        return [Path(path)]
 
 
 def _open_unit(name: str, value: Any) -> float:

@@ -212,7 +212,7 @@ class ResultsFolder:
         The results folder to write. A symbolic link is followed: the results, the partial
         folder and the lock go where it points (the link stays, and so names the new results).
     data : sequence of path
-        Data folders: ``out`` may be neither inside one nor contain one.
+        Data folders and files: ``out`` may be neither inside a folder nor contain either.
     keep : sequence of path
         Folders ``out`` must not be or contain (e.g. the source checkout; results inside it are
         fine). The current folder and the home folder are always kept.
@@ -267,7 +267,7 @@ class ResultsFolder:
             ("your home folder", _absolute(Path.home())),
         ]
         guarded += [(f"the source folder {p}", p) for p in self.keep]
-        guarded += [(f"the data folder {p}", p) for p in self.data]
+        guarded += [(f"the data {'file' if p.is_file() else 'folder'} {p}", p) for p in self.data]
         for what, folder in guarded:
             if _is_within(folder, out):
                 relation = "is" if folder == out else "contains"
