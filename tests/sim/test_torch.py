@@ -226,6 +226,23 @@ def test_frozen_parameters_and_constant_buffers_are_constants() -> None:
 # ------------------------------------------------------------------ refusals
 
 
+class Scaled(nn.Module):
+    """A linear layer whose logits are multiplied by ``scale`` and cast to ``dtype``."""
+
+    def __init__(self, scale: float = 1.0, dtype: Any = None) -> None:
+        super().__init__()
+        self.linear = nn.Linear(N_FEATURES, N_CLASSES)
+        self.scale, self.dtype = scale, dtype
+
+    def forward(self, x: Any) -> Any:
+        out = self.linear(x) * self.scale
+        return out if self.dtype is None else out.to(self.dtype)
+
+
+def _needs_an_argument(width: int) -> nn.Module:
+    return nn.Linear(N_FEATURES, width)
+
+
 class Counter(nn.Module):
     """Counts its calls in a buffer: state that changes in a forward pass."""
 
@@ -253,8 +270,24 @@ class Counter(nn.Module):
         (lambda: nn.Linear(5, 4), "cannot take inputs of shape (batch, 12)"),
         (lambda: "not a module", "must return a torch.nn.Module"),
         (lambda: nn.ReLU(), "no trainable parameters"),
+        # were: a traceback; a run that trained NaN silently; a message blaming vmap
+        (_needs_an_argument, "module_factory() failed: TypeError: _needs_an_argument()"),
+        (lambda: Scaled(float("inf")), "output on a batch of 2 inputs is NaN or infinite"),
+        (lambda: Scaled(dtype=torch.int64), "output is torch.int64; expected floating-point"),
     ],
-    ids=["batchnorm", "dropout", "buffer", "classes", "batch", "input", "type", "no-params"],
+    ids=[
+        "batchnorm",
+        "dropout",
+        "buffer",
+        "classes",
+        "batch",
+        "input",
+        "type",
+        "no-params",
+        "factory-raises",
+        "non-finite",
+        "integer",
+    ],
 )
 def test_impure_or_misshapen_modules_are_refused(factory: Any, message: str) -> None:
     with pytest.raises(ValueError) as err:

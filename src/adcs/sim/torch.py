@@ -321,6 +321,8 @@ def _refuse_impure_layers(module: nn.Module) -> None:
 def _check_output(output: Any, batch: int, n_classes: int | None) -> None:
     if not isinstance(output, torch.Tensor):
         raise ValueError(f"the module must return a tensor, got {type(output).__name__}")
+    if not output.is_floating_point():
+        raise ValueError(f"the module's output is {output.dtype}; expected floating-point logits")
     expected = f"(batch, {'n_classes' if n_classes is None else n_classes})"
     if (
         output.ndim != 2
@@ -384,9 +386,10 @@ class TorchModel:
     device : str
         ``"cpu"`` (default), ``"cuda"``, ``"cuda:N"`` or ``"mps"``. All arithmetic is float32.
     input_shape : sequence of int, optional
-        When given, the module is checked now on a batch of that shape: it must return
-        (batch, n_classes), change no buffer and map under ``vmap``. (The output's shape is also
-        checked at every call.)
+        When given, the module is checked now on a batch of that shape: it must return finite
+        floating-point (batch, n_classes), change no buffer and map under ``vmap``. (The output's
+        shape and dtype are also checked at every call.) A factory that raises is a
+        ``ValueError`` naming its exception.
     n_classes : int, optional
         The number of classes the output must have.
     init_seed : int
@@ -432,7 +435,10 @@ class TorchModel:
         self._loss_fn = LOSSES[loss]
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
-            module = module_factory()
+            try:
+                module = module_factory()
+            except Exception as exc:  # the user's code: any failure is named, not a traceback
+                raise ValueError(f"module_factory() failed: {type(exc).__name__}: {exc}") from None
         if not isinstance(module, nn.Module):
             raise ValueError(
                 f"module_factory must return a torch.nn.Module, got {type(module).__name__}"
@@ -624,6 +630,8 @@ class TorchModel:
                 f": {type(exc).__name__}: {exc}"
             ) from None
         _check_output(out, 2, self.n_classes)
+        if not bool(torch.isfinite(out).all()):
+            raise ValueError("the module's output on a batch of 2 inputs is NaN or infinite")
         changed = [n for n, b in module.named_buffers() if not torch.equal(before[n], b)]
         if changed:
             raise ValueError(
