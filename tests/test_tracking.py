@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from adcs import cli
-from adcs.tracking import export, make_tracker
+from adcs.tracking import ExportError, export, make_tracker
 from tests.test_cli import TINY, one_error, write_config
 
 runner = CliRunner()
@@ -78,13 +79,55 @@ def test_mlflow_holds_a_run_per_adcs_run_with_params_and_metrics(
     adcs_run = next(r for name, r in runs.items() if name.startswith("adcs"))
     assert adcs_run.data.params["theta"] == "0.6" and adcs_run.data.params["method"] == "adcs"
     assert adcs_run.info.status == "FINISHED"
+    with pytest.raises(ExportError, match="already holds run"):  # was: every run twice
+        export(results, "mlflow", tmp_path / "mlruns")
+    assert len(client.search_runs([experiment.experiment_id])) == len(want)
 
 
 def test_bad_targets_are_one_line(results: Path, tmp_path: Path) -> None:
     result = runner.invoke(cli.app, ["export", str(tmp_path), "--to", "mlflow"])
-    assert result.exit_code == 2 and "runs.csv is missing" in one_error(result)
+    assert result.exit_code == 2 and "manifest.json is missing" in one_error(result)
+    broken = tmp_path / "broken"
+    shutil.copytree(results, broken)
+    (broken / "manifest.json").write_text("{")  # were: a JSONDecodeError's traceback
+    result = runner.invoke(cli.app, ["export", str(broken), "--to", "tensorboard"])
+    assert result.exit_code == 2 and "manifest.json cannot be read as JSON" in one_error(result)
+    shutil.copy(results / "manifest.json", broken / "manifest.json")
+    (broken / "runs.csv").write_text("x,y\n1,2\n")  # were: a KeyError's traceback
+    result = runner.invoke(cli.app, ["export", str(broken), "--to", "tensorboard"])
+    assert result.exit_code == 2
+    assert "runs.csv lacks the column(s) run_id, method, seed" in one_error(result)
+    assert not (broken / "tensorboard").exists()
     with pytest.raises(ValueError, match="unknown tracking backend 'wandb'"):
         make_tracker("wandb", tmp_path, "x")
+
+
+def test_an_export_is_not_written_twice(results: Path, tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    args = ["export", str(results), "--to", "tensorboard", "--dest", str(tmp_path / "tb")]
+    assert runner.invoke(cli.app, args).exit_code == 0
+    files = sorted((tmp_path / "tb").glob("*/events.out.tfevents.*"))
+    result = runner.invoke(cli.app, args)  # was: a second event file per run, every step twice
+    assert result.exit_code == 2 and "already holds run" in one_error(result)
+    assert sorted((tmp_path / "tb").glob("*/events.out.tfevents.*")) == files
+
+
+def test_a_sweep_exports_every_point(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
+    out = tmp_path / "sweep"
+    result = runner.invoke(cli.app, ["run", str(config), "--sweep", "m=1,2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli.app, ["export", str(out), "--to", "tensorboard"])
+    assert result.exit_code == 0, result.output  # was: runs.csv is missing
+    for point in ("00-m=1", "01-m=2"):
+        for run_id, points in expected(out / point).items():
+            events = EventAccumulator(str(out / "tensorboard" / point / run_id))
+            events.Reload()
+            got = [(e.step, e.value) for e in events.Scalars("worst_acc")]
+            assert got == [(r, pytest.approx(v, rel=1e-6)) for r, v in points]
 
 
 # ------------------------------------------------------------------- live, while the run goes

@@ -684,7 +684,11 @@ def _load_bench(name: str) -> Callable[[Sequence[str]], Any]:
 @_one_line_errors
 def export(
     results: Annotated[
-        Path, typer.Argument(metavar="RESULTS", help="A finished adcs results folder.")
+        Path,
+        typer.Argument(
+            metavar="RESULTS",
+            help="A finished adcs results folder (a sweep's or leaderboard's too).",
+        ),
     ],
     to: Annotated[
         TrackTo,
@@ -701,11 +705,12 @@ def export(
     ] = None,
 ) -> None:
     """Write a results folder's evaluations to TensorBoard or MLflow, one run per adcs run."""
+    from adcs.tracking import ExportError
     from adcs.tracking import export as export_results
 
     try:
         where = export_results(results, to.value, dest)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ExportError) as exc:
         raise _fail(str(exc)) from None
     except ImportError as exc:
         raise _fail(str(exc), code=1) from None

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "TRACKERS",
+    "ExportError",
     "MLflowTracker",
     "TensorBoardTracker",
     "Tracker",
@@ -216,13 +217,89 @@ def _number(text: str) -> float | None:
         return None
 
 
+class ExportError(ValueError):
+    """A folder that cannot be exported, or a destination that already holds its export."""
+
+
+def _manifest(folder: Path) -> dict[str, Any]:
+    path = folder / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ExportError(f"{path} cannot be read as JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ExportError(f"{path} is not a JSON object")
+    return manifest
+
+
+_RUN_COLUMNS = ("run_id", "method", "seed")
+_METRIC_COLUMNS = ("run_id", "round")
+
+
+def _parts(folder: Path) -> list[tuple[str | None, Path]]:
+    """The results folders to export: ``folder`` itself, or a sweep's or leaderboard's parts."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder (an adcs results folder is expected)")
+    if not (folder / "manifest.json").is_file():
+        raise FileNotFoundError(f"{folder} is not an adcs results folder: manifest.json is missing")
+    if (folder / "leaderboard.csv").is_file():  # a sweep's or a leaderboard's: one per part
+        parts: list[tuple[str | None, Path]] = [
+            (p.name, p) for p in sorted(folder.iterdir()) if (p / "runs.csv").is_file()
+        ]
+        if not parts:
+            raise FileNotFoundError(f"{folder} holds a leaderboard.csv but no results folder")
+    else:
+        parts = [(None, folder)]
+    for _, part in parts:
+        for name, columns in (("runs.csv", _RUN_COLUMNS), ("metrics.csv", _METRIC_COLUMNS)):
+            if not (part / name).is_file():
+                raise FileNotFoundError(f"{part} is not an adcs results folder: {name} is missing")
+            with (part / name).open(newline="", encoding="utf-8") as f:
+                header = next(csv.reader(f), [])
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise ExportError(f"{part / name} lacks the column(s) {', '.join(missing)}")
+    return parts
+
+
+def _exported(tracker: Tracker) -> set[str]:
+    """The run names ``tracker``'s destination already holds."""
+    if isinstance(tracker, MLflowTracker):
+        found = tracker.client.search_runs([tracker.experiment_id], max_results=50_000)
+        return {r.info.run_name for r in found}
+    assert isinstance(tracker, TensorBoardTracker)
+    return {
+        str(p.parent.relative_to(tracker.logdir))
+        for p in tracker.logdir.glob("**/events.out.tfevents.*")
+    }
+
+
+def _export_part(tracker: Tracker, part: Path, name: str | None, point: Mapping[str, Any]) -> None:
+    """Log one results folder's runs, named ``name/<run_id>`` when it is a part."""
+    prefix = "" if name is None else f"{name}/"
+    run_columns: set[str] = set()
+    for run in _rows(part / "runs.csv"):
+        run_columns.update(run)
+        params = dict(json.loads(run.get("params") or "{}"))
+        params.update(method=run["method"], seed=run["seed"], variant=run.get("variant", ""))
+        if name is not None:
+            params.update(point, workload=name)
+        tracker.start(prefix + run["run_id"], params)
+    for row in _rows(part / "metrics.csv"):  # a run's own columns are no metrics
+        values = {k: _number(v) for k, v in row.items() if k not in run_columns | {"round"}}
+        metrics = {k: v for k, v in values.items() if v is not None}
+        tracker.log(prefix + row["run_id"], int(row["round"]), metrics)
+
+
 def export(folder: str | Path, to: str, dest: str | Path | None = None) -> Path | str:
     """Write a finished results folder's evaluations to a tracking backend.
 
     Parameters
     ----------
     folder : path
-        An adcs results folder (``runs.csv`` and ``metrics.csv``).
+        An adcs results folder (``runs.csv`` and ``metrics.csv``), or a sweep's or leaderboard's
+        folder: each of its parts is exported, its runs named ``<part>/<run_id>`` with the part
+        (``workload``) and its sweep values among their parameters.
     to : {"tensorboard", "mlflow"}
     dest : path or URI, optional
         Default: ``FOLDER/tensorboard`` or ``FOLDER/mlruns``.
@@ -231,27 +308,39 @@ def export(folder: str | Path, to: str, dest: str | Path | None = None) -> Path 
     -------
     path or str
         Where the backend wrote (the log folder, or the MLflow tracking URI).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``folder`` is no results folder (a file is missing).
+    ExportError
+        Its manifest or tables cannot be read, or ``dest`` already holds one of its runs (an
+        earlier export: the runs would be doubled).
     """
     folder = Path(folder)
-    for name in ("runs.csv", "metrics.csv", "manifest.json"):
-        if not (folder / name).is_file():
-            raise FileNotFoundError(f"{folder} is not an adcs results folder: {name} is missing")
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    parts = _parts(folder)
+    manifest = _manifest(folder)
+    sweep = manifest.get("sweep")
+    points = sweep.get("points", {}) if isinstance(sweep, dict) else {}
     target = (
         dest if dest is not None else folder / ("tensorboard" if to == "tensorboard" else "mlruns")
     )
     tracker = make_tracker(to, target, str(manifest.get("experiment", folder.name)))
     try:
-        run_columns: set[str] = set()
-        for run in _rows(folder / "runs.csv"):
-            run_columns.update(run)
-            params = dict(json.loads(run.get("params") or "{}"))
-            params.update(method=run["method"], seed=run["seed"], variant=run.get("variant", ""))
-            tracker.start(run["run_id"], params)
-        for row in _rows(folder / "metrics.csv"):  # a run's own columns are no metrics
-            values = {k: _number(v) for k, v in row.items() if k not in run_columns | {"round"}}
-            metrics = {k: v for k, v in values.items() if v is not None}
-            tracker.log(row["run_id"], int(row["round"]), metrics)
+        names = {
+            ("" if name is None else f"{name}/") + run["run_id"]
+            for name, part in parts
+            for run in _rows(part / "runs.csv")
+        }
+        again = sorted(names & _exported(tracker))
+        if again:
+            raise ExportError(
+                f"{target} already holds run {again[0]!r}"
+                + (f" and {len(again) - 1} more" if len(again) > 1 else "")
+                + " (an earlier export); remove it or choose another --dest"
+            )
+        for name, part in parts:
+            _export_part(tracker, part, name, points.get(name, {}) if name else {})
     finally:
         tracker.close()
     return tracker.uri if isinstance(tracker, MLflowTracker) else Path(target)
