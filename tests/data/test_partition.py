@@ -294,6 +294,18 @@ def test_dirichlet_reproducible_and_validated() -> None:
         dirichlet(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 0, 1.0)
 
 
+def test_dirichlet_shares_on_absent_classes_name_them() -> None:
+    # labels 3 and 7 only: tiny alpha puts every client's share on one of 8 classes, mostly absent
+    train = np.tile(np.array([3, 7]), 200)
+    with pytest.raises(ValueError) as info:
+        dirichlet(train, train[:100], np.random.default_rng(0), 10, 1e-6)
+    assert str(info.value) == (  # was: "the train split (0 samples) cannot give each of 10 ..."
+        "the train split holds 400 samples, but the clients' class shares put only 0 to use, "
+        "fewer than one per client; classes [0, 1, 2, 4, 5, 6] have no train samples (number "
+        "the classes present 0, 1, …)"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # iid
 # --------------------------------------------------------------------------------------------

@@ -132,6 +132,15 @@ def _split_classes(available: IntArray, weights: NDArray[Any], name: str) -> Int
     for c in range(weights.shape[1]):
         if available[c] and weights[:, c].sum() > 0:
             counts[:, c] = _apportion_1d(int(available[c]), weights[:, c])
+    used, total, n_clients = int(counts.sum()), int(available.sum()), weights.shape[0]
+    if used < n_clients <= total:  # the shares fell on classes that are absent or few
+        absent = np.flatnonzero(available == 0).tolist()
+        raise ValueError(
+            f"the {name} split holds {total} samples, but the clients' class shares put only "
+            f"{used} to use, fewer than one per client"
+            + (f"; classes {absent} have no {name} samples (number the classes present 0, 1, "
+               "…)" if absent else "")
+        )  # fmt: skip
     return _nonempty(counts, name)
 
 
