@@ -166,3 +166,16 @@ def test_the_own_schedulers_leaderboard_variants_example_names_its_entries() -> 
     declared = scope["Shifted"].leaderboard_variants  # type: ignore[attr-defined]
     assert declared.label("Shifted", {"offset": 2, "reverse": True}) == "Shifted k=2, reversed"
     assert declared.is_reference({"offset": 2, "reverse": False})
+
+
+def test_the_guides_partition_table_names_each_partition_and_which_take_sizes() -> None:
+    from adcs.data.partition import PARTITIONS
+
+    text = (DOCS / "guide.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.MULTILINE))
+    assert set(PARTITIONS) <= rows  # dirichlet_per_class had no row
+    sizes = {"train_per_client", "test_per_client"}
+    sized = sorted(name for name in PARTITIONS if sizes <= PARTITIONS[name].keys)
+    claim = re.search(r"^(.*) also take `train_per_client`", text, re.MULTILINE)
+    assert claim is not None  # was: "Every partition also takes ...", refused by four of them
+    assert sorted(re.findall(r"`(\w+)`", claim.group(1))) == sized
