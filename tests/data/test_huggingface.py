@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,23 @@ def test_a_saved_data_set_loads_offline_with_its_columns(saved: Path) -> None:
                      test_split="validation")  # fmt: skip
     with pytest.raises(FileNotFoundError, match="no data set saved"):
         load_dataset("huggingface", path=str(saved.parent / "nothing"))
+
+
+def test_a_hub_name_reaches_the_hub_without_its_retry_lines(
+    saved: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    asked = []
+
+    def hub(name: str) -> datasets.DatasetDict:  # the Hub, as it answers after a retry
+        asked.append(name)
+        logging.getLogger("huggingface_hub.utils._http").warning("Retrying in 1s [Retry 1/5].")
+        return datasets.load_from_disk(str(saved))
+
+    monkeypatch.setattr(datasets, "load_dataset", hub)
+    with caplog.at_level(logging.WARNING):  # was: a TypeError, name given twice
+        data = load_dataset("huggingface", name="owner/set", features="pixels", label="target")
+    assert asked == ["owner/set"] and data.n_train == 600
+    assert "Retrying" not in caplog.text  # offline: one error line, not one per retry
 
 
 def test_a_flwr_partitioner_splits_like_flower_and_tests_follow_each_client(saved: Path) -> None:

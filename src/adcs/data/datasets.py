@@ -526,7 +526,7 @@ DATASETS: Table[DatasetEntry] = Table(
 """The one name → loader table used by configurations."""
 
 
-def load_dataset(name: str, **options: Any) -> Dataset | Synthetic:
+def load_dataset(name: str, /, **options: Any) -> Dataset | Synthetic:
     """Load the data set ``name`` of :data:`DATASETS` with its options.
 
     Raises

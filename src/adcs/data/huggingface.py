@@ -16,6 +16,7 @@ Both need the ``huggingface`` extra (``datasets`` and ``flwr-datasets``), import
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -92,7 +93,13 @@ def load_huggingface(
             raise FileNotFoundError(f"huggingface: no data set saved in {path}: {exc}") from None
         source = f"Hugging Face data set saved in {path}"
     else:
-        loaded = datasets.load_dataset(name)
+        hub_log = logging.getLogger("huggingface_hub")  # one retry line per attempt, offline
+        level = hub_log.level
+        hub_log.setLevel(logging.ERROR)
+        try:
+            loaded = datasets.load_dataset(name)
+        finally:
+            hub_log.setLevel(level)
         source = f"Hugging Face Hub data set {name!r}"
     splits = {}
     for split in (train_split, test_split):
