@@ -549,7 +549,9 @@ def run(
     if axes:
         check_sweep_keys(config, axes, sets or (), {"rounds": rounds, "seeds": seeds, "data": data})
         if track is not None:
-            raise _fail("--track: a sweep is not tracked live yet; adcs export each point's folder")
+            raise _fail(
+                "--track: a sweep is not tracked live yet; adcs export its folder afterwards"
+            )
         _run_sweep(
             config, axes, _out(out, config.name + "-sweep", resume), force=force, resume=resume,
             workers=workers, checkpoint_every=checkpoint_every, ray_address=ray_address,
