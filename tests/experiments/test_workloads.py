@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from adcs.data import DataError
 from adcs.experiments.config import (
     ConfigError,
     config_from_dict,
@@ -17,6 +18,7 @@ from adcs.experiments.config import (
     load_config,
 )
 from adcs.experiments.runner import load_records, run_experiment
+from adcs.experiments.workload import load_data
 from adcs.sim.metrics import tv_distance
 
 BASE: dict[str, Any] = {
@@ -104,6 +106,25 @@ def test_paths_are_checked_for_what_the_dataset_reads(tmp_path: Path) -> None:
                    "n_clients = 3\n")  # fmt: skip
     with pytest.raises(ConfigError, match="is not a file"):
         load_config(cfg)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "its loader failed: RuntimeError: the data server is down"),
+        ({"give": "rows"}, "its loader returned str, not an adcs.data.Dataset"),
+    ],
+)
+def test_a_user_loader_that_fails_is_a_named_data_error(
+    options: dict[str, Any], message: str
+) -> None:
+    config = config_from_dict(
+        doc({"dataset": "tests.plugins.my_rows:FAILING", **options,
+             "partition": {"kind": "iid", "n_clients": 4}})
+    )  # fmt: skip
+    with pytest.raises(DataError) as info:  # were: the RuntimeError, an AttributeError later
+        load_data(config.data)
+    assert str(info.value) == f"dataset 'tests.plugins.my_rows:FAILING': {message}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,6 +33,16 @@ BLOBS = DatasetEntry(
 """The registry row: the loader, its options and their checks."""
 
 
+def _failing(**options: Any) -> Any:
+    if options.get("give"):
+        return options["give"]  # no data set
+    raise RuntimeError("the data server is down")
+
+
+FAILING = DatasetEntry(_failing, frozenset({"give"}), title="A loader that fails")
+"""A row whose loader raises a RuntimeError, or returns ``give`` (not a data set)."""
+
+
 @dataclass(frozen=True)
 class EveryOther:
     """Clients of even index on even rounds, odd ones on odd rounds.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from adcs.data import DataError, Dataset, FashionMNIST, load_dataset, partition_data
+from adcs.data import ChecksumError, DataError, Dataset, FashionMNIST, load_dataset, partition_data
 from adcs.data.synthetic import Synthetic
 from adcs.experiments.config import DataConfig
 from adcs.sim.data import ClientData, FederatedData
@@ -37,10 +37,11 @@ def load_data(data: DataConfig) -> DataSource:
     DataUnavailable
         A file or folder of the data cannot be read (the message names it and says why).
     ChecksumError, DataError
-        From the loader: a file is not the expected one, or is malformed.
+        From the loader: a file is not the expected one, or is malformed; or a loader (a user's,
+        by import path) raised another error or returned no data set (named, with the cause).
     """
     try:
-        return load_dataset(data.dataset, **data.dataset_options)
+        source = load_dataset(data.dataset, **data.dataset_options)
     except FileNotFoundError as exc:
         if exc.filename is None:  # the loaders' own messages name the file and what is wrong
             raise DataUnavailable(str(exc)) from exc
@@ -49,6 +50,20 @@ def load_data(data: DataConfig) -> DataSource:
         reason = exc.strerror or str(exc)
         where = f" {exc.filename}" if exc.filename else ""
         raise DataUnavailable(f"cannot read the data{where}: {reason}") from exc
+    except (DataError, ChecksumError):
+        raise
+    except ImportError as exc:  # an extra that is not installed (the message says which)
+        raise DataUnavailable(str(exc)) from exc
+    except Exception as exc:  # a loader's own failure: named, not a traceback
+        raise DataError(
+            f"dataset {data.dataset!r}: its loader failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(source, DataSource):
+        raise DataError(
+            f"dataset {data.dataset!r}: its loader returned {type(source).__name__}, not an "
+            "adcs.data.Dataset"
+        )
+    return source
 
 
 def _split(source: DataSource, data: DataConfig, rng: np.random.Generator) -> ClientData:
