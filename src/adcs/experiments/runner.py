@@ -463,7 +463,9 @@ def _run_in(
             error = os_error("cannot write the results", exc, folder.partial)
             raise RunError(f"{error}{hint}") from exc
         if kept:
-            note_kept(exc, f"the checkpoint ({where})", folder.partial)
+            note_kept(
+                exc, f"the checkpoint ({where})" if where else "the checkpoint", folder.partial
+            )
         raise
 
 
