@@ -350,7 +350,9 @@ def test_resume_with_another_configuration_names_the_keys(
         cli.app, ["run", str(config), "--out", str(out), "--rounds", "6", "--resume"]
     )
     assert result.exit_code == 2
-    assert "sim.rounds (interrupted run: 4, now: 6)" in one_error(result)
+    error = one_error(result)
+    assert "sim.rounds (interrupted run: 4, now: 6); the checkpoint is kept in " in error
+    assert error.endswith(".out.partial: --resume continues it, --force discards it")
     monkeypatch.undo()
     result = runner.invoke(cli.app, ["run", str(config), "--out", str(out), "--resume"])
     assert result.exit_code == 0, result.output
