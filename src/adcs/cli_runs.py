@@ -279,9 +279,11 @@ def _run_sweep(
     points = sweep_points(config, axes)
     n_runs = sum(len(expand_runs(c)) for _, c in points)
     swept = ", ".join(a.name for a in axes)
+    rounds = sorted({c.sim.rounds for _, c in points})
     console.print(
         f"[bold]{config.name}[/]: a sweep over {swept}: {len(points)} points, {n_runs} distinct "
-        f"runs × {config.sim.rounds} rounds" + _where(workers, ray_address)
+        f"runs × {'–'.join(map(str, rounds[:: max(len(rounds) - 1, 1)]))} rounds"
+        + _where(workers, ray_address)
     )
     command = shlex.join(["adcs", *sys.argv[1:]])
     with _executor(ray_address) as executor, _progress() as display:

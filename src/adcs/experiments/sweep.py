@@ -153,6 +153,8 @@ def sweep_points(
     the configuration refuses is named with its key before anything runs.
     """
     names = [a.name for a in axes]
+    if "name" in names:  # it would be replaced by each point's own, silently
+        raise ConfigError("sweep name: a point is named after its values; sweep another key")
     base = config_to_dict(config)
     check_overlaps(base, [(f"sweep {a.name}", a.key, a.values[0]) for a in axes])
     points = []
