@@ -157,6 +157,25 @@ def test_a_contract_broken_after_a_checkpoint_says_the_checkpoint_is_kept(tmp_pa
     assert runner.invoke(cli.app, [*args, "--force", "--set", "methods.0.at=8"]).exit_code == 0
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--checkpoint-every", "1"], "error: cannot checkpoint the runs' state (Can't pickle"),
+        (["--seeds", "2", "--workers", "2", "--checkpoint-every", "0"],
+         "error: simulation worker 0: cannot send the runs' state back (Can't pickle"),
+    ],
+)  # fmt: skip
+def test_a_state_that_does_not_pickle_is_named(tmp_path: Path, args: list[str], said: str) -> None:
+    bad = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:PicklesNot"\n')
+    result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "o"), *args])
+    assert result.exit_code == 1
+    error = one_error(result)
+    assert error.startswith(said) and error.endswith(
+        "a scheduler's state must pickle (checkpoints and workers)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
+
+
 def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
     tmp_path: Path,
 ) -> None:

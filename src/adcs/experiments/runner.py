@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -462,11 +463,16 @@ def _run_in(
             hint = f" (the checkpoint, {where}, is kept: --resume continues)" if kept else ""
             error = os_error("cannot write the results", exc, folder.partial)
             raise RunError(f"{error}{hint}") from exc
+        failure = exc
+        if isinstance(exc, pickle.PicklingError):  # say what must pickle
+            failure = RunError(f"{exc}: a scheduler's state must pickle (checkpoints and workers)")
         if kept:
             note_kept(
-                exc, f"the checkpoint ({where})" if where else "the checkpoint", folder.partial
+                failure, f"the checkpoint ({where})" if where else "the checkpoint", folder.partial
             )
-        raise
+        if failure is exc:
+            raise
+        raise failure from exc
 
 
 _LISTED_SIZES = 10_000
