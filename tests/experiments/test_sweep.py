@@ -90,6 +90,33 @@ def test_a_value_set_twice_by_a_sweep_or_an_option_is_refused(tmp_path: Path) ->
     check_sweep_keys(config, [parse_sweep("sim.availability.p=0.2,0.6")], avail[1:], {})
 
 
+@pytest.mark.parametrize(
+    ("first", "then", "said"),
+    [
+        (["--sweep", "m=2,3"], [], "holds an interrupted sweep or leaderboard, not a run"),
+        ([], ["--sweep", "m=2,3"], "holds an interrupted run, not a sweep or leaderboard"),
+    ],
+)
+def test_resuming_a_sweep_as_a_run_or_a_run_as_a_sweep_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    first: list[str],
+    then: list[str],
+    said: str,
+) -> None:
+    def stop(done: int, total: int) -> None:
+        if done >= 2:
+            raise KeyboardInterrupt
+
+    args = ["run", str(write_config(tmp_path, CONFIG)), "--out", str(tmp_path / "o")]
+    monkeypatch.setattr(cli._Lines, "tracker", lambda self, d, u: stop)
+    result = runner.invoke(cli.app, [*args, "--checkpoint-every", "1", *first])
+    assert result.exit_code == 130, result.output
+    monkeypatch.undo()
+    result = runner.invoke(cli.app, [*args, "--resume", *then])
+    assert result.exit_code == 2 and said in one_error(result)
+
+
 def test_a_sweep_is_one_folder_whose_points_equal_plain_runs(tmp_path: Path) -> None:
     config = write_config(tmp_path, CONFIG)
     out = tmp_path / "sweep"
