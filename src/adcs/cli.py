@@ -49,7 +49,7 @@ from adcs.cli_runs import (
     _run_leaderboard,
     _run_sweep,
     _theory_writer,
-    check_sweep_keys,
+    check_set_keys,
     default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
 )
 from adcs.experiments.config import (
@@ -312,6 +312,7 @@ def _apply_overrides(
             config, sim=q.sim, attack=q.attack, defence=q.defence, seeds=q.seeds
         )
     config = with_sets(config, sets or ())
+    check_set_keys(config, sets or (), {"rounds": rounds, "seeds": seeds, "data": data})
     # before the seeds are even listed
     check_counts(config, runs_per_seed=runs_per_seed(config), rounds=rounds, seeds=seeds)
     if data is None:
@@ -547,7 +548,7 @@ def run(
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
     if axes:
-        check_sweep_keys(config, axes, sets or (), {"rounds": rounds, "seeds": seeds, "data": data})
+        check_set_keys(config, sets or (), {"rounds": rounds, "seeds": seeds, "data": data}, axes)
         if track is not None:
             raise _fail("--track: a sweep is not tracked live yet; adcs export each point's folder")
         _run_sweep(

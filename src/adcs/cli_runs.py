@@ -243,23 +243,25 @@ def _run_leaderboard(
     _print_leaderboard(outcome)
 
 
-def check_sweep_keys(
+def check_set_keys(
     config: ExperimentConfig,
-    axes: Sequence[SweepAxis],
     sets: Sequence[str],
     options: Mapping[str, Any],
+    axes: Sequence[SweepAxis] = (),
 ) -> None:
-    """Refuse a ``--set`` or a ``--rounds``/``--seeds``/``--data`` (``options``, by name; None
-    when not given) that a swept key would silently override."""
+    """Refuse a ``--set`` that ``--rounds``/``--seeds``/``--data`` (``options``, by name; None
+    when not given) would silently replace, and either that a swept key would."""
     from adcs.experiments.config import config_to_dict
     from adcs.experiments.overrides import parse_assignment
     from adcs.experiments.sweep import check_overlaps
 
     keys = {"rounds": ("sim", "rounds"), "seeds": ("seeds",), "data": ("data", "path")}
-    fixed = [(f"--{k}", keys[k], v) for k, v in options.items() if v is not None]
-    fixed += [(f"--set {'.'.join(p)}", p, v) for p, v in map(parse_assignment, sets)]
+    given = [(f"--{k}", keys[k], v) for k, v in options.items() if v is not None]
+    set_keys = [(f"--set {'.'.join(p)}", p, v) for p, v in map(parse_assignment, sets)]
     swept = [(f"sweep {a.name}", a.key, a.values[0]) for a in axes]
-    check_overlaps(config_to_dict(config), swept, fixed)
+    doc = config_to_dict(config)
+    check_overlaps(doc, given, set_keys)
+    check_overlaps(doc, swept, [*given, *set_keys])
 
 
 def _run_sweep(

@@ -179,7 +179,7 @@ def check_overlaps(
 ) -> None:
     """Refuse two swept keys that set the same value of the configuration document ``doc``
     (``data.dominance`` is ``data.partition.dominance``; a table holds its keys), and a fixed
-    key (set before the sweep) that a swept one replaces whole: no value is silently dropped.
+    key (set before them) that a swept one replaces whole: no value is silently dropped.
 
     Raises
     ------
@@ -196,10 +196,7 @@ def check_overlaps(
             if path[: len(shared)] == known[: len(shared)] and (
                 other.startswith("sweep") or shared == path
             ):
-                raise ConfigError(
-                    f"{other} and {what} both set {'.'.join(shared)}: keep one "
-                    "(a key is swept once, and a swept key is not also set)"
-                )
+                raise ConfigError(f"{other} and {what} both set {'.'.join(shared)}: keep one")
         seen += [(what, path) for path in paths]
 
 
