@@ -63,6 +63,7 @@ else:  # pragma: no cover
 
 import numpy as np
 
+from adcs._validate import is_int
 from adcs.adversary import Crafted, Defence, Liars, capture_ratio, honest_accuracy, selection_rates
 from adcs.experiments.adversary import adversarial_run
 from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
@@ -197,10 +198,28 @@ def load_suite(path: str | Path) -> tuple[ExperimentConfig, Suite]:
         raise ConfigError(f"{path}: {exc}") from None
     suite = parse_suite(raw.pop("suite", {}))
     config = config_from_dict(raw, source=str(path), base_dir=path.parent)
-    k_max = max(suite.k + suite.family_k)
-    if k_max >= config.data.total_clients:
-        raise ConfigError(f"{path}: suite.k={k_max} leaves no honest client")
+    check_ks(config, suite, f"{path}: ")
     return config, suite
+
+
+def check_ks(config: ExperimentConfig, suite: Suite, where: str = "") -> None:
+    """Every k of ``suite.k`` and ``suite.family_k`` distinct, >= 1 and below N (ConfigError
+    prefixed by ``where``): a repeated k repeats its runs, N leaves no honest client."""
+    for name, ks in (("k", suite.k), ("family_k", suite.family_k)):
+        if not all(is_int(k) and k >= 1 for k in ks) or len(set(ks)) != len(ks):
+            raise ConfigError(f"{where}suite.{name} must be distinct integers >= 1, got {list(ks)}")
+    n = config.data.total_clients
+    k_max = max(suite.k + suite.family_k, default=0)
+    if n is not None and k_max >= n:
+        raise ConfigError(f"{where}suite.k={k_max} leaves no honest client")
+
+
+def _ints(flag: str, text: str) -> tuple[int, ...]:
+    """A flag's comma-separated integers (ConfigError naming the flag)."""
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise ConfigError(f"{flag} must be comma-separated integers, got {text!r}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,13 +659,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.rounds = args.rounds or 1000
             args.seeds = args.seeds or "0"
             args.k = args.k or "1"
-        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+        for flag in ("rounds", "workers", "estimate_rounds"):
+            value = getattr(args, flag)
+            if value is not None and value < 1:
+                raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
+        seeds = _ints("--seeds", args.seeds) if args.seeds else None
         config = _with_rounds(config, args.rounds, seeds)
         if args.k:
-            suite = dataclasses.replace(suite, k=tuple(int(k) for k in args.k.split(",")))
+            suite = dataclasses.replace(suite, k=_ints("--k", args.k))
         if args.family_k:
-            ks = tuple(int(k) for k in args.family_k.split(","))
-            suite = dataclasses.replace(suite, family_k=ks)
+            suite = dataclasses.replace(suite, family_k=_ints("--family-k", args.family_k))
+        check_ks(config, suite, "--k/--family-k: ")
         if args.families:
             chosen = args.families.split(",")
             unknown = sorted(set(chosen) - {name for name, _ in suite.families})
@@ -658,6 +681,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not set(blocks) <= set(BLOCKS):
             raise ConfigError(f"--blocks must be a subset of {list(BLOCKS)}, got {blocks}")
         methods = args.methods.split(",") if args.methods else None
+        names = [m.name for m in config.methods]
+        if methods is not None and not set(methods) <= set(names):
+            unknown = sorted(set(methods) - set(names))
+            raise ConfigError(f"--methods: no method {unknown} in the suite's {names}")
         if args.estimate:
             estimate(config, suite, args.estimate_rounds, args.workers)
             return 0

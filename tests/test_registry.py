@@ -295,6 +295,34 @@ def test_a_user_attack_kind_runs_and_one_that_builds_no_attack_is_one_error_line
     )
 
 
+@pytest.mark.parametrize(
+    ("attack", "message"),
+    [
+        (
+            {"kind": f"{ROWS}:OtherClients", "liars": [1], "clients": [9]},
+            "the attack built for seed 0 names clients [9], not all in [0, 4)",
+        ),
+        (
+            {"kind": f"{ROWS}:OtherClients", "liars": [1], "clients": [2]},
+            "the attack built for seed 0 attacks with clients [2], but malicious() names [1]",
+        ),
+        (
+            {"kind": f"{ROWS}:PerSeedCrafted"},
+            "a crafted attack drawn per seed must be built for a run first",
+        ),
+    ],
+)
+def test_a_user_attack_kind_building_an_attack_the_run_cannot_use_is_one_error(
+    attack: dict[str, Any], message: str
+) -> None:
+    from adcs.experiments.plan import expand_runs
+
+    doc = {**_doc("uniform"), "sim": {"rounds": 2, "attack": attack}}
+    with pytest.raises(ConfigError) as caught:
+        expand_runs(config_from_dict(doc))
+    assert str(caught.value) == f"sim.attack.kind: {message}"
+
+
 def test_a_user_defence_kind_builds_each_runs_defence_and_writes_back_its_table() -> None:
     from adcs.aggregation import Robust, RobustAggregation
     from adcs.experiments.config import config_to_dict
@@ -313,6 +341,13 @@ def test_a_user_defence_kind_builds_each_runs_defence_and_writes_back_its_table(
         expand_runs(config_from_dict(doc))
     assert str(caught.value) == (
         "sim.defence.kind: a defence must be an adcs.adversary Defence, got object"
+    )
+    doc["sim"]["defence"] = {"kind": f"{ROWS}:NoRule"}
+    with pytest.raises(ConfigError) as caught:
+        expand_runs(config_from_dict(doc))
+    assert str(caught.value) == (
+        "sim.defence.kind: a defence's aggregator() must give an adcs.aggregation Aggregator "
+        "(with aggregate()) or None, got object"
     )
     doc["sim"]["defence"] = {"kind": f"{ROWS}:Missing"}
     with pytest.raises(ConfigError, match=r"sim\.defence\.kind: module .* has no 'Missing'"):

@@ -86,15 +86,27 @@ def weighted_sum(updates: F32Array, coefs: F64Array) -> F32Array:
     return np.asarray(coefs, dtype=np.float32) @ np.asarray(updates, dtype=np.float32)
 
 
+def _finite(updates: F32Array) -> F32Array:
+    """The rows of ``updates`` (n, dim) without a NaN or inf, shape (n_finite, dim).
+
+    The robust rules leave such an update out, as a server that checks what it received does
+    (the Flower runtimes reject it): one non-finite row would make every rule's step NaN.
+    """
+    ok = np.isfinite(updates).all(axis=1)
+    return updates if ok.all() else updates[ok]
+
+
 def coordinate_median(updates: F32Array, coefs: F64Array) -> F32Array:
     """(Σ_i c_i) · median_i Δ_i coordinate by coordinate, shape (dim,).
 
     The median is unweighted (every returned client counts once), scaled by the total weight so
     that it takes the mean rule's place: with c_i = 1/n it is the plain coordinate-wise median.
+    Non-finite updates are left out.
     """
+    total = np.float32(np.sum(coefs))
+    updates = _finite(updates)
     if updates.shape[0] == 0:
         return np.zeros(updates.shape[1], dtype=np.float32)
-    total = np.float32(np.sum(coefs))
     return (np.median(updates, axis=0) * total).astype(np.float32)
 
 
@@ -103,13 +115,14 @@ def trimmed_mean(updates: F32Array, coefs: F64Array, trim: float) -> F32Array:
 
     In each coordinate the ⌊β n⌋ largest and ⌊β n⌋ smallest values are dropped and the rest
     averaged (Yin et al. 2018); β = ``trim`` ∈ [0, 0.5). Unweighted, scaled as
-    :func:`coordinate_median`.
+    :func:`coordinate_median`; non-finite updates are left out.
     """
+    total = np.float32(np.sum(coefs))
+    updates = _finite(updates)
     n = updates.shape[0]
     if n == 0:
         return np.zeros(updates.shape[1], dtype=np.float32)
     cut = int(np.floor(trim * n))
-    total = np.float32(np.sum(coefs))
     if cut == 0:
         return (updates.mean(axis=0) * total).astype(np.float32)
     ordered = np.sort(updates, axis=0)
@@ -120,8 +133,12 @@ def norm_clipped_sum(updates: F32Array, coefs: F64Array) -> F32Array:
     """Σ_i c_i Δ_i min(1, τ/‖Δ_i‖) with τ the median of the ‖Δ_i‖, shape (dim,).
 
     Norm bounding (Sun et al. 2019) at a threshold the clients cannot move while most are
-    honest: no update weighs more than the median-norm update in its direction.
+    honest: no update weighs more than the median-norm update in its direction. A non-finite
+    update has no direction to clip to: it is left out (τ is the median of the others).
     """
+    ok = np.isfinite(updates).all(axis=1)
+    if not ok.all():
+        return norm_clipped_sum(updates[ok], np.asarray(coefs)[ok])
     if updates.shape[0] == 0:
         return np.zeros(updates.shape[1], dtype=np.float32)
     norms = np.linalg.norm(updates.astype(np.float64), axis=1)

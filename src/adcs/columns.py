@@ -296,13 +296,17 @@ def _f64(name: str) -> Callable[[RunView], Any]:
 
 
 def _honest(view: RunView) -> F64Array:
-    """Worst / p10 / mean accuracy of the evaluated honest clients at each evaluation (n, 3)."""
+    """Worst / p10 / mean accuracy of the evaluated honest clients at each evaluation (n, 3);
+    NaN when every evaluated client is malicious."""
     result = view.result
     malicious = result.spec.meta.get("malicious", ())
     if not malicious:
         return np.empty((0, 3))
     liars = np.flatnonzero(np.isin(result.eval_clients, malicious)).tolist()
-    rows = [honest_accuracy(acc, liars) for acc in np.asarray(result.client_acc)]
+    accuracy = np.asarray(result.client_acc)
+    if len(liars) == accuracy.shape[1]:  # every evaluated client is malicious: no honest value
+        return np.full((accuracy.shape[0], 3), math.nan)
+    rows = [honest_accuracy(acc, liars) for acc in accuracy]
     return np.array([[h.worst, h.p10, h.average] for h in rows], dtype=np.float64).reshape(-1, 3)
 
 

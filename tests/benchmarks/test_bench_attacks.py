@@ -58,6 +58,27 @@ def test_bad_suites_are_refused(tmp_path: Path):
     assert bench_attacks.main(["--config", str(path)]) == 2
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--k", "0"], "suite.k must be distinct integers >= 1, got [0]"),
+        (["--k", "1,1"], "suite.k must be distinct integers >= 1, got [1, 1]"),
+        (["--family-k", "40"], "suite.k=40 leaves no honest client"),
+        (["--k", "a"], "--k must be comma-separated integers, got 'a'"),
+        (["--seeds", "0,x"], "--seeds must be comma-separated integers, got '0,x'"),
+        (["--rounds", "0"], "--rounds must be >= 1, got 0"),
+        (["--workers", "0"], "--workers must be >= 1, got 0"),
+        (["--methods", "nope"], "--methods: no method ['nope'] in the suite's"),
+    ],
+)
+def test_bad_flags_are_one_error_line(tmp_path: Path, capsys, flags, message):
+    # each stopped with a traceback (or, --k 1,1, with two runs of one id) before any run
+    assert bench_attacks.main([*flags, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
     config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
     config = bench_attacks._with_rounds(config, 4, [0])

@@ -160,6 +160,18 @@ def test_a_direction_poisoner_under_sketches_sends_a_model_space_update(tmp_path
     assert len(rows) == 1 + 2 * 3 and "nan" not in "".join(rows[1:]).lower()
 
 
+def test_a_run_whose_every_client_is_malicious_has_no_honest_accuracy(tmp_path: Path, synthetic):
+    # n_malicious = N is a valid attack; the run's results stopped it with a traceback
+    doc = doc_with({"n_malicious": 9, "lie": ["loss"], "poison": "sign_flip"})
+    doc["seeds"], doc["methods"] = [0], [{"name": "uniform"}]
+    outcome = run_experiment(config_from_dict(doc), tmp_path / "out", dataset=synthetic)
+    with (outcome.folder / "metrics.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 3 and all(float(r["worst_acc"]) >= 0 for r in rows)
+    assert all(np.isnan(float(r[f"honest_{x}_acc"])) for r in rows for x in ("worst", "avg"))
+    assert np.isnan(load_records(outcome.folder)[0].honest_acc).all()
+
+
 def test_attacks_need_a_configuration_that_fixes_n(tmp_path: Path):
     """FEMNIST's writers decide N when loaded; the malicious set is drawn before."""
     (tmp_path / "femnist").mkdir()

@@ -105,6 +105,57 @@ def test_untrusted_reply_is_excluded_with_its_reason(tmp_path: Any, fault: str) 
     assert result.train_metrics_clientapp[1]["failures"] == 1
 
 
+def with_metrics(inner: ClientApp, edits: dict[int, dict[str, Any]]) -> ClientApp:
+    """``inner`` whose replies from the partitions in ``edits`` have those metrics set (None:
+    removed)."""
+    app = ClientApp()
+
+    def handle(msg: Message, context: Context) -> Message:
+        reply = inner(msg, context)
+        edit = edits.get(int(context.node_config["partition-id"]))
+        if edit is None:
+            return reply
+        metrics = {k: v for k, v in reply.content["metrics"].items() if k not in edit}
+        metrics.update({k: v for k, v in edit.items() if v is not None})
+        content = RecordDict({k: v for k, v in reply.content.items() if k != "metrics"})
+        content["metrics"] = MetricRecord(metrics)
+        return Message(content, reply_to=msg)
+
+    app.train()(handle)
+    app.evaluate()(handle)
+    return app
+
+
+@pytest.mark.parametrize("weights", [None, (0.7, 0.3)], ids=["fedavg", "scheduler"])
+def test_replies_of_no_weight_in_all_do_not_stop_the_run(tmp_path: Any, weights: Any) -> None:
+    # every client reports num-examples = 0: FedAvg's mean divided by 0 and the server stopped
+    app = quickstart_app.make_app(log_path(tmp_path))
+    grid = grid_of(lambda k: with_metrics(app, {k: {"num-examples": 0}}), N)
+    strategy = ScheduledFedAvg(Fixed(weights=weights), N, min_evaluate_nodes=N)
+    result = strategy.start(grid, initial_arrays(), 1, 5, CONFIG, CONFIG)
+    kept = result.arrays["fc.weight"].numpy() == initial_arrays()["fc.weight"].numpy()
+    assert kept.all() == (weights is None)  # the scheduler's own weights still step
+    assert result.train_metrics_clientapp[1]["results"] == (0 if weights is None else 2)
+    assert np.isfinite(strategy.evaluations[0].loss).all()
+    assert 1 not in result.evaluate_metrics_clientapp  # FedAvg's mean of metrics is undefined
+
+
+def test_an_evaluate_reply_without_weight_and_mixed_train_metrics(tmp_path: Any) -> None:
+    # a missing num-examples in an evaluate reply, a metric a list in one train reply and a
+    # number in another: both stopped the server (KeyError, TypeError in FedAvg's metric mean)
+    app = quickstart_app.make_app(log_path(tmp_path))
+    edits = {0: {"num-examples": None}, 1: {"extra": [1.0]}, 2: {"extra": 2.0}}
+    grid = grid_of(lambda k: with_metrics(app, {k: edits[k]} if k in edits else {}), N)
+    strategy = ScheduledFedAvg(Uniform(m=N), N, min_evaluate_nodes=N)
+    result = strategy.start(grid, initial_arrays(), 1, 5, CONFIG, CONFIG)
+    bad = next(c for c, node in strategy.node_of.items() if grid.nodes[node][1] == 0)
+    assert bad in strategy.history[0].failed  # its train reply lacks the weight too
+    loss = strategy.evaluations[0].loss
+    assert np.isnan(loss[bad]) and np.isfinite(np.delete(loss, bad)).all()
+    assert 1 not in result.evaluate_metrics_clientapp  # the evaluate replies' mixed metrics
+    assert dict(result.train_metrics_clientapp[1]) == {"results": N - 1, "failures": 1}
+
+
 def test_lost_node_is_a_dropout_and_leaves_the_available_clients(tmp_path: Any) -> None:
     grid = grid_of(lambda k: quickstart_app.make_app(log_path(tmp_path)), N)
     strategy = ScheduledFedAvg(Uniform(m=N), N, fraction_evaluate=0.0)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from adcs._validate import check_int
+from adcs.adversary import Defence
 from adcs.data import Dataset, DatasetEntry
 
 
@@ -102,4 +103,34 @@ class NotADefence(TrimmedOf):
     """A defence kind whose ``build`` gives something the round cannot use."""
 
     def build(self, seed: int, n_clients: int) -> Any:
+        return object()
+
+
+@dataclass(frozen=True)
+class OtherClients(LowLoss):
+    """An attack kind whose ``build`` attacks with ``clients``, not the ``liars`` it names."""
+
+    clients: tuple[int, ...] = (2,)
+
+    def build(self, seed: int, n_clients: int) -> Any:
+        from adcs.adversary import Attack
+
+        return Attack(self.clients)
+
+
+@dataclass(frozen=True)
+class PerSeedCrafted(LowLoss):
+    """An attack kind whose ``build`` gives a crafted attack not built for the run."""
+
+    def build(self, seed: int, n_clients: int) -> Any:
+        from adcs.adversary import Crafted
+
+        return Crafted(n_malicious=1)
+
+
+@dataclass(frozen=True)
+class NoRule(Defence):
+    """A defence whose ``aggregator()`` gives something that is not a rule."""
+
+    def aggregator(self) -> Any:
         return object()

@@ -137,3 +137,16 @@ def test_representatives_are_probed_once_then_refreshed_by_observe():
     np.testing.assert_allclose(state.representatives[pos], fresh, rtol=1e-6)
     reps = state.representatives.astype(np.float64)
     np.testing.assert_allclose(state.gram, reps @ reps.T, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("distance", list(Distance))
+def test_similarity_clusters_a_huge_but_finite_update(distance):
+    # a norm liar (x 1e30): its float32 inner products overflow, which broke the linkage
+    rng = np.random.default_rng(5)
+    reps = grouped_representatives(rng).astype(np.float32)
+    reps[7] *= np.float32(1e30)
+    scheduler = ClusteredSimilarity(6, distance=distance)
+    state = refresh_representatives(scheduler.init(30), np.arange(30), reps)
+    assert state.gram is not None and np.isfinite(state.gram).all()
+    selection, _ = scheduler.select(state, 1, ClientStats.blind(np.ones(30, bool)), rng)
+    assert selection.clients.size == 6

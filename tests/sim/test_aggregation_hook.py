@@ -105,3 +105,16 @@ def test_rules_of_no_update_step_nowhere():
     empty = np.empty((0, 3), dtype=np.float32)
     for rule in Robust:
         np.testing.assert_array_equal(RobustAggregation(rule).combine(empty, np.empty(0)), 0.0)
+
+
+@pytest.mark.parametrize("rule", [Robust.MEDIAN, Robust.TRIMMED_MEAN, Robust.NORM_CLIP])
+def test_a_non_finite_update_is_left_out_of_the_robust_rules(rule):
+    # a poisoner's overflow (Poison.SCALED × 1e39 in float32): inf, and NaN where 0 × inf
+    poisoned = np.vstack([UPDATES, [[np.inf, np.nan]]]).astype(np.float32)
+    coefs = np.full(6, 1 / 6)
+    step = RobustAggregation(rule).combine(poisoned, coefs)
+    if rule is Robust.NORM_CLIP:  # the others' weights are kept
+        want = norm_clipped_sum(UPDATES, coefs[:5])
+    else:  # the median and trimmed mean of the others, × Σ c = 1
+        want = RobustAggregation(rule).combine(UPDATES, EQUAL)
+    np.testing.assert_allclose(step, want, rtol=1e-6)

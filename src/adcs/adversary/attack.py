@@ -487,12 +487,13 @@ class Poisoned:
     Parameters
     ----------
     attack : Attack
-    rule : RobustAggregation
-        How the received updates are combined (``Robust.MEAN`` by default).
+    rule : Aggregator
+        What the server does with the received updates: a robust rule (``Robust.MEAN`` by
+        default) or a defence's own :class:`Aggregator`.
     """
 
     attack: Attack
-    rule: RobustAggregation = field(default_factory=RobustAggregation)
+    rule: Aggregator = field(default_factory=RobustAggregation)
 
     def aggregate(
         self,
@@ -504,7 +505,7 @@ class Poisoned:
         probed: ClientStats,
     ) -> tuple[F32Array, F32Array]:
         received = poison_updates(self.attack, state, round_idx, clients, updates)
-        return received, self.rule.combine(received, coefs)
+        return self.rule.aggregate(state, round_idx, clients, received, coefs, probed)
 
 
 def adversarial(
@@ -533,11 +534,13 @@ def adversarial(
     run: Scheduler = scheduler
     if defence is not None and defence.screens:
         run = Defended(run, defence, seed)
-    rule = defence.aggregator() if defence is not None else None
+    rule = defence.rule() if defence is not None else None
     hook: Aggregator | None = rule
     if isinstance(attack, Crafted):  # it sends what it reports: always through the hook
         screens = defence if defence is not None and defence.screens else None
-        return Crafting(run, attack), Sending(attack, rule or RobustAggregation(), screens)
+        return Crafting(run, attack), Sending(
+            attack, rule if rule is not None else RobustAggregation(), screens
+        )
     if attack is not None:
         run = Lying(run, attack)
         if attack.poison is not Poison.NONE:

@@ -45,7 +45,7 @@ from adcs.adversary.bound import outside_span
 from adcs.adversary.defence import Defence, Defended, best_cosines, cosines
 from adcs.adversary.members import check_members, members_of
 from adcs.adversary.wrapper import AttackerState, Wrapping, remember
-from adcs.aggregation import RobustAggregation
+from adcs.aggregation import Aggregator, RobustAggregation
 from adcs.dpp import row_norms, unit_rows
 from adcs.schedulers.base import (
     BoolArray,
@@ -385,13 +385,15 @@ class Sending:
     Parameters
     ----------
     attack : Crafted
-    rule : RobustAggregation
+    rule : Aggregator
+        What the server does with what it received (a robust rule, or a defence's own
+        :class:`~adcs.aggregation.Aggregator`).
     defence : Defence, optional
         The server's defence, read by the adaptive form.
     """
 
     attack: Crafted
-    rule: RobustAggregation = field(default_factory=RobustAggregation)
+    rule: Aggregator = field(default_factory=RobustAggregation)
     defence: Defence | None = None
 
     def aggregate(
@@ -406,4 +408,4 @@ class Sending:
         received = sent_updates(
             self.attack, state, round_idx, clients, updates, probed, self.defence
         )
-        return received, self.rule.combine(received, coefs)
+        return self.rule.aggregate(state, round_idx, clients, received, coefs, probed)

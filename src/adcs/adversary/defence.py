@@ -54,7 +54,7 @@ from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number, check_unit_interval
 from adcs.adversary.bound import Window, cap_budget, capped_availability, outside_span
-from adcs.aggregation import Robust, RobustAggregation
+from adcs.aggregation import Aggregator, Robust, RobustAggregation
 from adcs.dpp import row_norms, unit_rows
 from adcs.schedulers.base import (
     BoolArray,
@@ -180,11 +180,22 @@ class Defence:
         """Whether the server must keep the updates it receives."""
         return self.received or self.corroborate
 
-    def aggregator(self) -> RobustAggregation | None:
-        """The robust aggregation rule, or None for the runtime's mean."""
+    def aggregator(self) -> Aggregator | None:
+        """The robust aggregation rule, or None for the runtime's mean (a subclass may give
+        its own :class:`~adcs.aggregation.Aggregator`)."""
         if self.aggregation is Robust.MEAN:
             return None
         return RobustAggregation(self.aggregation, self.trim)
+
+    def rule(self) -> Aggregator | None:
+        """:meth:`aggregator`, checked (TypeError unless None or an Aggregator)."""
+        rule = self.aggregator()
+        if rule is not None and not isinstance(rule, Aggregator):
+            raise TypeError(
+                "a defence's aggregator() must give an adcs.aggregation Aggregator (with "
+                f"aggregate()) or None, got {type(rule).__name__}"
+            )
+        return rule
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adcs.adversary import ATTACKS, DEFENCES, Defence, adversarial
+from adcs.adversary import ATTACKS, DEFENCES, Attack, Crafted, Defence, adversarial
 from adcs.aggregation import Aggregator
 from adcs.experiments.schema import ConfigError, KindTable
 from adcs.schedulers.base import Scheduler
@@ -62,9 +62,38 @@ def adversarial_run(
     """One run's scheduler and aggregation hook (:func:`adcs.adversary.adversarial`) under the
     configuration's attack and defence (either may be None)."""
     run_attack = None if attack is None else ATTACK_TABLE.build(attack, seed, n_clients)
+    if isinstance(run_attack, Attack | Crafted) and run_attack.clients is not None:
+        _check_attacked(attack, run_attack.clients, seed, n_clients)
     run_defence = None if defence is None else DEFENCE_TABLE.build(defence, seed, n_clients)
+    if isinstance(run_defence, Defence):
+        try:
+            run_defence.rule()
+        except TypeError as exc:  # a user's defence whose aggregator() gives no rule
+            raise ConfigError(f"sim.defence.kind: {exc}") from None
     try:
         return adversarial(scheduler, attack=run_attack, defence=run_defence, seed=seed)
-    except TypeError as exc:  # a user's kind whose build gives something the round cannot use
+    except (TypeError, ValueError) as exc:  # a user's kind whose build the round cannot use
         table = "attack" if run_defence is None or isinstance(run_defence, Defence) else "defence"
         raise ConfigError(f"sim.{table}.kind: {exc}") from None
+
+
+def _check_attacked(attack: Any, built: tuple[int, ...], seed: int, n_clients: int) -> None:
+    """The clients a kind's ``build`` attacks with: ``malicious(seed, N)``'s, all in [0, N).
+
+    A user's kind may build an attack of other clients than it names (the manifest and the
+    honest clients' columns would then be wrong) or of clients the run does not have.
+    """
+    try:
+        named = sorted(int(c) for c in attack.malicious(seed, n_clients))
+    except ValueError as exc:
+        raise ConfigError(f"sim.attack: {exc}") from None
+    if max(built) >= n_clients:
+        raise ConfigError(
+            f"sim.attack.kind: the attack built for seed {seed} names clients {list(built)}, "
+            f"not all in [0, {n_clients})"
+        )
+    if sorted(built) != named:
+        raise ConfigError(
+            f"sim.attack.kind: the attack built for seed {seed} attacks with clients "
+            f"{list(built)}, but malicious() names {named}"
+        )

@@ -245,9 +245,7 @@ def read_train_reply(
         one MetricRecord with a non-negative ``weighted_by_key`` (and ``train_loss_key``).
     """
     metrics = one_metric_record(reply)
-    size = finite_metric(metrics, settings.weighted_by_key)
-    if size < 0:
-        raise RejectedReply(f"'{settings.weighted_by_key}' is negative ({size})")
+    size = _weight_of(metrics, settings)
     loss = 0.0
     if settings.train_loss_key is not None:
         loss = finite_metric(metrics, settings.train_loss_key)
@@ -260,16 +258,26 @@ def read_train_reply(
     return update, loss, size
 
 
+def _weight_of(metrics: Any, settings: DropInSettings) -> float:
+    """A reply's ``weighted_by_key``, FedAvg's weight (:class:`RejectedReply` unless >= 0)."""
+    size = finite_metric(metrics, settings.weighted_by_key)
+    if size < 0:
+        raise RejectedReply(f"'{settings.weighted_by_key}' is negative ({size})")
+    return size
+
+
 def read_evaluate_loss(reply: Message, settings: DropInSettings) -> float:
     """An ``evaluate`` reply's ``loss_key`` (:class:`RejectedReply` unless finite)."""
     return finite_metric(one_metric_record(reply), settings.loss_key)
 
 
 def read_evaluation(reply: Message, settings: DropInSettings) -> tuple[float, float]:
-    """An ``evaluate`` reply's loss (:class:`RejectedReply` unless finite) and accuracy, the
+    """An ``evaluate`` reply's loss (:class:`RejectedReply` unless finite, or without a
+    ``weighted_by_key`` >= 0, FedAvg's weight of its metrics) and accuracy, the
     ``accuracy_key`` (NaN when the app reports none, or not a finite number)."""
     metrics = one_metric_record(reply)
     loss = finite_metric(metrics, settings.loss_key)
+    _weight_of(metrics, settings)
     if settings.accuracy_key is None:
         return loss, math.nan
     try:

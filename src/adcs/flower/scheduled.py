@@ -45,6 +45,7 @@ atomically every ``checkpoint_every`` rounds and a restarted ServerApp continues
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -207,12 +208,18 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """FedAvg's aggregate of (already checked) train replies, weighted by ``weighted_by_key``."""
-        contents = [msg.content for msg in replies if not msg.has_error()]
+        """FedAvg's aggregate of (already checked) train replies, weighted by ``weighted_by_key``.
+
+        None when there is none, or when their weights sum to 0 (FedAvg's mean is undefined);
+        metrics the aggregation function cannot combine (a key a list in one reply and a number
+        in another) are left out with a warning.
+        """
+        contents = self._weighable(server_round, "train", replies)
         if not contents:
             return None, None
         key = self.settings.weighted_by_key
-        return aggregate_arrayrecords(contents, key), self.train_metrics_aggr_fn(contents, key)
+        metrics = self._metrics(server_round, "train", self.train_metrics_aggr_fn, contents)
+        return aggregate_arrayrecords(contents, key), metrics or MetricRecord()
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -234,14 +241,38 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
     def aggregate_evaluate(
         self, server_round: int, replies: Iterable[Message]
     ) -> MetricRecord | None:
-        """FedAvg's mean of the evaluate replies' metrics; inconsistent replies give None."""
-        contents = [msg.content for msg in replies if not msg.has_error()]
+        """FedAvg's mean of the evaluate replies' metrics; inconsistent replies, or weights
+        that sum to 0, give None."""
+        contents = self._weighable(server_round, "evaluation", replies)
         if not contents:
             return None
+        return self._metrics(server_round, "evaluation", self.evaluate_metrics_aggr_fn, contents)
+
+    def _weighable(
+        self, server_round: int, phase: str, replies: Iterable[Message]
+    ) -> list[RecordDict]:
+        """The replies' contents, none when their ``weighted_by_key`` values sum to 0 (each
+        reply was checked to hold one finite value >= 0)."""
+        contents = [msg.content for msg in replies if not msg.has_error()]
+        key = self.settings.weighted_by_key
+        if contents and sum(_weight(c, key) for c in contents) <= 0:
+            logger.warning(
+                "round %d: the %s replies' '%s' sum to 0: FedAvg cannot weigh them",
+                server_round,
+                phase,
+                key,
+            )
+            return []
+        return contents
+
+    def _metrics(
+        self, server_round: int, phase: str, aggregate: MetricsAggr, contents: list[RecordDict]
+    ) -> MetricRecord | None:
+        """``aggregate(contents, weighted_by_key)``, None when the replies' metrics disagree."""
         try:
-            return self.evaluate_metrics_aggr_fn(contents, self.settings.weighted_by_key)
-        except InconsistentMessageReplies as why:
-            logger.warning("round %d: evaluation metrics not aggregated: %s", server_round, why)
+            return aggregate(contents, self.settings.weighted_by_key)
+        except (InconsistentMessageReplies, TypeError, ValueError) as why:
+            logger.warning("round %d: %s metrics not aggregated: %s", server_round, phase, why)
             return None
 
     # ------------------------------------------------------------------ the run
@@ -298,7 +329,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
             exchanges.evaluate_config = _with_round(evaluate_config, server_round)
             played = play(rules, state, server_round - 1, available, rng, exchanges, template.size)
             state = played.record.state
-            arrays, metrics = self._aggregate(played, arrays, template)
+            arrays, metrics = self._aggregate(played, arrays, template, server_round)
             wall_s = time.perf_counter() - started
             record = RoundRecord.of(played, server_round, available, wall_s, time.time())
             self.history.append(record)
@@ -353,7 +384,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         return RoundRules(self.scheduler, who=repr(self.scheduler), sketch=sketch)
 
     def _aggregate(
-        self, played: Played, arrays: ArrayRecord, template: Template
+        self, played: Played, arrays: ArrayRecord, template: Template, server_round: int
     ) -> tuple[ArrayRecord, MetricRecord]:
         """FedAvg's aggregate over the delivered clients, or the scheduler's weighted step."""
         done = played.record
@@ -362,11 +393,16 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         if not replies:
             logger.warning("no selected client returned a valid update; the model is kept")
             return arrays, MetricRecord({"results": 0, "failures": failures})
-        new, metrics = self.aggregate_train(0, replies)
-        assert new is not None and metrics is not None
-        new = template.conform(new)
+        new, metrics = self.aggregate_train(server_round, replies)
+        metrics = metrics or MetricRecord()
         if done.selection.weights is not None:  # the round's c (its rules weigh uniformly)
             new = template.weighted_step(arrays, replies, done.aggregated_coef)
+        elif new is None:  # FedAvg's weights sum to 0
+            logger.warning("round %d: the model is kept", server_round)
+            metrics.update({"results": 0, "failures": failures})
+            return arrays, metrics
+        else:
+            new = template.conform(new)
         metrics["results"] = len(replies)
         metrics["failures"] = failures
         return new, metrics
@@ -565,6 +601,12 @@ class _Exchanges:
             out[client] = Trained(update, loss, size, reply)
         account(self.server_round, "train", out, strategy._nodes.node_of, logger)
         return out
+
+
+def _weight(content: RecordDict, key: str) -> float:
+    """A checked reply's FedAvg weight: its one MetricRecord's ``key`` (a number)."""
+    value = next(iter(content.metric_records.values()))[key]
+    return float(value) if isinstance(value, int | float) else math.nan
 
 
 def _with_round(config: ConfigRecord | None, server_round: int) -> ConfigRecord:

@@ -105,7 +105,10 @@ def refresh_representatives(
 
 def _set_rows(gram: FloatArray, reps: FloatArray, pos: IntArray) -> None:
     """Recompute the rows and columns ``pos`` of the Gram matrix of ``reps``, in place."""
-    cross = (reps[pos] @ reps.T).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cross = (reps[pos] @ reps.T).astype(np.float64)
+    if not np.isfinite(cross).all():  # huge (finite) updates overflow float32: in float64
+        cross = reps[pos].astype(np.float64) @ reps.T.astype(np.float64)
     gram[pos] = cross
     gram[:, pos] = cross.T
     block = gram[np.ix_(pos, pos)]
