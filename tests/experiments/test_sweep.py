@@ -28,6 +28,9 @@ def test_values_are_a_comma_list_or_a_toml_array() -> None:
     avail = parse_sweep('sim.availability=[{kind="always"}, {kind="bernoulli", p=0.5}]')
     assert avail.values == ({"kind": "always"}, {"kind": "bernoulli", "p": 0.5})
     assert parse_sweep("data.dataset=digits,fashion-mnist").values == ("digits", "fashion-mnist")
+    assert parse_sweep('description="a,b", "c"').values == ("a,b", "c")  # a comma in a string
+    tables = parse_sweep('sim.availability={kind="always"}, {kind="bernoulli", p=0.5}')
+    assert tables.values == avail.values
     assert sweep_axes({"m": [2, 3]}) == [SweepAxis(("m",), (2, 3))]
     nested = {"data": {"partition": {"alpha": [0.1, 1.0]}}, "methods.adcs.theta": [0.6]}
     assert sweep_axes(nested) == [

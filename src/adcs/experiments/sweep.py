@@ -40,6 +40,7 @@ from adcs.experiments.overrides import (
     apply_assignments,
     parse_key,
     parse_value,
+    parse_values,
     split_assignment,
     target_paths,
 )
@@ -96,10 +97,7 @@ def parse_sweep(text: str) -> SweepAxis:
     if parts is None:
         raise ConfigError(f"--sweep {text!r}: expected KEY=V1,V2,… (or KEY=[V1, V2])")
     where = f"--sweep {key}"
-    if raw.startswith("["):
-        values = parse_value(raw, where)
-    else:
-        values = [parse_value(v.strip(), where) for v in raw.split(",") if v.strip()]
+    values = parse_value(raw, where) if raw.startswith("[") else parse_values(raw, where)
     return SweepAxis(parts, tuple(values))
 
 
