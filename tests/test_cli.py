@@ -228,6 +228,16 @@ def config_file(tmp_path: Path) -> Path:
     return write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
 
 
+def test_a_path_holding_an_emoji_code_is_printed_as_it_is(tmp_path: Path) -> None:
+    out = tmp_path / "o:thumbs_up:x"
+    result = runner.invoke(cli.app, ["run", str(config_file(tmp_path)), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    printed = "".join(result.output.splitlines())  # unwrapped
+    assert f"{out}/report.md" in printed and "\N{THUMBS UP SIGN}" not in printed
+    result = runner.invoke(cli.app, ["run", str(tmp_path / "c:smile:.toml")])
+    assert result.exit_code == 2 and "c:smile:.toml" in one_error(result)
+
+
 @pytest.mark.parametrize(
     ("out", "message"),
     [

@@ -176,6 +176,18 @@ def test_a_state_that_does_not_pickle_is_named(tmp_path: Path, args: list[str], 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
 
 
+def test_a_leaderboard_entry_that_is_no_scheduler_is_named_as_given(tmp_path: Path) -> None:
+    workload = tmp_path / "tiny.toml"
+    workload.write_text(TINY.replace('outputs = ["curves"]\n', ""))
+    args = ["leaderboard", "--workloads", str(workload), "--out", str(tmp_path / "lb")]
+    result = runner.invoke(cli.app, [*args, "--entries", f"uniform,{PLUGIN}:Missing"])
+    assert result.exit_code == 2
+    assert one_error(result) == (
+        f"error: --entries {PLUGIN}:Missing: module '{PLUGIN}' has no 'Missing' "
+        f"(from '{PLUGIN}:Missing')"
+    )
+
+
 def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
     tmp_path: Path,
 ) -> None:

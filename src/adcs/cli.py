@@ -625,11 +625,17 @@ def leaderboard(
     declares points (ADCS) wins and where it loses.
     """
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
+    from adcs.schedulers import SCHEDULERS
 
     names = None if workloads is None else [w.strip() for w in workloads.split(",") if w.strip()]
     if names == []:
         raise _fail(f"--workloads {workloads!r} names no workload; omit it to run the whole suite")
     extra = [] if entries is None else [e.strip() for e in entries.split(",") if e.strip()]
+    for entry in extra:  # named as given, not as the nth method of the table it joins
+        try:
+            SCHEDULERS.resolve(entry)
+        except ValueError as exc:
+            raise _fail(f"--entries {entry}: {exc}") from None
     configs = []
     for path in workload_paths(names):
         config = load_workload(path, extra)
