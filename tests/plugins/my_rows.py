@@ -10,6 +10,7 @@ import numpy as np
 from adcs._validate import check_int
 from adcs.adversary import Defence
 from adcs.data import Dataset, DatasetEntry
+from adcs.data.partition import PartitionKind
 
 
 def load_blobs(n_train: int = 200, seed: int = 0) -> Dataset:
@@ -134,3 +135,11 @@ class NoRule(Defence):
 
     def aggregator(self) -> Any:
         return object()
+
+
+def _no_split(data: Any, rng: np.random.Generator, **params: Any) -> Any:
+    return "client 0 gets everything"
+
+
+NO_PARTITION = PartitionKind(_no_split, frozenset({"n_clients"}))
+"""A partition row whose split breaks the contract: it returns no Partition."""
