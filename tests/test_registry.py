@@ -233,6 +233,26 @@ name = "uniform"
 """
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "code", "said"),
+    [
+        ("EveryOther", "FractionalMask", 2, "sim.availability: FractionalMask.mask(key, round, "
+         "groups) must return a bool array of shape (4,), got a float64 array of shape (4,)"),
+        ('BLOBS"\nn_train = 80', 'NOT_DATA"', 1,
+         f"data: dataset '{ROWS}:NOT_DATA': its loader returned dict, not a Dataset"),
+    ],
+)  # fmt: skip
+def test_a_user_row_that_breaks_its_contract_is_named(
+    tmp_path: Path, old: str, new: str, code: int, said: str
+) -> None:
+    path = tmp_path / "rows.toml"
+    path.write_text(_ROWS_DOC.replace(old, new))
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == code
+    assert one_error(result).endswith(said)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.toml"]
+
+
 def test_a_user_data_set_and_availability_model_are_rows_like_the_built_ins(
     tmp_path: Path,
 ) -> None:

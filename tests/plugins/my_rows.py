@@ -143,3 +143,15 @@ def _no_split(data: Any, rng: np.random.Generator, **params: Any) -> Any:
 
 NO_PARTITION = PartitionKind(_no_split, frozenset({"n_clients"}))
 """A partition row whose split breaks the contract: it returns no Partition."""
+
+
+@dataclass(frozen=True)
+class FractionalMask(EveryOther):
+    """Breaks the availability contract: its mask is of floats, not of bools."""
+
+    def mask(self, key: int, round_idx: int, groups: np.ndarray) -> np.ndarray:
+        return super().mask(key, round_idx, groups).astype(np.float64)
+
+
+NOT_DATA = DatasetEntry(lambda: {"x": [1, 2]}, frozenset())
+"""A data set row whose loader breaks the contract: it returns a dict, not a Dataset."""
