@@ -240,6 +240,7 @@ name = "uniform"
          "groups) must return a bool array of shape (4,), got a float64 array of shape (4,)"),
         ('BLOBS"\nn_train = 80', 'NOT_DATA"', 1,
          f"data: dataset '{ROWS}:NOT_DATA': its loader returned dict, not a Dataset"),
+        ("EveryOther", "Unlicensed", 2, "sim.availability: RuntimeError: no trace server"),
     ],
 )  # fmt: skip
 def test_a_user_row_that_breaks_its_contract_is_named(

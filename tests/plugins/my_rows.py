@@ -155,3 +155,11 @@ class FractionalMask(EveryOther):
 
 NOT_DATA = DatasetEntry(lambda: {"x": [1, 2]}, frozenset())
 """A data set row whose loader breaks the contract: it returns a dict, not a Dataset."""
+
+
+@dataclass(frozen=True)
+class Unlicensed(EveryOther):
+    """An availability model whose constructor fails with an error of its own."""
+
+    def __post_init__(self) -> None:
+        raise RuntimeError("no trace server")
