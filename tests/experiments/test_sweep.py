@@ -63,6 +63,8 @@ def test_every_point_is_a_checked_configuration_named_by_its_values() -> None:
     assert dict(next(mc for mc in last.methods if mc.name == "adcs").params)["theta"] == 0.9
     with pytest.raises(ConfigError, match=r"sweep m=0.*m"):
         sweep_points(config, [parse_sweep("m=6,0")])  # refused before anything runs
+    with pytest.raises(ConfigError, match=r"sim.local_lr=1 and sim.local_lr=1.0 are one config"):
+        sweep_points(config, [parse_sweep("sim.local_lr=1,1.0")])
     with pytest.raises(ConfigError, match="sweep name: a point is named after its values"):
         sweep_points(config, [parse_sweep("name=a,b")])
     with pytest.raises(ConfigError, match="sweep m and sweep m both set m"):

@@ -155,7 +155,8 @@ def sweep_points(
         raise ConfigError("sweep name: a point is named after its values; sweep another key")
     base = config_to_dict(config)
     check_overlaps(base, [(f"sweep {a.name}", a.key, a.values[0]) for a in axes])
-    points = []
+    points: list[tuple[dict[str, Any], ExperimentConfig]] = []
+    seen: list[tuple[dict[str, Any], str]] = []  # each point's configuration, as checked
     for i, values in enumerate(itertools.product(*(a.values for a in axes))):
         point = dict(zip(names, values, strict=True))
         doc = apply_assignments(base, [(a.key, v) for a, v in zip(axes, values, strict=True)])
@@ -164,6 +165,11 @@ def sweep_points(
         where = ", ".join(f"{k}={v!r}" for k, v in point.items())
         checked = config_from_dict(doc, source=f"{config.source} (sweep {where})")
         check_counts(checked, runs_per_seed=runs_per_seed(checked))  # the file's bounds too
+        doc = {**config_to_dict(checked), "name": ""}
+        for other, said in seen:  # == holds for 1 and 1.0 of a float key
+            if other == doc:
+                raise ConfigError(f"sweep: {said} and {where} are one configuration; sweep others")
+        seen.append((doc, where))
         points.append((point, checked))
     return points
 
