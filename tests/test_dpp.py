@@ -222,6 +222,16 @@ def test_ties_go_to_lowest_index():
         (lambda: exact_map(np.eye(26), 2), "N > 25"),
         (lambda: log_det(np.eye(3), [0, 0]), "distinct"),
         (lambda: log_det(np.eye(3), [5]), r"\[0, 3\)"),
+        # a float is not truncated to an index, nor a mask read as indices
+        (lambda: log_det(np.eye(3), [0.7]), "subset must hold integer indices"),
+        (lambda: log_det(np.eye(3), [True, False, True]), "subset must hold integer indices"),
+        (lambda: greedy_map(np.eye(2, dtype=complex), 1), "kernel must be real"),
+        (lambda: greedy_map_features(np.ones((2, 2), complex), 1), "features must be real"),
+        (lambda: greedy_map_features(np.ones((3, 0)), 1), "non-empty 2-D"),
+        (lambda: greedy_map(np.eye(3), 2, rtol=-1.0), "rtol must be a finite number >= 0"),
+        (lambda: greedy_map(np.eye(3), 2, rtol=math.nan), "rtol must be a finite number >= 0"),
+        (lambda: greedy_map(np.eye(3), 2, psd_rtol=-1.0), "psd_rtol must be a finite number"),
+        (lambda: greedy_map_features(np.eye(3), 2, rtol=-1.0), "rtol must be a finite number"),
     ],
 )
 def test_bad_input_raises_clear_error(call, message):
@@ -424,8 +434,20 @@ def test_kdpp_accepts_its_eigendecomposition():
         (lambda: kdpp_inclusion_probabilities(np.diag([1.0, -1.0]), 1), "positive semi-definite"),
         (lambda: kdpp_inclusion_probabilities((np.ones(2), np.eye(3)), 1), "eigendecomposition"),
         (lambda: kdpp_inclusion_probabilities(np.eye(2), 1.5), "k must be an integer"),
+        # a positive diagonal, eigenvalues −1 and 3: refused as greedy_map refuses it
+        (lambda: sample_kdpp(TWO_BY_TWO, 1, np.random.default_rng(0)), "semi-definite: its small"),
+        (lambda: kdpp_inclusion_probabilities(TWO_BY_TWO, 1), "semi-definite: its smallest"),
+        (lambda: log_elementary_symmetric([1.0, 2.0], -1), "k must be an integer >= 0"),
     ],
 )
 def test_kdpp_bad_input_raises_clear_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+TWO_BY_TWO = np.array([[1.0, 2.0], [2.0, 1.0]])
+
+
+def test_kdpp_sampler_names_a_missing_generator():
+    with pytest.raises(TypeError, match=r"rng must be a numpy\.random\.Generator, got NoneType"):
+        sample_kdpp(np.eye(3), 2, None)  # type: ignore[arg-type]

@@ -76,12 +76,38 @@ def test_plot_draws_one_line_per_variant(res: adcs.Results) -> None:
     np.testing.assert_allclose(curve, want.to_numpy())
     with pytest.raises(ValueError, match="no metric 'accuracy'"):
         res.plot("accuracy")
+    with pytest.raises(ValueError, match="no column 'nope' to draw one line per"):
+        res.plot(by="nope")
 
 
 def test_a_bad_override_names_its_key_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"sim.bogus"):
         adcs.run(DOC, tmp_path / "out", progress=False, sim__bogus=1)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "kwargs", "error", "message"),
+    [
+        (42, {}, TypeError, "config must be a path, a shipped configuration's name"),
+        (DOC, {"out": 3}, TypeError, "out must be a path; got int 3"),
+        (DOC, {"data": ["x"]}, TypeError, "data must be a path; got list"),
+        (DOC, {"sweep": {"m": "12"}}, TypeError, "sweep must map a dotted key to a list"),
+        (DOC, {"sweep": {"m": 3}}, TypeError, "sweep must map a dotted key to a list"),
+        (DOC, {"sweep": [("m", [1, 2])]}, TypeError, "sweep must be a mapping"),
+        (DOC, {"overwrite": "yes"}, ValueError, "overwrite must be true or false, got 'yes'"),
+        (DOC, {"progress": "no"}, ValueError, "progress must be true or false, got 'no'"),
+    ],
+)
+def test_a_bad_argument_is_named_before_anything_runs(
+    config: object, kwargs: dict, error: type[Exception], message: str, tmp_path: Path
+) -> None:
+    kwargs = {"out": tmp_path / "out", "progress": False, **kwargs}
+    with pytest.raises(error, match=message):
+        adcs.run(config, **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(TypeError, match="folder must be a path; got NoneType"):
+        adcs.load_results(None)  # type: ignore[arg-type]
 
 
 def test_a_toml_path_and_an_explicit_folder(tmp_path: Path) -> None:

@@ -98,6 +98,43 @@ def test_a_configuration_checks_a_user_scheduler_like_a_built_in() -> None:
         config_from_dict(_doc("nowhere:X"))
 
 
+class PlainScheduler:
+    """The protocol in a plain class (no dataclass): LowestIndex's rule, ``shift`` its offset."""
+
+    observes_updates = False
+
+    def __init__(self, m: int, shift: int = 0) -> None:
+        self.m, self.rule = m, LowestIndex(m=m, offset=shift)
+
+    def init(self, n_clients: int, data_sizes: Any = None) -> Any:
+        return self.rule.init(n_clients, data_sizes)
+
+    def probe(self, *args: Any) -> Any:
+        return self.rule.probe(*args)
+
+    def select(self, *args: Any) -> Any:
+        return self.rule.select(*args)
+
+    def observe(self, *args: Any) -> Any:
+        return self.rule.observe(*args)
+
+
+def test_two_points_of_a_scheduler_that_is_no_dataclass_are_refused_not_merged() -> None:
+    from adcs.experiments.plan import expand_runs
+
+    name = "tests.test_registry:PlainScheduler"
+    doc = _doc(name, shift=0)
+    doc["methods"].append({"name": name, "shift": 1})
+    # both points resolved to no hyperparameters, one identity: the second never ran
+    with pytest.raises(
+        ConfigError,
+        match=r"methods\[1\] \(tests.test_registry:PlainScheduler\): "
+        r'the hyperparameters \{"shift": 1\} and \{"shift": 0\} would be one run',
+    ):
+        expand_runs(config_from_dict(doc))
+    assert len(expand_runs(config_from_dict(_doc(name, shift=1)))) == 1
+
+
 def test_the_cli_runs_a_user_scheduler_and_names_one_that_breaks_the_contract(
     tmp_path: Path,
 ) -> None:

@@ -109,6 +109,14 @@ def test_bad_minibatch_arguments_are_named(kwargs: dict, name: str) -> None:
         stream_key(-1)
 
 
+def test_a_run_id_that_is_no_string_is_named() -> None:
+    # was AttributeError: 'int' object has no attribute 'encode'
+    with pytest.raises(ValueError, match="run_id must be a string, got int 3"):
+        scheduler_rng(0, 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="run_id must be a string, got bytes"):
+        stream_key(0, b"a")  # type: ignore[arg-type]
+
+
 def test_counter_normals_are_standard_normal_and_per_row() -> None:
     from scipy import stats
 

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
-from adcs._validate import check_unit_interval
+from adcs._validate import check_int, check_number, check_unit_interval
 
 __all__ = [
     "PSD_RTOL",
@@ -205,8 +205,22 @@ def _check_log_weights(log_weights: ArrayLike | None, n_items: int) -> NDArray[n
     return w  # −inf is a weight of zero: such an item is chosen only to fill the subset
 
 
+def _real(name: str, values: ArrayLike) -> NDArray[np.float64]:
+    """``values`` as float64; complex input is refused, not cast (that would drop its imaginary
+    part)."""
+    array = np.asarray(values)
+    if np.iscomplexobj(array):
+        raise ValueError(f"{name} must be real, got a {array.dtype} array")
+    return np.asarray(array, dtype=np.float64)
+
+
+def _check_tolerance(name: str, value: float | None) -> None:
+    if value is not None:
+        check_number(name, value, 0.0)
+
+
 def _check_kernel(kernel: ArrayLike) -> NDArray[np.float64]:
-    k = np.asarray(kernel, dtype=np.float64)
+    k = _real("kernel", kernel)
     if k.ndim != 2 or k.shape[0] != k.shape[1] or k.shape[0] == 0:
         raise ValueError(f"kernel must be a non-empty square matrix, got shape {k.shape}")
     # checked in tiles, so validation never needs N×N temporaries
@@ -346,8 +360,11 @@ def greedy_map(
     ------
     ValueError
         The kernel is not square, finite, symmetric and positive semi-definite (within
-        ``psd_rtol``); ``m`` is out of range; a log weight is NaN or +inf.
+        ``psd_rtol``); ``m`` is out of range; a log weight is NaN or +inf; a tolerance is
+        negative or not finite.
     """
+    _check_tolerance("rtol", rtol)
+    _check_tolerance("psd_rtol", psd_rtol)
     if validate:
         k = _check_kernel(kernel)
         _check_psd(k, psd_rtol)
@@ -405,10 +422,11 @@ def greedy_map_features(
     ndarray of shape (m,)
         Distinct indices in selection order.
     """
+    _check_tolerance("rtol", rtol)
     f = np.asarray(features)
     if f.dtype not in (np.float32, np.float64):
-        f = f.astype(np.float64)
-    if f.ndim != 2 or f.shape[0] == 0:
+        f = _real("features", f)
+    if f.ndim != 2 or f.shape[0] == 0 or f.shape[1] == 0:
         raise ValueError(f"features must be a non-empty 2-D array (N, k), got shape {f.shape}")
     n = f.shape[0]
     _check_m(m, n)
@@ -472,7 +490,10 @@ def log_det(
         whether it is singular or has a negative eigenvalue.
     """
     k = _check_kernel(kernel)
-    idx = np.asarray(subset, dtype=np.intp).reshape(-1)
+    given = np.asarray(subset)
+    if given.size and given.dtype.kind not in "iu":  # a float is not rounded, a mask not read
+        raise ValueError(f"subset must hold integer indices, got a {given.dtype} array")
+    idx = given.astype(np.intp).reshape(-1)
     if idx.size and (idx.min() < 0 or idx.max() >= k.shape[0]):
         raise ValueError(f"subset indices must lie in [0, {k.shape[0]}), got {idx.tolist()}")
     if np.unique(idx).size != idx.size:
@@ -613,7 +634,8 @@ def kdpp_eigen(
 ) -> KernelEigen:
     """The eigendecomposition of a symmetric PSD kernel of shape (N, N), or a given one, checked.
 
-    Eigenvalues that rounding made slightly negative are set to zero.
+    Eigenvalues that rounding made slightly negative are set to zero; a kernel with an eigenvalue
+    below −:data:`PSD_RTOL` · trace (as :func:`greedy_map` refuses) raises ``ValueError``.
     """
     if isinstance(kernel_or_eigen, tuple):
         values, vectors = kernel_or_eigen
@@ -629,7 +651,14 @@ def kdpp_eigen(
         if (lam < -1e-9 * max(float(np.abs(lam).max()), np.finfo(np.float64).tiny)).any():
             raise ValueError("kernel must be positive semi-definite: it has a negative eigenvalue")
         return KernelEigen(np.maximum(lam, 0.0), vec)
-    lam, vec = np.linalg.eigh(_check_kernel(kernel_or_eigen))
+    kernel = _check_kernel(kernel_or_eigen)
+    lam, vec = np.linalg.eigh(kernel)
+    trace = max(float(np.trace(kernel)), np.finfo(np.float64).tiny)
+    if lam[0] < -PSD_RTOL * trace:  # the bound greedy_map's check applies
+        raise ValueError(
+            "kernel must be positive semi-definite: its smallest eigenvalue is "
+            f"{lam[0]:.3g}, below −{PSD_RTOL:g} × its trace ({trace:.3g})"
+        )
     return KernelEigen(np.maximum(lam, 0.0), vec)
 
 
@@ -647,6 +676,7 @@ def log_elementary_symmetric(values: ArrayLike, k: int) -> NDArray[np.float64]:
     k : int
         Highest degree, k ≥ 0.
     """
+    k = check_int("k", k, minimum=0)
     lam = np.asarray(values, dtype=np.float64).reshape(-1)
     if (lam < 0).any() or not np.isfinite(lam).all():
         raise ValueError("elementary symmetric polynomials need finite non-negative values")
@@ -731,6 +761,8 @@ def sample_kdpp(
     ndarray of shape (k,)
         Distinct indices, ascending.
     """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     eig = kdpp_eigen(kernel_or_eigen)
     _check_k(k, eig.vectors.shape[0])
     table, _ = _log_normaliser(eig, k)

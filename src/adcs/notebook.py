@@ -17,6 +17,7 @@ pandas is needed (``pip install "adcs[notebook]"``); it is imported here only.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from adcs._validate import check_bool
 from adcs.experiments.config import (
     PAPER_CONFIGS,
     ExperimentConfig,
@@ -60,7 +62,34 @@ def _config(config: str | Path | Mapping[str, Any] | ExperimentConfig) -> Experi
         return config_from_dict(config, source="<dict>", base_dir=Path.cwd())
     if isinstance(config, str) and config in PAPER_CONFIGS:
         return packaged_config(config)
-    return load_config(config)
+    alternatives = "a shipped configuration's name, a mapping or an ExperimentConfig"
+    return load_config(_path("config", config, alternatives))
+
+
+def _path(name: str, value: Any, alternatives: str = "") -> Path:
+    """``value`` as a path; ``TypeError`` naming ``name`` when it is none."""
+    if not isinstance(value, str | os.PathLike):
+        also = f", {alternatives}" if alternatives else ""
+        raise TypeError(f"{name} must be a path{also}; got {type(value).__name__} {value!r:.80}")
+    return Path(value)
+
+
+def _sweep_axes(sweep: Any) -> list[SweepAxis]:
+    """``run``'s ``sweep``: a mapping of dotted key to a list of values."""
+    if sweep is None:
+        return []
+    if not isinstance(sweep, Mapping):
+        raise TypeError(
+            f"sweep must be a mapping of dotted key to values, got {type(sweep).__name__}"
+        )
+    axes = []
+    for key, values in sweep.items():
+        if not isinstance(key, str) or not isinstance(values, list | tuple | range):
+            raise TypeError(
+                f"sweep must map a dotted key to a list of values, got {key!r}: {values!r:.80}"
+            )
+        axes.append(SweepAxis(tuple(key.split(".")), tuple(values)))
+    return axes
 
 
 def _with_keywords(config: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:
@@ -114,15 +143,25 @@ def run(
     Returns
     -------
     Results
+
+    Raises
+    ------
+    TypeError
+        ``config``, ``out``, ``data`` or ``sweep`` is of a type it cannot be (named).
+    ValueError
+        ``overwrite`` or ``progress`` is not a bool (``ConfigError``, a ``ValueError``, for a
+        bad configuration key or value).
     """
     from adcs.experiments.runner import run_experiment
 
+    overwrite, progress = check_bool("overwrite", overwrite), check_bool("progress", progress)
+    axes = _sweep_axes(sweep)
+    target = None if out is None else _path("out", out)
     cfg = _with_keywords(_config(config), overrides)
     if data is not None:
-        cfg = with_overrides(cfg, data_path=str(data))
-    folder = Path(tempfile.mkdtemp(prefix=f"adcs-{cfg.name}-")) if out is None else Path(out)
+        cfg = with_overrides(cfg, data_path=str(_path("data", data)))
+    folder = Path(tempfile.mkdtemp(prefix=f"adcs-{cfg.name}-")) if target is None else target
     command = f"adcs.run({cfg.source!r})"
-    axes = [SweepAxis(tuple(k.split(".")), tuple(v)) for k, v in (sweep or {}).items()]
     with _bar(progress) as tracker:
         if axes:
             run_sweep(
@@ -202,6 +241,10 @@ class Results:
 
         if metric not in self.metrics.columns:
             raise ValueError(f"no metric {metric!r}; the metrics are {list(self.metrics.columns)}")
+        if by not in self.metrics.columns:
+            raise ValueError(
+                f"no column {by!r} to draw one line per; the columns are {list(self.metrics.columns)}"
+            )
         if ax is None:
             _, ax = plt.subplots(figsize=(7, 4))
         keys = [by] if "workload" not in self.metrics.columns else ["workload", by]
@@ -276,9 +319,11 @@ def load_results(folder: str | Path) -> Results:
     ------
     FileNotFoundError
         ``folder`` is not an adcs results folder.
+    TypeError
+        ``folder`` is not a path.
     """
     pandas = _pandas()
-    folder = Path(folder)
+    folder = _path("folder", folder)
     manifest_path = folder / "manifest.json"
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{folder} is not an adcs results folder: no manifest.json")

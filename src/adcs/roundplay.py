@@ -63,6 +63,8 @@ from adcs.schedulers.base import (
     Scheduler,
     Selection,
     UsesRoundTimes,
+    check_scheduler,
+    checked_probe,
 )
 
 __all__ = [
@@ -349,10 +351,7 @@ class RoundRules:
     aggregator: Aggregator | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.scheduler, Scheduler):
-            raise ValueError(
-                f"scheduler must follow the Scheduler protocol, got {self.scheduler!r}"
-            )
+        check_scheduler(self.scheduler)
         if self.target is not None and not 1 <= self.target <= self.scheduler.m:
             raise ValueError(f"target must be in [1, {self.scheduler.m}], got {self.target!r}")
         if self.aggregator is not None and not isinstance(self.aggregator, Aggregator):
@@ -477,7 +476,8 @@ class RunRound:
     ) -> None:
         self.rules, self.t, self.rng = rules, t, rng
         scheduler = rules.scheduler
-        self.probe: Probe = scheduler.probe(state, t, available.mask, rng)
+        asked = scheduler.probe(state, t, available.mask, rng)
+        self.probe: Probe = checked_probe(asked, available.mask.shape[0], rules.who, t)
         self.probed: IntArray = _targets(self.probe, available)
         self.state = state
         self.selection: Selection | None = None

@@ -86,6 +86,8 @@ def _fold_int(key: int, *words: int) -> int:
 
 def run_key(run_id: str) -> tuple[int, int, int, int]:
     """Four 32-bit words identifying ``run_id`` (its SHA-256 prefix)."""
+    if not isinstance(run_id, str):
+        raise ValueError(f"run_id must be a string, got {type(run_id).__name__} {run_id!r}")
     digest = hashlib.sha256(run_id.encode("utf-8")).digest()
     w = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
     return w[0], w[1], w[2], w[3]

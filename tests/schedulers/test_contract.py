@@ -83,6 +83,8 @@ BAD_HYPERPARAMETERS = [
     (DivFL, {"m": 5, "stochastic_epsilon": 1.5}, "stochastic_epsilon"),
     (DivFL, {"m": 5, "candidates": 4}, "candidates"),
     (OCS, {"m": 5, "candidates": 2.5}, "candidates"),
+    (OCS, {"m": 5, "unbiased": "no"}, "unbiased must be true or false"),  # was truthy: unbiased
+    (DivFL, {"m": 5, "stale": 1}, "stale must be true or false"),
     (ADCS, {"m": 5, "candidates": 0}, "candidates"),
     (ADCS, {"m": 5, "theta": 1.2}, "theta"),
     (ADCS, {"m": 5, "theta": -0.1}, "theta"),

@@ -372,6 +372,22 @@ def test_bad_runs_are_rejected(data: FederatedData) -> None:
         simulate([RunSpec(Uniform(2), 0, "a")], data, config, workers=0)
 
 
+def test_bad_arguments_are_named_before_any_round(data: FederatedData) -> None:
+    run, config = RunSpec(Uniform(2), 0, "a"), SimConfig(rounds=2)
+    # these were an AttributeError, "object of type 'RunSpec' has no len()", or a TypeError
+    # at the first progress report, after the rounds had run
+    with pytest.raises(ValueError, match="config must be a SimConfig, got dict"):
+        simulate([run], data, {"rounds": 2})  # type: ignore[arg-type]
+    with pytest.raises(
+        ValueError, match="runs must be a sequence \\(a list\\) of RunSpec, got Run"
+    ):
+        simulate(run, data, config)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="progress must be callable or None, got int"):
+        simulate([run], data, config, progress=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="on_eval must be callable or None, got str"):
+        simulate([run], data, config, on_eval="print")  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Duplicates:
     m: int

@@ -88,6 +88,16 @@ def test_tenth_percentile_by_hand() -> None:
         percentile_accuracy(acc, 1.5)
 
 
+def test_no_client_or_a_bad_q_is_named() -> None:
+    # were an IndexError, NumPy's "zero-size array to reduction" and a str/float TypeError
+    with pytest.raises(ValueError, match=r"client_acc must be of shape \(\.\.\., n_clients"):
+        percentile_accuracy(np.empty((3, 0)))
+    with pytest.raises(ValueError, match="client_acc must be of shape"):
+        worst_and_average(np.empty(0))
+    with pytest.raises(ValueError, match=r"q must be a number in \[0, 1\], got '0\.1'"):
+        percentile_accuracy(np.ones(3), "0.1")  # type: ignore[arg-type]
+
+
 def test_group_accuracy_is_the_mean_of_its_clients() -> None:
     acc = np.array([[0.5, 0.7, 0.9, 0.1], [1.0, 0.0, 0.5, 0.5]])
     got = group_accuracy(acc, np.array([0, 0, 2, 2]), 3)

@@ -125,7 +125,8 @@ def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
     but ``m``, JSON-able).
     """
     planned: dict[tuple[str, str, int], RunSpec] = {}
-    for method in config.methods:
+    points: dict[tuple[str, str], str] = {}  # what the configuration gave each identity
+    for i, method in enumerate(config.methods):
         cls = method.scheduler_class
         defaults = _default_params(cls)
         named = tuple(getattr(cls, "named_params", ()))
@@ -134,6 +135,8 @@ def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
             params = _resolved_params(scheduler)
             variant = _variant_name(method.name, params, defaults, named)
             identity = json.dumps(params, sort_keys=True, default=str)
+            if not dataclasses.is_dataclass(cls):
+                _check_told_apart(points, f"methods[{i}]", method.name, identity, point)
             for seed in config.seeds:
                 key = (method.name, identity, seed)
                 if key not in planned:
@@ -145,6 +148,22 @@ def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
     if len(set(ids)) != len(ids):  # two identities formatted alike: should not happen
         raise ConfigError(f"run identifiers collide: {sorted(i for i in ids if ids.count(i) > 1)}")
     return runs
+
+
+def _check_told_apart(
+    points: dict[tuple[str, str], str], key: str, name: str, identity: str, point: Mapping[str, Any]
+) -> None:
+    """Refuse two different hyperparameter points of a scheduler that is no dataclass: its
+    hyperparameters cannot be read back (:func:`_resolved_params`), so both would be one run and
+    the second would silently not run."""
+    given = json.dumps({k: _canonical(v) for k, v in point.items()}, sort_keys=True, default=str)
+    earlier = points.setdefault((name, identity), given)
+    if earlier != given:
+        raise ConfigError(
+            f"{key} ({name}): the hyperparameters {given} and {earlier} would be one run: "
+            f"{name} is not a dataclass, so its hyperparameters are not recorded; make it a "
+            "frozen dataclass (subclass adcs.schedulers.SchedulerBase)"
+        )
 
 
 def _adversarial(spec: RunSpec, config: ExperimentConfig) -> RunSpec:

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from adcs._validate import check_int, check_number
 from adcs.flower.round import RejectedReply, finite_metric, one_metric_record
 from adcs.schedulers import SCHEDULERS
-from adcs.schedulers.base import Scheduler
+from adcs.schedulers.base import Scheduler, check_scheduler
 
 __all__ = [
     "DropInSettings",
@@ -301,8 +301,7 @@ def resolve_scheduler(
             raise ValueError(f"scheduler {scheduler!r}: {err}") from err
     elif params is not None:
         raise ValueError("scheduler_params is only for a scheduler given by name")
-    if not isinstance(scheduler, Scheduler):
-        raise ValueError(f"scheduler must follow adcs's Scheduler protocol, got {scheduler!r}")
+    scheduler = check_scheduler(scheduler)
     if scheduler.m > n_clients:
         raise ValueError(f"scheduler.m={scheduler.m} exceeds n_clients={n_clients}")
     return scheduler

@@ -98,7 +98,14 @@ from adcs.flower.round import (
 )
 from adcs.roundplay import RoundRules, Trained, play
 from adcs.rounds import F64Array
-from adcs.schedulers.base import BoolArray, FloatArray, IntArray, LossSource, Scheduler
+from adcs.schedulers.base import (
+    BoolArray,
+    FloatArray,
+    IntArray,
+    LossSource,
+    Scheduler,
+    check_scheduler,
+)
 from adcs.streams import scheduler_rng
 
 __all__ = [
@@ -224,8 +231,7 @@ class SchedulerStrategy:
         **settings: Any,
     ) -> None:
         self.settings = ServerSettings(n_clients=n_clients, **settings)
-        if not isinstance(scheduler, Scheduler):
-            raise ValueError(f"scheduler must follow adcs's Scheduler protocol, got {scheduler!r}")
+        check_scheduler(scheduler)
         if scheduler.m > n_clients:
             raise ValueError(f"scheduler.m={scheduler.m} exceeds n_clients={n_clients}")
         self.scheduler = scheduler

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -61,12 +62,25 @@ class SchedulerBase(Generic[StateT]):
     """The points the leaderboard runs in place of the defaults (:mod:`adcs.schedulers.variants`);
     None: the defaults alone."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.observe is not SchedulerBase.observe and (
+            cls.observes_updates is SchedulerBase.observes_updates
+        ):
+            warnings.warn(
+                f"{cls.__qualname__} overrides observe but not observes_updates, which is False: "
+                "runtimes call observe only when it is True, so this observe would never run; "
+                "define observes_updates (True to be observed)",
+                stacklevel=2,
+            )
+
     def __post_init__(self) -> None:
         check_int("m", self.m)
 
     @property
     def observes_updates(self) -> bool:
-        """``observe`` ignores the updates unless a subclass says otherwise."""
+        """False: runtimes need not compute individual updates for rounds without a probe, and
+        do not call :meth:`observe`. A subclass that overrides ``observe`` must say True."""
         return False
 
     def _check_init(self, n_clients: int, data_sizes: FloatArray | None) -> FloatArray | None:

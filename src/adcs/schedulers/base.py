@@ -14,9 +14,9 @@ workers copy it). One round is:
    then calls ``state = scheduler.observe(state, round_idx, selection.clients, updates, losses)``
    with the selected clients' updates (most methods ignore it).
 
-A scheduler declares ``observes_updates``: ``False`` (every built-in one but DivFL's stale form)
-tells runtimes that :meth:`Scheduler.observe` does not need individual updates, so rounds without
-a probe can skip computing them. ``observe`` receives the selected clients that returned their
+A scheduler declares ``observes_updates``: ``False`` tells runtimes that :meth:`Scheduler.observe`
+does not need individual updates, so rounds without a probe can skip computing them — and they
+then do not call ``observe`` at all. ``observe`` receives the selected clients that returned their
 update (a dropped client is not observed).
 
 When fewer than ``m`` clients are available, ``select`` returns all of them (none when none is):
@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import enum
 import functools
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs.rounds import n_to_select
+from adcs.rounds import SelectionError, n_to_select
 
 FloatArray = NDArray[np.floating[Any]]
 IntArray = NDArray[np.intp]
@@ -78,13 +79,41 @@ class Probe:
     clients: IntArray | None = None
     loss_source: LossSource = LossSource.MINIBATCH
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, ProbeKind):
+            raise ValueError(f"kind must be a ProbeKind, got {self.kind!r}")
+        if not isinstance(self.loss_source, LossSource):
+            raise ValueError(f"loss_source must be a LossSource, got {self.loss_source!r}")
+        if self.clients is None:
+            return
+        clients = np.asarray(self.clients)
+        if clients.ndim != 1 or (clients.size and clients.dtype.kind not in "iu"):
+            raise ValueError(
+                f"clients must be a 1-D array of client indices, got a {clients.dtype} array "
+                f"of shape {clients.shape}"
+            )
+        if clients.size and int(clients.min()) < 0:
+            raise ValueError(f"clients must be client indices >= 0, got {int(clients.min())}")
+        object.__setattr__(self, "clients", clients.astype(np.intp, copy=False))
+
     def targets(self, available: BoolArray) -> IntArray:
-        """Indices the runtime must probe, given the availability mask of shape (n_clients,)."""
+        """Indices the runtime must probe, given the availability mask of shape (n_clients,).
+
+        Raises
+        ------
+        ValueError
+            ``clients`` names a client outside [0, n_clients).
+        """
         if self.kind is ProbeKind.NONE:
             return np.empty(0, dtype=np.intp)
         if self.clients is None:
             return np.flatnonzero(available).astype(np.intp)
-        clients = np.asarray(self.clients, dtype=np.intp)
+        clients = self.clients
+        if clients.size and int(clients.max()) >= available.shape[0]:
+            raise ValueError(
+                f"clients must be client indices in [0, {available.shape[0]}), "
+                f"got {int(clients.max())}"
+            )
         return clients[available[clients]]
 
 
@@ -115,6 +144,39 @@ class ClientStats:
     clients: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.intp))
     losses: FloatArray | None = None
     updates: FloatArray | None = None
+
+    def __post_init__(self) -> None:
+        available, clients = np.asarray(self.available), np.asarray(self.clients)
+        if available.ndim != 1 or available.dtype != np.bool_:
+            raise ValueError(
+                f"available must be a bool array of shape (n_clients,), got a {available.dtype} "
+                f"array of shape {available.shape}"
+            )
+        if clients.ndim != 1 or (clients.size and clients.dtype.kind not in "iu"):
+            raise ValueError(
+                f"clients must be a 1-D array of client indices, got a {clients.dtype} array "
+                f"of shape {clients.shape}"
+            )
+        if clients.size and not (
+            0 <= int(clients[0]) and int(clients[-1]) < available.shape[0]
+            and (clients.size == 1 or bool((clients[1:] > clients[:-1]).all()))
+        ):  # fmt: skip
+            raise ValueError(
+                f"clients must be distinct and ascending in [0, {available.shape[0]}), "
+                f"got {clients!r:.120}"
+            )
+        n = clients.shape[0]
+        if self.losses is not None and np.shape(self.losses) != (n,):
+            raise ValueError(
+                f"losses must have shape ({n},), one per probed client, got {np.shape(self.losses)}"
+            )
+        if self.updates is not None and (np.ndim(self.updates) != 2 or len(self.updates) != n):
+            raise ValueError(
+                f"updates must have shape ({n}, dim), one row per probed client, got "
+                f"{np.shape(self.updates)}"
+            )
+        object.__setattr__(self, "available", available)
+        object.__setattr__(self, "clients", clients.astype(np.intp, copy=False))
 
     @property
     def n_clients(self) -> int:
@@ -259,6 +321,51 @@ class Scheduler(Protocol):
     ) -> Any:
         """Take the selected clients' updates (shape (m, dim)) after training; return new state."""
         ...
+
+
+PROTOCOL_MEMBERS = ("m", "observes_updates", "init", "probe", "select", "observe")
+"""The members every :class:`Scheduler` has (``m`` and ``observes_updates`` attributes, the
+others methods)."""
+
+
+def check_scheduler(scheduler: object, name: str = "scheduler") -> Scheduler:
+    """``scheduler``, checked to follow the :class:`Scheduler` protocol.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the object's class and the protocol members it lacks.
+    """
+    if isinstance(scheduler, Scheduler):
+        return scheduler
+    missing = [a for a in PROTOCOL_MEMBERS if not hasattr(scheduler, a)]
+    raise ValueError(
+        f"{name} must follow the Scheduler protocol (adcs.schedulers.base): "
+        f"{type(scheduler).__qualname__} lacks {', '.join(missing)}"
+    )
+
+
+def checked_probe(probe: object, n_clients: int, who: str, t: int) -> Probe:
+    """What a scheduler's ``probe`` returned, checked: a :class:`Probe` of clients in
+    [0, n_clients) (``who`` at round ``t`` names the run in the error).
+
+    Raises
+    ------
+    SelectionError
+        Naming the run, the round and what the scheduler returned.
+    """
+    if not isinstance(probe, Probe):
+        raise SelectionError(
+            f"{who} at round {t} must return a Probe from probe, got "
+            f"{type(probe).__name__}: {reprlib.repr(probe)}"
+        )
+    clients = probe.clients
+    if clients is not None and clients.size and int(clients.max()) >= n_clients:
+        raise SelectionError(
+            f"{who} at round {t}: its probe names client {int(clients.max())}, outside "
+            f"[0, {n_clients})"
+        )
+    return probe
 
 
 @runtime_checkable

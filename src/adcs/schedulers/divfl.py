@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from adcs._validate import check_int, check_number
+from adcs._validate import check_bool, check_int, check_number
 from adcs.dpp import gram_matrix, power_of_two_scale
 from adcs.schedulers._common import (
     BasicState,
@@ -281,6 +281,7 @@ class DivFL(SchedulerBase[DivFLState]):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_bool("stale", self.stale)
         if self.candidates is not None:
             check_int("candidates", self.candidates, minimum=self.m)
         if self.stochastic_epsilon is not None:

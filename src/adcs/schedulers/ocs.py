@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adcs._validate import check_int
+from adcs._validate import check_bool, check_int
 from adcs.dpp import row_norms
 from adcs.schedulers._common import (
     BasicState,
@@ -110,6 +110,7 @@ class OCS(SchedulerBase[BasicState]):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_bool("unbiased", self.unbiased)
         if self.candidates is not None:
             check_int("candidates", self.candidates, minimum=self.m)
 

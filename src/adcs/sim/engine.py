@@ -154,6 +154,11 @@ def simulate(
     check_int("workers", workers)
     if not isinstance(data, ClientData):
         raise ValueError(f"data must follow the ClientData protocol, got {type(data).__name__}")
+    if not isinstance(config, SimConfig):
+        raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
+    for name, hook in (("progress", progress), ("on_eval", on_eval)):
+        if hook is not None and not callable(hook):  # else found only at the first call
+            raise ValueError(f"{name} must be callable or None, got {type(hook).__name__}")
     _check_runs(runs, data)
     if checkpoint is not None and not isinstance(checkpoint, Checkpointing):
         raise ValueError(f"checkpoint must be a Checkpointing, got {type(checkpoint).__name__}")
@@ -209,6 +214,8 @@ def _advance(
 
 
 def _check_runs(runs: Sequence[RunSpec], data: ClientData) -> None:
+    if not isinstance(runs, Sequence):
+        raise ValueError(f"runs must be a sequence (a list) of RunSpec, got {type(runs).__name__}")
     if len(runs) == 0:
         raise ValueError("runs must hold at least one RunSpec")
     seen: set[str] = set()

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from adcs._validate import check_unit_interval
+
 __all__ = [
     "group_accuracy",
     "group_share",
@@ -130,8 +132,16 @@ def worst_and_average(client_acc: ArrayLike) -> tuple[FloatArray, FloatArray]:
     -------
     worst, average : ndarrays of shape client_acc.shape[:-1]
     """
-    acc: NDArray[Any] = np.asarray(client_acc, dtype=np.float64)
+    acc = _accuracies(client_acc)
     return acc.min(axis=-1), acc.mean(axis=-1)
+
+
+def _accuracies(client_acc: ArrayLike) -> NDArray[Any]:
+    """``client_acc`` as float64 of shape (..., n_clients), n_clients ≥ 1."""
+    acc: NDArray[Any] = np.asarray(client_acc, dtype=np.float64)
+    if acc.ndim == 0 or acc.shape[-1] == 0:
+        raise ValueError(f"client_acc must be of shape (..., n_clients ≥ 1), got {acc.shape}")
+    return acc
 
 
 def percentile_accuracy(client_acc: ArrayLike, q: float = 0.1) -> FloatArray:
@@ -150,9 +160,8 @@ def percentile_accuracy(client_acc: ArrayLike, q: float = 0.1) -> FloatArray:
     -------
     ndarray of shape client_acc.shape[:-1]
     """
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q!r}")
-    acc: NDArray[Any] = np.asarray(client_acc, dtype=np.float64)
+    q = check_unit_interval("q", q)
+    acc = _accuracies(client_acc)
     return np.asarray(np.quantile(acc, q, axis=-1), dtype=np.float64)
 
 

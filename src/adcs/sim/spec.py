@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from adcs import defaults
 from adcs._validate import check_bool, check_choice, check_int, check_number
 from adcs.aggregation import Aggregator
-from adcs.schedulers.base import Scheduler
+from adcs.schedulers.base import Scheduler, check_scheduler
 from adcs.sim.availability import AlwaysAvailable, Availability, TraceAvailability
 from adcs.sim.system import SystemConfig
 
@@ -231,10 +231,7 @@ class RunSpec:
     aggregator: Aggregator | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.scheduler, Scheduler):
-            raise ValueError(
-                f"scheduler must follow the Scheduler protocol, got {type(self.scheduler).__name__}"
-            )
+        check_scheduler(self.scheduler)
         check_int("seed", self.seed, minimum=0)
         if not isinstance(self.run_id, str) or not self.run_id:
             raise ValueError(f"run_id must be a non-empty string, got {self.run_id!r}")
