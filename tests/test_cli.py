@@ -228,6 +228,24 @@ def config_file(tmp_path: Path) -> Path:
     return write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
 
 
+def test_an_out_holding_the_configuration_is_refused_not_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    assert (
+        runner.invoke(cli.app, ["run", str(config_file(tmp_path)), "--out", str(out)]).exit_code
+        == 0
+    )
+    mine = out / "mine.toml"  # the user keeps the configuration beside its results
+    mine.write_text(config_file(tmp_path).read_text())
+    for extra in ([], ["--sweep", "m=1,2"]):
+        result = runner.invoke(cli.app, ["run", str(mine), "--out", str(out), "--force", *extra])
+        assert result.exit_code == 2
+        assert (
+            one_error(result) == f"error: --out {out} holds {mine}, an input of this run: "
+            "choose another --out"
+        )
+        assert mine.is_file()
+
+
 def test_a_path_holding_an_emoji_code_is_printed_as_it_is(tmp_path: Path) -> None:
     out = tmp_path / "o:thumbs_up:x"
     result = runner.invoke(cli.app, ["run", str(config_file(tmp_path)), "--out", str(out)])

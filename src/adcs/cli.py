@@ -283,10 +283,16 @@ def _default_out(name: str) -> Path:
     return out
 
 
-def _out(out: str | None, name: str, resume: bool) -> Path:
+def _out(out: str | None, name: str, resume: bool, inputs: Sequence[Path] = ()) -> Path:
     if out is not None:
         if not out.strip():
             raise _fail("--out is empty: name the results folder (e.g. --out results/mine)")
+        from adcs.experiments.folder import is_results_folder
+
+        target = Path(os.path.realpath(Path(out).expanduser()))
+        for path in inputs if is_results_folder(target) else ():  # --force would delete it
+            if target in Path(os.path.realpath(path)).parents:
+                raise _fail(f"--out {out} holds {path}, an input of this run: choose another --out")
         return Path(out)
     if resume:
         raise _fail("--resume needs --out: the folder of the interrupted run")
@@ -552,11 +558,12 @@ def run(
         if track is not None:
             raise _fail("--track: a sweep is not tracked live yet; adcs export each point's folder")
         _run_sweep(
-            config, axes, _out(out, config.name + "-sweep", resume), force=force, resume=resume,
+            config, axes, _out(out, config.name + "-sweep", resume, [config_path]), force=force,
+            resume=resume,
             workers=workers, checkpoint_every=checkpoint_every, ray_address=ray_address,
         )  # fmt: skip
         return
-    folder = _out(out, config.name, resume)
+    folder = _out(out, config.name, resume, [config_path])
     _run(
         config, folder, force=force, resume=resume, quick=False, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
@@ -637,14 +644,15 @@ def leaderboard(
         except ValueError as exc:
             raise _fail(f"--entries {entry}: {exc}") from None
     configs = []
-    for path in workload_paths(names):
+    paths = workload_paths(names)
+    for path in paths:
         config = load_workload(path, extra)
         if quick:
             config = quick_workload(config)
         configs.append(
             _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
         )
-    folder = _out(out, "leaderboard" + ("-quick" if quick else ""), resume)
+    folder = _out(out, "leaderboard" + ("-quick" if quick else ""), resume, paths)
     _run_leaderboard(
         configs, folder, quick=quick, force=force, resume=resume, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
