@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -228,7 +229,7 @@ def config_file(tmp_path: Path) -> Path:
     return write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
 
 
-def test_an_out_holding_the_configuration_is_refused_not_replaced(tmp_path: Path) -> None:
+def test_an_out_holding_an_input_of_the_run_is_refused_not_replaced(tmp_path: Path) -> None:
     out = tmp_path / "o"
     assert (
         runner.invoke(cli.app, ["run", str(config_file(tmp_path)), "--out", str(out)]).exit_code
@@ -244,6 +245,12 @@ def test_an_out_holding_the_configuration_is_refused_not_replaced(tmp_path: Path
             "choose another --out"
         )
         assert mine.is_file()
+    trace = out / "trace.npz"  # a file the simulator reads, kept there too
+    np.savez(trace, available=np.ones((4, 4), dtype=bool))
+    sets = ["--set", f'sim.availability={{kind="trace", path="{trace}"}}']
+    result = runner.invoke(cli.app, ["run", str(config_file(tmp_path)), "--out", str(out), *sets])
+    assert result.exit_code == 2 and f"holds {trace}, an input" in one_error(result)
+    assert trace.is_file()
 
 
 def test_a_path_holding_an_emoji_code_is_printed_as_it_is(tmp_path: Path) -> None:

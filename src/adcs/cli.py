@@ -51,6 +51,7 @@ from adcs.cli_runs import (
     _theory_writer,
     check_set_keys,
     default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
+    input_files,
 )
 from adcs.experiments.config import (
     ConfigError,
@@ -558,12 +559,12 @@ def run(
         if track is not None:
             raise _fail("--track: a sweep is not tracked live yet; adcs export each point's folder")
         _run_sweep(
-            config, axes, _out(out, config.name + "-sweep", resume, [config_path]), force=force,
-            resume=resume,
+            config, axes, _out(out, config.name + "-sweep", resume, input_files(config, config_path)),
+            force=force, resume=resume,
             workers=workers, checkpoint_every=checkpoint_every, ray_address=ray_address,
         )  # fmt: skip
         return
-    folder = _out(out, config.name, resume, [config_path])
+    folder = _out(out, config.name, resume, input_files(config, config_path))
     _run(
         config, folder, force=force, resume=resume, quick=False, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,

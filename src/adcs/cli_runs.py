@@ -243,6 +243,15 @@ def _run_leaderboard(
     _print_leaderboard(outcome)
 
 
+def input_files(config: ExperimentConfig, *given: Path) -> list[Path]:
+    """``given`` and the files ``config``'s simulator reads (an availability trace, a system
+    profile): an ``--out`` that holds one is refused, --force would delete it with the folder."""
+    from adcs.experiments.config import config_to_dict
+
+    tables = config_to_dict(config)["sim"].values()
+    return [*given, *(Path(t["path"]) for t in tables if isinstance(t, dict) and "path" in t)]
+
+
 def check_set_keys(
     config: ExperimentConfig,
     sets: Sequence[str],
