@@ -335,6 +335,22 @@ def test_static_dpp_probes_once_and_keeps_its_subset():
     assert chosen[0] == greedy_map_features(phi, 8).tolist()
 
 
+def test_static_dpp_probes_at_the_first_round_anybody_is_available():
+    rng = np.random.default_rng(7)
+    updates = rng.normal(size=(30, 10))
+    scheduler = StaticDPP(m=8)
+    state = scheduler.init(30)
+    nobody = np.zeros(30, dtype=bool)
+    kinds = []
+    for t, available in enumerate([nobody, nobody, ALL, ALL]):
+        kinds.append(scheduler.probe(state, t, available, rng).kind)
+        stats = gather(scheduler, state, t, available, updates, np.ones(30), rng)
+        selection, state = scheduler.select(state, t, stats, rng)
+    assert kinds == [ProbeKind.UPDATES, ProbeKind.UPDATES, ProbeKind.UPDATES, ProbeKind.NONE]
+    phi = updates / np.linalg.norm(updates, axis=1, keepdims=True)
+    assert selection.clients.tolist() == greedy_map_features(phi, 8).tolist()
+
+
 def test_uniform_inclusion_frequency_is_m_over_n():
     rng = np.random.default_rng(6)
     scheduler = Uniform(m=18)

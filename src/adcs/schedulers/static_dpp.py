@@ -29,6 +29,8 @@ from adcs.schedulers.base import (
     check_available,
 )
 
+_NOBODY: IntArray = np.empty(0, dtype=np.intp)
+
 
 @dataclass(frozen=True, eq=False)
 class StaticDPPState(BasicState):
@@ -59,7 +61,9 @@ class StaticDPP(SchedulerBase[StaticDPPState]):
 
     Notes
     -----
-    If a client of the subset is unavailable in a later round, the MAP is recomputed on the stored
+    The probe is taken at the first round with a usable update (round 0 unless nobody is
+    available then; until then the round's clients are drawn at random). If a client of the
+    subset is unavailable in a later round, the MAP is recomputed on the stored
     round-0 kernel restricted to the available clients (still deterministic, still no new probe).
     """
 
@@ -81,6 +85,8 @@ class StaticDPP(SchedulerBase[StaticDPPState]):
         available, k = check_available(stats.available, state.n_clients, self.m)
         if state.subset is None:
             updates, usable = probed_updates(stats)
+            if not usable.any():  # nobody to build the kernel of: probe again next round
+                return Selection(fill_from(_NOBODY, available, k, rng, stats.non_finite())), state
             rows = updates if usable.all() else updates[usable]
             # the pool serves every later round: keep the kernel whenever it fits
             pool = Pool.from_updates(stats.clients[usable], rows)
