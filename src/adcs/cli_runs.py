@@ -262,15 +262,13 @@ def check_set_keys(
     when not given) would silently replace, and either that a swept key would."""
     from adcs.experiments.config import config_to_dict
     from adcs.experiments.overrides import parse_assignment
-    from adcs.experiments.sweep import check_overlaps
+    from adcs.experiments.sweep import check_overlaps, check_swept_keys
 
     keys = {"rounds": ("sim", "rounds"), "seeds": ("seeds",), "data": ("data", "path")}
     given = [(f"--{k}", keys[k], v) for k, v in options.items() if v is not None]
     set_keys = [(f"--set {'.'.join(p)}", p, v) for p, v in map(parse_assignment, sets)]
-    swept = [(f"sweep {a.name}", a.key, a.values[0]) for a in axes]
-    doc = config_to_dict(config)
-    check_overlaps(doc, given, set_keys)
-    check_overlaps(doc, swept, [*given, *set_keys])
+    check_overlaps(config_to_dict(config), given, set_keys)
+    check_swept_keys(config, axes, [*given, *set_keys])
 
 
 def _run_sweep(

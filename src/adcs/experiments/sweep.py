@@ -49,6 +49,7 @@ from adcs.experiments.plan import runs_per_seed
 __all__ = [
     "SweepAxis",
     "check_overlaps",
+    "check_swept_keys",
     "load_with_sweep",
     "parse_sweep",
     "run_sweep",
@@ -153,8 +154,8 @@ def sweep_points(
     names = [a.name for a in axes]
     if "name" in names:  # it would be replaced by each point's own, silently
         raise ConfigError("sweep name: a point is named after its values; sweep another key")
+    check_swept_keys(config, axes)
     base = config_to_dict(config)
-    check_overlaps(base, [(f"sweep {a.name}", a.key, a.values[0]) for a in axes])
     points: list[tuple[dict[str, Any], ExperimentConfig]] = []
     seen: list[tuple[dict[str, Any], str]] = []  # each point's configuration, as checked
     for i, values in enumerate(itertools.product(*(a.values for a in axes))):
@@ -176,6 +177,21 @@ def sweep_points(
 
 Keyed = tuple[str, tuple[str, ...], Any]
 """What sets a key (``"--set m"``, ``"sweep m"``), the dotted key's parts, and a value."""
+
+
+def check_swept_keys(
+    config: ExperimentConfig, axes: Sequence[SweepAxis], fixed: Sequence[Keyed] = ()
+) -> None:
+    """Refuse two swept keys that set one value of ``config``, and a ``fixed`` key (an override
+    given beside the sweep: ``--set``, ``--rounds``, a keyword) that a swept one replaces.
+
+    Raises
+    ------
+    ConfigError
+        See :func:`check_overlaps`.
+    """
+    swept = [(f"sweep {a.name}", a.key, a.values[0]) for a in axes]
+    check_overlaps(config_to_dict(config), swept, fixed)
 
 
 def check_overlaps(
