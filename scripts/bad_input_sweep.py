@@ -393,6 +393,9 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
     )
     add(Case("trace-missing", ("run", T, *OUT), "gone.npz does not exist", 2,
              setup=tiny('[sim.availability]\nkind = "trace"\npath = "gone.npz"')))  # fmt: skip
+    add(Case("trace-not-npz", ("run", T, *OUT), "t.npz is not a .npz archive", 2,
+             setup=both(write("t.npz", "round,client\n0,1\n"),
+                        tiny('[sim.availability]\nkind = "trace"\npath = "t.npz"'))))  # fmt: skip
     # -- the configuration
     add(Case("config-missing", ("run", "{w}/gone.toml", *OUT), "no such configuration file", 2))
     add(Case("config-folder", ("run", "{w}", *OUT), "is a folder", 2))
@@ -465,6 +468,14 @@ def cases(full_data: Path | None, not_ray: str) -> list[Case]:
     add(Case("leaderboard-rounds-huge",
              ("leaderboard", "--workloads", "paper", "--rounds", "10000000000000", *OUT),
              "--rounds", 2))  # fmt: skip
+    add(Case("rounds-set-twice", ("run", T, "--rounds", "3", "--set", "sim.rounds=5", *OUT),
+             "--set sim.rounds and --rounds both set sim.rounds", 2, setup=tiny()))  # fmt: skip
+    add(Case("sweep-key-twice",
+             ("run", T, "--sweep", "data.n_clients=6,8", "--sweep", "data=[{}]", *OUT),
+             "sweep data.n_clients and sweep data both set data", 2, setup=tiny()))  # fmt: skip
+    add(Case("sweep-point-too-large", ("run", T, "--sweep", "sim.rounds=2,10000000000000", *OUT),
+             "(sweep sim.rounds=10000000000000): sim.rounds = 10000000000000", 2,
+             setup=tiny()))  # fmt: skip
     add(Case("rounds-zero", ("run", T, "--rounds", "0", *OUT), "--rounds", 2, setup=tiny()))
     add(Case("rounds-text", ("run", T, "--rounds", "abc", *OUT), "--rounds", 2, setup=tiny()))
     add(Case("seeds-negative", ("run", T, "--seeds", "-1", *OUT), "--seeds", 2, setup=tiny()))

@@ -264,6 +264,16 @@ def test_eval_clients_above_n_is_refused(tmp_path: Path) -> None:
     assert "sim.eval_clients = 100 exceeds the number of clients N = 6" in one_error(result.output)
 
 
+def test_a_hyperparameter_that_does_not_fit_the_real_n_is_refused(tmp_path: Path) -> None:
+    config = tiny(tmp_path)
+    config.write_text(config.read_text().replace('"uniform"', '"powerofchoice"\ncandidates = 7'))
+    result = runner.invoke(cli.app, ["run", str(config), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    error = one_error(result.output)
+    assert error.endswith("run powerofchoice-candidates=7-seed=0: candidates=7 exceeds n_clients=6")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
+
+
 def test_a_client_count_beyond_int32_is_a_config_error(tmp_path: Path) -> None:
     config = tiny(tmp_path)
     config.write_text(config.read_text().replace("n_clients = 6", "n_clients = 10000000000000"))

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -228,6 +229,40 @@ def config_file(tmp_path: Path) -> Path:
     return write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
 
 
+def test_an_out_holding_an_input_of_the_run_is_refused_not_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    assert (
+        runner.invoke(cli.app, ["run", str(config_file(tmp_path)), "--out", str(out)]).exit_code
+        == 0
+    )
+    mine = out / "mine.toml"  # the user keeps the configuration beside its results
+    mine.write_text(config_file(tmp_path).read_text())
+    for extra in ([], ["--sweep", "m=1,2"]):
+        result = runner.invoke(cli.app, ["run", str(mine), "--out", str(out), "--force", *extra])
+        assert result.exit_code == 2
+        assert (
+            one_error(result) == f"error: --out {out} holds {mine}, an input of this run: "
+            "choose another --out"
+        )
+        assert mine.is_file()
+    trace = out / "trace.npz"  # a file the simulator reads, kept there too
+    np.savez(trace, available=np.ones((4, 4), dtype=bool))
+    sets = ["--set", f'sim.availability={{kind="trace", path="{trace}"}}']
+    result = runner.invoke(cli.app, ["run", str(config_file(tmp_path)), "--out", str(out), *sets])
+    assert result.exit_code == 2 and f"holds {trace}, an input" in one_error(result)
+    assert trace.is_file()
+
+
+def test_a_path_holding_an_emoji_code_is_printed_as_it_is(tmp_path: Path) -> None:
+    out = tmp_path / "o:thumbs_up:x"
+    result = runner.invoke(cli.app, ["run", str(config_file(tmp_path)), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    printed = "".join(result.output.splitlines())  # unwrapped
+    assert f"{out}/report.md" in printed and "\N{THUMBS UP SIGN}" not in printed
+    result = runner.invoke(cli.app, ["run", str(tmp_path / "c:smile:.toml")])
+    assert result.exit_code == 2 and "c:smile:.toml" in one_error(result)
+
+
 @pytest.mark.parametrize(
     ("out", "message"),
     [
@@ -350,7 +385,9 @@ def test_resume_with_another_configuration_names_the_keys(
         cli.app, ["run", str(config), "--out", str(out), "--rounds", "6", "--resume"]
     )
     assert result.exit_code == 2
-    assert "sim.rounds (interrupted run: 4, now: 6)" in one_error(result)
+    error = one_error(result)
+    assert "sim.rounds (interrupted run: 4, now: 6); the checkpoint is kept in " in error
+    assert error.endswith(".out.partial: --resume continues it, --force discards it")
     monkeypatch.undo()
     result = runner.invoke(cli.app, ["run", str(config), "--out", str(out), "--resume"])
     assert result.exit_code == 0, result.output

@@ -84,6 +84,12 @@ def test_a_bad_override_names_its_key_and_writes_nothing(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match=r"sim.bogus"):
         adcs.run(DOC, tmp_path / "out", progress=False, sim__bogus=1)
     assert not (tmp_path / "out").exists()
+    sweep = {"sim.rounds": [2, 3]}  # it would replace the keyword's value, silently
+    with pytest.raises(
+        ConfigError, match=r"sim__rounds and sweep sim\.rounds both set sim\.rounds"
+    ):
+        adcs.run(DOC, tmp_path / "out", progress=False, sweep=sweep, sim__rounds=5)
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

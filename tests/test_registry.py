@@ -194,6 +194,37 @@ def test_a_contract_broken_after_a_checkpoint_says_the_checkpoint_is_kept(tmp_pa
     assert runner.invoke(cli.app, [*args, "--force", "--set", "methods.0.at=8"]).exit_code == 0
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--checkpoint-every", "1"], "error: cannot checkpoint the runs' state (Can't pickle"),
+        (["--seeds", "2", "--workers", "2", "--checkpoint-every", "0"],
+         "error: simulation worker 0: cannot send the runs' state back (Can't pickle"),
+    ],
+)  # fmt: skip
+def test_a_state_that_does_not_pickle_is_named(tmp_path: Path, args: list[str], said: str) -> None:
+    bad = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:PicklesNot"\n')
+    result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "o"), *args])
+    assert result.exit_code == 1
+    error = one_error(result)
+    assert error.startswith(said) and error.endswith(
+        "a scheduler's state must pickle (checkpoints and workers)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
+
+
+def test_a_leaderboard_entry_that_is_no_scheduler_is_named_as_given(tmp_path: Path) -> None:
+    workload = tmp_path / "tiny.toml"
+    workload.write_text(TINY.replace('outputs = ["curves"]\n', ""))
+    args = ["leaderboard", "--workloads", str(workload), "--out", str(tmp_path / "lb")]
+    result = runner.invoke(cli.app, [*args, "--entries", f"uniform,{PLUGIN}:Missing"])
+    assert result.exit_code == 2
+    assert one_error(result) == (
+        f"error: --entries {PLUGIN}:Missing: module '{PLUGIN}' has no 'Missing' "
+        f"(from '{PLUGIN}:Missing')"
+    )
+
+
 def test_the_leaderboard_ranks_a_user_scheduler_beside_the_built_in_entries(
     tmp_path: Path,
 ) -> None:
@@ -237,6 +268,27 @@ shift = 1
 [[methods]]
 name = "uniform"
 """
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "code", "said"),
+    [
+        ("EveryOther", "FractionalMask", 2, "sim.availability: FractionalMask.mask(key, round, "
+         "groups) must return a bool array of shape (4,), got a float64 array of shape (4,)"),
+        ('BLOBS"\nn_train = 80', 'NOT_DATA"', 1,
+         f"data: dataset '{ROWS}:NOT_DATA': its loader returned dict, not a Dataset"),
+        ("EveryOther", "Unlicensed", 2, "sim.availability: RuntimeError: no trace server"),
+    ],
+)  # fmt: skip
+def test_a_user_row_that_breaks_its_contract_is_named(
+    tmp_path: Path, old: str, new: str, code: int, said: str
+) -> None:
+    path = tmp_path / "rows.toml"
+    path.write_text(_ROWS_DOC.replace(old, new))
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == code
+    assert one_error(result).endswith(said)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.toml"]
 
 
 def test_a_user_data_set_and_availability_model_are_rows_like_the_built_ins(

@@ -49,8 +49,9 @@ from adcs.cli_runs import (
     _run_leaderboard,
     _run_sweep,
     _theory_writer,
-    check_sweep_keys,
+    check_set_keys,
     default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
+    input_files,
 )
 from adcs.experiments.config import (
     ConfigError,
@@ -283,10 +284,16 @@ def _default_out(name: str) -> Path:
     return out
 
 
-def _out(out: str | None, name: str, resume: bool) -> Path:
+def _out(out: str | None, name: str, resume: bool, inputs: Sequence[Path] = ()) -> Path:
     if out is not None:
         if not out.strip():
             raise _fail("--out is empty: name the results folder (e.g. --out results/mine)")
+        from adcs.experiments.folder import is_results_folder
+
+        target = Path(os.path.realpath(Path(out).expanduser()))
+        for path in inputs if is_results_folder(target) else ():  # --force would delete it
+            if target in Path(os.path.realpath(path)).parents:
+                raise _fail(f"--out {out} holds {path}, an input of this run: choose another --out")
         return Path(out)
     if resume:
         raise _fail("--resume needs --out: the folder of the interrupted run")
@@ -312,6 +319,7 @@ def _apply_overrides(
             config, sim=q.sim, attack=q.attack, defence=q.defence, seeds=q.seeds
         )
     config = with_sets(config, sets or ())
+    check_set_keys(config, sets or (), {"rounds": rounds, "seeds": seeds, "data": data})
     # before the seeds are even listed
     check_counts(config, runs_per_seed=runs_per_seed(config), rounds=rounds, seeds=seeds)
     if data is None:
@@ -547,17 +555,18 @@ def run(
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
     if axes:
-        check_sweep_keys(config, axes, sets or (), {"rounds": rounds, "seeds": seeds, "data": data})
+        check_set_keys(config, sets or (), {"rounds": rounds, "seeds": seeds, "data": data}, axes)
         if track is not None:
             raise _fail(
                 "--track: a sweep is not tracked live yet; adcs export its folder afterwards"
             )
         _run_sweep(
-            config, axes, _out(out, config.name + "-sweep", resume), force=force, resume=resume,
+            config, axes, _out(out, config.name + "-sweep", resume, input_files(config, config_path)),
+            force=force, resume=resume,
             workers=workers, checkpoint_every=checkpoint_every, ray_address=ray_address,
         )  # fmt: skip
         return
-    folder = _out(out, config.name, resume)
+    folder = _out(out, config.name, resume, input_files(config, config_path))
     _run(
         config, folder, force=force, resume=resume, quick=False, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
@@ -626,20 +635,27 @@ def leaderboard(
     declares points (ADCS) wins and where it loses.
     """
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
+    from adcs.schedulers import SCHEDULERS
 
     names = None if workloads is None else [w.strip() for w in workloads.split(",") if w.strip()]
     if names == []:
         raise _fail(f"--workloads {workloads!r} names no workload; omit it to run the whole suite")
     extra = [] if entries is None else [e.strip() for e in entries.split(",") if e.strip()]
+    for entry in extra:  # named as given, not as the nth method of the table it joins
+        try:
+            SCHEDULERS.resolve(entry)
+        except ValueError as exc:
+            raise _fail(f"--entries {entry}: {exc}") from None
     configs = []
-    for path in workload_paths(names):
+    paths = workload_paths(names)
+    for path in paths:
         config = load_workload(path, extra)
         if quick:
             config = quick_workload(config)
         configs.append(
             _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
         )
-    folder = _out(out, "leaderboard" + ("-quick" if quick else ""), resume)
+    folder = _out(out, "leaderboard" + ("-quick" if quick else ""), resume, paths)
     _run_leaderboard(
         configs, folder, quick=quick, force=force, resume=resume, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from adcs.experiments.leaderboard import LeaderboardOutcome
     from adcs.experiments.runner import ExperimentOutcome
 
-console = Console()
-err_console = Console(stderr=True)
+# no emoji codes: a path or import path holding ':name:' is printed as it is, not as a picture
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

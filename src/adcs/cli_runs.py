@@ -243,23 +243,32 @@ def _run_leaderboard(
     _print_leaderboard(outcome)
 
 
-def check_sweep_keys(
+def input_files(config: ExperimentConfig, *given: Path) -> list[Path]:
+    """``given`` and the files ``config``'s simulator reads (an availability trace, a system
+    profile): an ``--out`` that holds one is refused, --force would delete it with the folder."""
+    from adcs.experiments.config import config_to_dict
+
+    tables = config_to_dict(config)["sim"].values()
+    return [*given, *(Path(t["path"]) for t in tables if isinstance(t, dict) and "path" in t)]
+
+
+def check_set_keys(
     config: ExperimentConfig,
-    axes: Sequence[SweepAxis],
     sets: Sequence[str],
     options: Mapping[str, Any],
+    axes: Sequence[SweepAxis] = (),
 ) -> None:
-    """Refuse a ``--set`` or a ``--rounds``/``--seeds``/``--data`` (``options``, by name; None
-    when not given) that a swept key would silently override."""
+    """Refuse a ``--set`` that ``--rounds``/``--seeds``/``--data`` (``options``, by name; None
+    when not given) would silently replace, and either that a swept key would."""
     from adcs.experiments.config import config_to_dict
     from adcs.experiments.overrides import parse_assignment
-    from adcs.experiments.sweep import check_overlaps
+    from adcs.experiments.sweep import check_overlaps, check_swept_keys
 
     keys = {"rounds": ("sim", "rounds"), "seeds": ("seeds",), "data": ("data", "path")}
-    fixed = [(f"--{k}", keys[k], v) for k, v in options.items() if v is not None]
-    fixed += [(f"--set {'.'.join(p)}", p, v) for p, v in map(parse_assignment, sets)]
-    swept = [(f"sweep {a.name}", a.key, a.values[0]) for a in axes]
-    check_overlaps(config_to_dict(config), swept, fixed)
+    given = [(f"--{k}", keys[k], v) for k, v in options.items() if v is not None]
+    set_keys = [(f"--set {'.'.join(p)}", p, v) for p, v in map(parse_assignment, sets)]
+    check_overlaps(config_to_dict(config), given, set_keys)
+    check_swept_keys(config, axes, [*given, *set_keys])
 
 
 def _run_sweep(
@@ -279,9 +288,11 @@ def _run_sweep(
     points = sweep_points(config, axes)
     n_runs = sum(len(expand_runs(c)) for _, c in points)
     swept = ", ".join(a.name for a in axes)
+    rounds = sorted({c.sim.rounds for _, c in points})
     console.print(
         f"[bold]{config.name}[/]: a sweep over {swept}: {len(points)} points, {n_runs} distinct "
-        f"runs × {config.sim.rounds} rounds" + _where(workers, ray_address)
+        f"runs × {'–'.join(map(str, rounds[:: max(len(rounds) - 1, 1)]))} rounds"
+        + _where(workers, ray_address)
     )
     command = shlex.join(["adcs", *sys.argv[1:]])
     with _executor(ray_address) as executor, _progress() as display:

@@ -38,7 +38,7 @@ from adcs.experiments.config import (
     with_overrides,
 )
 from adcs.experiments.overrides import apply_assignments
-from adcs.experiments.sweep import SweepAxis, run_sweep
+from adcs.experiments.sweep import SweepAxis, check_swept_keys, run_sweep
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,6 +160,11 @@ def run(
     cfg = _with_keywords(_config(config), overrides)
     if data is not None:
         cfg = with_overrides(cfg, data_path=str(_path("data", data)))
+    if axes:  # a keyword (or data) the sweep would replace is refused, as on the command line
+        given = [(k, tuple(k.split("__")), v) for k, v in overrides.items()]
+        check_swept_keys(
+            cfg, axes, given + ([] if data is None else [("data", ("data", "path"), 0)])
+        )
     folder = Path(tempfile.mkdtemp(prefix=f"adcs-{cfg.name}-")) if target is None else target
     command = f"adcs.run({cfg.source!r})"
     with _bar(progress) as tracker:

@@ -21,7 +21,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["SelectionError", "aggregation_weights", "check_selection", "n_to_select"]
+__all__ = [
+    "SchedulerInitError",
+    "SelectionError",
+    "aggregation_weights",
+    "check_selection",
+    "n_to_select",
+]
 
 IntArray = NDArray[np.intp]
 BoolArray = NDArray[np.bool_]
@@ -30,6 +36,11 @@ F64Array = NDArray[np.float64]
 
 class SelectionError(RuntimeError):
     """A scheduler broke the selection contract (a bug in the scheduler, not in the input)."""
+
+
+class SchedulerInitError(ValueError):
+    """A scheduler refused a run's clients at ``init`` (e.g. more candidates than clients): the
+    configuration does not fit the data."""
 
 
 def n_to_select(m: int, available: BoolArray) -> int:

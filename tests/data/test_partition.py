@@ -454,3 +454,15 @@ def test_partition_is_validated_and_read_only() -> None:
         Partition(train, (np.array([0.5]), np.array([1])), np.array([0, 0]), 1)
     with pytest.raises(ValueError, match="at least one client"):
         Partition((), (), np.array([], dtype=int), 1)
+
+
+def test_a_user_split_that_returns_no_partition_is_refused_naming_what_it_returned() -> None:
+    from tests.plugins.my_rows import load_blobs
+
+    with pytest.raises(ValueError, match="the split returned str, not a Partition"):
+        partition_data(
+            "tests.plugins.my_rows:NO_PARTITION",
+            load_blobs(),
+            np.random.default_rng(0),
+            n_clients=2,
+        )

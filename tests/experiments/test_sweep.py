@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import adcs
 from adcs import cli
-from adcs.cli_runs import check_sweep_keys
+from adcs.cli_runs import check_set_keys
 from adcs.experiments.config import ConfigError, packaged_config
 from adcs.experiments.sweep import SweepAxis, parse_sweep, sweep_axes, sweep_points
 from tests.test_cli import TINY, one_error, write_config
@@ -28,6 +28,9 @@ def test_values_are_a_comma_list_or_a_toml_array() -> None:
     avail = parse_sweep('sim.availability=[{kind="always"}, {kind="bernoulli", p=0.5}]')
     assert avail.values == ({"kind": "always"}, {"kind": "bernoulli", "p": 0.5})
     assert parse_sweep("data.dataset=digits,fashion-mnist").values == ("digits", "fashion-mnist")
+    assert parse_sweep('description="a,b", "c"').values == ("a,b", "c")  # a comma in a string
+    tables = parse_sweep('sim.availability={kind="always"}, {kind="bernoulli", p=0.5}')
+    assert tables.values == avail.values
     assert sweep_axes({"m": [2, 3]}) == [SweepAxis(("m",), (2, 3))]
     nested = {"data": {"partition": {"alpha": [0.1, 1.0]}}, "methods.adcs.theta": [0.6]}
     assert sweep_axes(nested) == [
@@ -60,6 +63,10 @@ def test_every_point_is_a_checked_configuration_named_by_its_values() -> None:
     assert dict(next(mc for mc in last.methods if mc.name == "adcs").params)["theta"] == 0.9
     with pytest.raises(ConfigError, match=r"sweep m=0.*m"):
         sweep_points(config, [parse_sweep("m=6,0")])  # refused before anything runs
+    with pytest.raises(ConfigError, match=r"sim.local_lr=1 and sim.local_lr=1.0 are one config"):
+        sweep_points(config, [parse_sweep("sim.local_lr=1,1.0")])
+    with pytest.raises(ConfigError, match="sweep name: a point is named after its values"):
+        sweep_points(config, [parse_sweep("name=a,b")])
     with pytest.raises(ConfigError, match="sweep m and sweep m both set m"):
         sweep_points(config, [parse_sweep("m=6"), parse_sweep("m=12")])
 
@@ -85,7 +92,43 @@ def test_a_value_set_twice_by_a_sweep_or_an_option_is_refused(tmp_path: Path) ->
         assert result.exit_code == 2 and said in one_error(result)
     # a key of a table set before the sweep is no conflict: the sweep changes that key alone
     avail = ["--set", 'sim.availability={kind="bernoulli", p=0.5}']
-    check_sweep_keys(config, [parse_sweep("sim.availability.p=0.2,0.6")], avail[1:], {})
+    check_set_keys(config, avail[1:], {}, [parse_sweep("sim.availability.p=0.2,0.6")])
+    # nor is a dedicated option set beside a --set of another key; of the same key it is
+    check_set_keys(config, ["sim.eval_every=2", "seeds=[4]"], {"rounds": 3})
+    for sets, options, said in [
+        (["sim.rounds=3"], {"rounds": 5}, "--set sim.rounds and --rounds both set sim.rounds"),
+        (["seeds=[5]"], {"seeds": 3}, "--set seeds and --seeds both set seeds"),
+        (["data.path=/d/x.npz"], {"data": "/d/y.npz"}, "--set data.path and --data both set"),
+    ]:
+        with pytest.raises(ConfigError, match=said):
+            check_set_keys(config, sets, options)
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "said"),
+    [
+        (["--sweep", "m=2,3"], [], "holds an interrupted sweep or leaderboard, not a run"),
+        ([], ["--sweep", "m=2,3"], "holds an interrupted run, not a sweep or leaderboard"),
+    ],
+)
+def test_resuming_a_sweep_as_a_run_or_a_run_as_a_sweep_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    first: list[str],
+    then: list[str],
+    said: str,
+) -> None:
+    def stop(done: int, total: int) -> None:
+        if done >= 2:
+            raise KeyboardInterrupt
+
+    args = ["run", str(write_config(tmp_path, CONFIG)), "--out", str(tmp_path / "o")]
+    monkeypatch.setattr(cli._Lines, "tracker", lambda self, d, u: stop)
+    result = runner.invoke(cli.app, [*args, "--checkpoint-every", "1", *first])
+    assert result.exit_code == 130, result.output
+    monkeypatch.undo()
+    result = runner.invoke(cli.app, [*args, "--resume", *then])
+    assert result.exit_code == 2 and said in one_error(result)
 
 
 def test_a_sweep_is_one_folder_whose_points_equal_plain_runs(tmp_path: Path) -> None:

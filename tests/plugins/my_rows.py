@@ -10,6 +10,7 @@ import numpy as np
 from adcs._validate import check_int
 from adcs.adversary import Defence
 from adcs.data import Dataset, DatasetEntry
+from adcs.data.partition import PartitionKind
 
 
 def load_blobs(n_train: int = 200, seed: int = 0) -> Dataset:
@@ -144,3 +145,31 @@ class NoRule(Defence):
 
     def aggregator(self) -> Any:
         return object()
+
+
+def _no_split(data: Any, rng: np.random.Generator, **params: Any) -> Any:
+    return "client 0 gets everything"
+
+
+NO_PARTITION = PartitionKind(_no_split, frozenset({"n_clients"}))
+"""A partition row whose split breaks the contract: it returns no Partition."""
+
+
+@dataclass(frozen=True)
+class FractionalMask(EveryOther):
+    """Breaks the availability contract: its mask is of floats, not of bools."""
+
+    def mask(self, key: int, round_idx: int, groups: np.ndarray) -> np.ndarray:
+        return super().mask(key, round_idx, groups).astype(np.float64)
+
+
+NOT_DATA = DatasetEntry(lambda: {"x": [1, 2]}, frozenset())
+"""A data set row whose loader breaks the contract: it returns a dict, not a Dataset."""
+
+
+@dataclass(frozen=True)
+class Unlicensed(EveryOther):
+    """An availability model whose constructor fails with an error of its own."""
+
+    def __post_init__(self) -> None:
+        raise RuntimeError("no trace server")

@@ -107,5 +107,15 @@ class Explodes(LowestIndex):
         raise RuntimeError("no licence server")
 
 
+@dataclass(frozen=True)
+class PicklesNot(LowestIndex):
+    """LowestIndex whose state holds a lambda: it cannot be checkpointed or sent back by a worker."""
+
+    def init(self, n_clients: int, data_sizes: np.ndarray | None = None) -> BasicState:
+        state = super().init(n_clients, data_sizes)
+        object.__setattr__(state, "hook", lambda: None)
+        return state
+
+
 class NotAScheduler:
     """Has none of the protocol's methods."""

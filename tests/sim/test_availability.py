@@ -74,6 +74,20 @@ def test_bad_trace_files_are_named(tmp_path, content: str, message: str) -> None
         TraceAvailability.load(tmp_path / "wrong.npz", 4)
 
 
+def test_a_trace_file_that_is_not_what_its_name_says_is_named(tmp_path) -> None:
+    np.savez(tmp_path / "good.npz", available=np.ones((3, 4), dtype=bool))
+    whole = (tmp_path / "good.npz").read_bytes()
+    for name, content, message in [
+        ("text.npz", b"round,client\n0,1\n", "text.npz is not a .npz archive"),
+        ("cut.npz", whole[: len(whole) // 2], "cut.npz is not a .npz archive"),
+        ("spoilt.npz", whole[:40] + bytes(20) + whole[60:], "spoilt.npz cannot be read: "),
+        ("binary.csv", b"\xff\xfe\x00 binary", "binary.csv is not UTF-8 text"),
+    ]:
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=f"availability trace .*{message}"):
+            TraceAvailability.load(tmp_path / name, 4)
+
+
 @pytest.mark.parametrize(
     ("factory", "name"),
     [(lambda: BernoulliAvailability(0.0), "p"), (lambda: CyclicAvailability(0, 0.5), "period"),

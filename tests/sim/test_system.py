@@ -136,6 +136,13 @@ def test_bad_csv_profiles_are_refused(tmp_path: Path, text: str, message: str) -
         SystemProfile.from_csv(path, 2)
 
 
+def test_a_binary_profile_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "devices.csv"
+    path.write_bytes(b"\xff\xfe\x00 binary")
+    with pytest.raises(ValueError, match=r"system profile .*devices\.csv is not UTF-8 text"):
+        SystemProfile.from_csv(path, 2)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [

@@ -44,7 +44,7 @@ from adcs._validate import (
     check_number,
     check_string,
 )
-from adcs.data.fashion_mnist import ChecksumError, load_fashion_mnist
+from adcs.data.fashion_mnist import ChecksumError, FashionMNIST, load_fashion_mnist
 from adcs.data.fashion_mnist import data_folders as fashion_mnist_folders
 from adcs.data.synthetic import Synthetic
 from adcs.registry import Table
@@ -534,7 +534,7 @@ def load_dataset(name: str, /, **options: Any) -> Dataset | Synthetic:
     ValueError
         Unknown name, unknown or missing option.
     FileNotFoundError, ChecksumError, DataError
-        From the loader.
+        From the loader; DataError also when it returns no data set.
     """
     if not DATASETS.recognises(name):
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {name!r}")
@@ -547,4 +547,9 @@ def load_dataset(name: str, /, **options: Any) -> Dataset | Synthetic:
     missing = sorted(entry.required - set(options))
     if missing:
         raise ValueError(f"dataset {name!r} needs the option(s) {missing}")
-    return entry.load(**options)
+    loaded = entry.load(**options)
+    if not isinstance(loaded, Dataset | FashionMNIST | Synthetic):  # a user's loader broke it
+        raise DataError(
+            f"dataset {name!r}: its loader returned {type(loaded).__name__}, not a Dataset"
+        )
+    return loaded

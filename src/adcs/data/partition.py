@@ -745,7 +745,8 @@ def partition_data(
     Raises
     ------
     ValueError
-        Unknown kind or parameter, a missing parameter, or a split the data cannot give.
+        Unknown kind or parameter, a missing parameter, a split the data cannot give, or a split
+        that returns no :class:`Partition`.
     """
     entry = partition_kind(kind)
     unknown = sorted(set(params) - entry.keys)
@@ -756,7 +757,10 @@ def partition_data(
     missing = sorted(entry.required - set(params))
     if missing:
         raise ValueError(f"partition {kind!r} needs the parameter(s) {missing}")
-    return entry.split(data, rng, **params)
+    partition = entry.split(data, rng, **params)
+    if not isinstance(partition, Partition):  # a user's split (by import path) that broke it
+        raise ValueError(f"the split returned {type(partition).__name__}, not a Partition")
+    return partition
 
 
 # --------------------------------------------------------------------------------------------

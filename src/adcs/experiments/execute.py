@@ -81,6 +81,11 @@ def _load_progress(folder: ResultsFolder, identity: dict[str, Any], source: str)
     state = folder.load_checkpoint()
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise RunError(f"--resume: the checkpoint in {folder.partial} is of another adcs version")
+    if "identity" not in state:  # a sweep's or a leaderboard's (run_leaderboard's identity)
+        raise ConfigError(
+            f"{source}: --resume: {folder.partial} holds an interrupted sweep or leaderboard, not "
+            "a run: resume it with the command that started it (its --sweep, or adcs leaderboard)"
+        )
     saved = state["identity"]
     diffs = config_differences(saved["config"], identity["config"])
     if diffs:

@@ -501,7 +501,7 @@ class ResultsFolder:
         """Write the checkpoint atomically: a reader finds the previous one or this one, whole."""
         folder = self.checkpoint_dir
         folder.mkdir(exist_ok=True)
-        atomic_write(folder / "state.pkl", pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write(folder / "state.pkl", _pickled(state))
         doc = {**info, "saved_at": _now(), "pid": os.getpid()}
         atomic_write(folder / "info.json", (json.dumps(doc, indent=2) + "\n").encode())
 
@@ -509,7 +509,7 @@ class ResultsFolder:
         """Write a finished piece of work once (e.g. a batch's results), atomically."""
         folder = self.checkpoint_dir
         folder.mkdir(exist_ok=True)
-        atomic_write(folder / name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write(folder / name, _pickled(value))
 
     def load_part(self, name: str) -> Any:
         with (self.checkpoint_dir / name).open("rb") as fh:
@@ -558,6 +558,15 @@ class ResultsFolder:
             return True
         shutil.rmtree(self.partial, ignore_errors=True)
         return False
+
+
+def _pickled(value: Any) -> bytes:
+    """``value`` pickled; any failure (a lambda or an open file in a run's state) is a
+    :class:`pickle.PicklingError` naming it."""
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise pickle.PicklingError(f"cannot checkpoint the runs' state ({exc})") from exc
 
 
 def _remove(path: Path) -> None:

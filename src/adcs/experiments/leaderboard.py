@@ -267,6 +267,11 @@ def _identity(configs: Sequence[ExperimentConfig]) -> dict[str, Any]:
 
 def _check_resume(folder: ResultsFolder, identity: dict[str, Any]) -> None:
     saved = folder.load_checkpoint()
+    if isinstance(saved, dict) and "identity" in saved:  # a run's (execute._load_progress)
+        raise ConfigError(
+            f"--resume: {folder.partial} holds an interrupted run, not a sweep or leaderboard: "
+            "resume it with the command that started it (without --sweep)"
+        )
     if not isinstance(saved, dict) or saved.get("kind") != "leaderboard":
         raise RunError(f"--resume: {folder.partial} holds no interrupted leaderboard")
     if list(saved["workloads"]) != list(identity["workloads"]):

@@ -41,6 +41,7 @@ __all__ = [
     "parse_assignment",
     "parse_key",
     "parse_value",
+    "parse_values",
     "split_assignment",
     "target_paths",
     "with_sets",
@@ -110,6 +111,16 @@ def parse_value(raw: str, where: str) -> Any:
                 f"{where}: {raw!r} is not a TOML value (quote a string with spaces: '\"...\"')"
             ) from None
         return raw
+
+
+def parse_values(raw: str, where: str) -> list[Any]:
+    """``V1,V2,…``: TOML values (a comma inside a quoted string or a table is kept), or, when
+    they are not all TOML, each part a value or a bare word."""
+    try:
+        values: list[Any] = tomllib.loads(f"values = [{raw}]")["values"]
+    except tomllib.TOMLDecodeError:
+        return [parse_value(v.strip(), where) for v in raw.split(",") if v.strip()]
+    return values
 
 
 def _set_in(node: Any, parts: tuple[str, ...], value: Any, done: tuple[str, ...]) -> None:

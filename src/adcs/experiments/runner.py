@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -70,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from adcs.data import DATASETS
-from adcs.experiments.config import ExperimentConfig, config_to_dict
+from adcs.experiments.config import ConfigError, ExperimentConfig, config_to_dict
 from adcs.experiments.distributed import ShardExecutor
 from adcs.experiments.execute import (
     CHECKPOINT_FORMAT,
@@ -120,6 +121,7 @@ from adcs.experiments.results import (
     write_data_files,
 )
 from adcs.experiments.workload import DataSource
+from adcs.rounds import SchedulerInitError
 from adcs.sim.engine import RunSpec, SimConfig
 from adcs.sim.spec import Evaluation
 
@@ -462,9 +464,18 @@ def _run_in(
             hint = f" (the checkpoint, {where}, is kept: --resume continues)" if kept else ""
             error = os_error("cannot write the results", exc, folder.partial)
             raise RunError(f"{error}{hint}") from exc
+        failure = exc
+        if isinstance(exc, pickle.PicklingError):  # say what must pickle
+            failure = RunError(f"{exc}: a scheduler's state must pickle (checkpoints and workers)")
+        elif isinstance(exc, SchedulerInitError):  # a hyperparameter that does not fit the data
+            failure = ConfigError(f"{config.source}: {exc}")
         if kept:
-            note_kept(exc, f"the checkpoint ({where})", folder.partial)
-        raise
+            note_kept(
+                failure, f"the checkpoint ({where})" if where else "the checkpoint", folder.partial
+            )
+        if failure is exc:
+            raise
+        raise failure from exc
 
 
 _LISTED_SIZES = 10_000

@@ -161,6 +161,8 @@ class KindTable:
             return cls(**table)
         except (TypeError, ValueError) as exc:
             raise ConfigError(self._message(str(exc), keys)) from None
+        except Exception as exc:  # a user's row may raise anything: its message, named
+            raise ConfigError(self._message(f"{type(exc).__name__}: {exc}", keys)) from None
 
     def _refuse_unknown(self, kind: str, table: Mapping[str, Any], keys: Mapping[str, Any]) -> None:
         """Name a key of another kind as such (``model.factory is only for kind = 'torch'``)."""

@@ -40,6 +40,7 @@ from adcs.experiments.overrides import (
     apply_assignments,
     parse_key,
     parse_value,
+    parse_values,
     split_assignment,
     target_paths,
 )
@@ -48,6 +49,7 @@ from adcs.experiments.plan import runs_per_seed
 __all__ = [
     "SweepAxis",
     "check_overlaps",
+    "check_swept_keys",
     "load_with_sweep",
     "parse_sweep",
     "run_sweep",
@@ -96,10 +98,7 @@ def parse_sweep(text: str) -> SweepAxis:
     if parts is None:
         raise ConfigError(f"--sweep {text!r}: expected KEY=V1,V2,… (or KEY=[V1, V2])")
     where = f"--sweep {key}"
-    if raw.startswith("["):
-        values = parse_value(raw, where)
-    else:
-        values = [parse_value(v.strip(), where) for v in raw.split(",") if v.strip()]
+    values = parse_value(raw, where) if raw.startswith("[") else parse_values(raw, where)
     return SweepAxis(parts, tuple(values))
 
 
@@ -153,9 +152,12 @@ def sweep_points(
     the configuration refuses is named with its key before anything runs.
     """
     names = [a.name for a in axes]
+    if "name" in names:  # it would be replaced by each point's own, silently
+        raise ConfigError("sweep name: a point is named after its values; sweep another key")
+    check_swept_keys(config, axes)
     base = config_to_dict(config)
-    check_overlaps(base, [(f"sweep {a.name}", a.key, a.values[0]) for a in axes])
-    points = []
+    points: list[tuple[dict[str, Any], ExperimentConfig]] = []
+    seen: list[tuple[dict[str, Any], str]] = []  # each point's configuration, as checked
     for i, values in enumerate(itertools.product(*(a.values for a in axes))):
         point = dict(zip(names, values, strict=True))
         doc = apply_assignments(base, [(a.key, v) for a, v in zip(axes, values, strict=True)])
@@ -164,6 +166,11 @@ def sweep_points(
         where = ", ".join(f"{k}={v!r}" for k, v in point.items())
         checked = config_from_dict(doc, source=f"{config.source} (sweep {where})")
         check_counts(checked, runs_per_seed=runs_per_seed(checked))  # the file's bounds too
+        doc = {**config_to_dict(checked), "name": ""}
+        for other, said in seen:  # == holds for 1 and 1.0 of a float key
+            if other == doc:
+                raise ConfigError(f"sweep: {said} and {where} are one configuration; sweep others")
+        seen.append((doc, where))
         points.append((point, checked))
     return points
 
@@ -172,12 +179,27 @@ Keyed = tuple[str, tuple[str, ...], Any]
 """What sets a key (``"--set m"``, ``"sweep m"``), the dotted key's parts, and a value."""
 
 
+def check_swept_keys(
+    config: ExperimentConfig, axes: Sequence[SweepAxis], fixed: Sequence[Keyed] = ()
+) -> None:
+    """Refuse two swept keys that set one value of ``config``, and a ``fixed`` key (an override
+    given beside the sweep: ``--set``, ``--rounds``, a keyword) that a swept one replaces.
+
+    Raises
+    ------
+    ConfigError
+        See :func:`check_overlaps`.
+    """
+    swept = [(f"sweep {a.name}", a.key, a.values[0]) for a in axes]
+    check_overlaps(config_to_dict(config), swept, fixed)
+
+
 def check_overlaps(
     doc: dict[str, Any], swept: Sequence[Keyed], fixed: Sequence[Keyed] = ()
 ) -> None:
     """Refuse two swept keys that set the same value of the configuration document ``doc``
     (``data.dominance`` is ``data.partition.dominance``; a table holds its keys), and a fixed
-    key (set before the sweep) that a swept one replaces whole: no value is silently dropped.
+    key (set before them) that a swept one replaces whole: no value is silently dropped.
 
     Raises
     ------
@@ -194,10 +216,7 @@ def check_overlaps(
             if path[: len(shared)] == known[: len(shared)] and (
                 other.startswith("sweep") or shared == path
             ):
-                raise ConfigError(
-                    f"{other} and {what} both set {'.'.join(shared)}: keep one "
-                    "(a key is swept once, and a swept key is not also set)"
-                )
+                raise ConfigError(f"{other} and {what} both set {'.'.join(shared)}: keep one")
         seen += [(what, path) for path in paths]
 
 

@@ -2,7 +2,8 @@
 
 A scheduler is an immutable object holding validated hyperparameters. Its per-run state is a
 separate value that the runtime (the simulator, or the Flower strategy) keeps and passes back in, so
-one scheduler object can drive many independent runs at once. One round is:
+one scheduler object can drive many independent runs at once; it must pickle (checkpoints and
+workers copy it). One round is:
 
 1. ``probe = scheduler.probe(state, round_idx, available, rng)`` — what must be gathered at the
    current model w⁽ᵗ⁾ before choosing: nothing, losses, or updates (with their losses, free).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -230,10 +231,7 @@ class TraceAvailability:
         if not p.is_file():
             raise ValueError(f"availability trace {p} does not exist or is not a file")
         if p.suffix == ".npz":
-            with np.load(p) as archive:
-                if "available" not in archive:
-                    raise ValueError(f"availability trace {p} has no array named 'available'")
-                table = np.asarray(archive["available"]).astype(bool)
+            table = _read_npz_trace(p)
         elif p.suffix == ".csv":
             table = _read_csv_trace(p, n_clients)
         else:
@@ -273,7 +271,28 @@ class TraceAvailability:
         }
 
 
+def _read_npz_trace(path: Path) -> BoolArray:
+    """The ``available`` array of a trace archive; a file that is none is refused naming it."""
+    if not zipfile.is_zipfile(path):  # np.load would take it for pickled data
+        raise ValueError(f"availability trace {path} is not a .npz archive (as np.savez writes)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            table = np.asarray(archive["available"]) if "available" in archive.files else None
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"availability trace {path} cannot be read: {exc}") from None
+    if table is None:
+        raise ValueError(f"availability trace {path} has no array named 'available'")
+    return table.astype(bool)
+
+
 def _read_csv_trace(path: Path, n_clients: int) -> BoolArray:
+    try:
+        return _csv_pairs(path, n_clients)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"availability trace {path} is not UTF-8 text: {exc}") from None
+
+
+def _csv_pairs(path: Path, n_clients: int) -> BoolArray:
     pairs: list[tuple[int, int]] = []
     with path.open(newline="", encoding="utf-8") as f:
         for line, row in enumerate(csv.reader(f), start=1):

@@ -9,6 +9,8 @@ independent (run, client) jobs in memory-bounded calls — from counter-based st
 from __future__ import annotations
 
 import dataclasses
+import reprlib
+from typing import Any
 
 import numpy as np
 
@@ -225,6 +227,21 @@ def _check_gather_memory(ctx: _Context) -> None:
         )
 
 
+def _check_mask(mask: Any, n_clients: int, model: Any) -> None:
+    """Refuse an availability model whose ``mask`` is no bool array of shape (n_clients,)."""
+    if isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.shape == (n_clients,):
+        return
+    got = (
+        f"a {mask.dtype} array of shape {mask.shape}"
+        if isinstance(mask, np.ndarray)
+        else f"{type(mask).__name__}: {reprlib.repr(mask)}"
+    )
+    raise ValueError(
+        f"availability: {type(model).__name__}.mask(key, round, groups) must return a bool "
+        f"array of shape ({n_clients},), got {got}"
+    )
+
+
 def _context(data: ClientData, config: SimConfig, model: Model | None) -> _Context:
     if model is None:
         model = LogisticRegression(int(np.prod(data.input_shape)), data.n_classes)
@@ -235,8 +252,11 @@ def _context(data: ClientData, config: SimConfig, model: Model | None) -> _Conte
             "config holds a setting read per population (a trace or device file): simulate "
             "config.for_clients(data.n_clients)"
         )
-    if isinstance(config.availability, TraceAvailability):
-        config.availability.mask(0, 0, data.groups)  # refuses a trace of another population
+    availability = config.availability
+    if not isinstance(availability, BernoulliAvailability):  # Bernoulli draws indices
+        mask = availability.mask(0, 0, data.groups)  # a trace of another population refuses
+        if not isinstance(availability, TraceAvailability):  # one's own model: the contract
+            _check_mask(mask, data.n_clients, availability)
     ctx = _Context(data, config, model)
     _check_gather_memory(ctx)
     return ctx

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs.roundplay import RoundClock, RoundRules, scheduler_to_ask
+from adcs.rounds import SchedulerInitError
 from adcs.schedulers.base import Scheduler
 from adcs.sim.context import _Context
 from adcs.sim.spec import BoolArray, F64Array, IntArray, RunSpec
@@ -107,10 +108,14 @@ def _new_run(spec: RunSpec, ctx: _Context) -> _Run:
     scheduler = scheduler_to_ask(spec.scheduler, repr(spec.run_id), clock, invited)
     timed = clock is not None
     rounds, m = ctx.config.rounds, int(scheduler.m)
+    try:
+        state = scheduler.init(ctx.data.n_clients, ctx.sizes.astype(np.float64))
+    except ValueError as exc:
+        raise SchedulerInitError(f"run {spec.run_id}: {exc}") from exc
     return _Run(
         spec=spec,
         rules=_rules(spec, scheduler, target, clock, ctx),
-        state=scheduler.init(ctx.data.n_clients, ctx.sizes.astype(np.float64)),
+        state=state,
         rng=scheduler_rng(spec.seed, spec.run_id),
         selected=np.full((rounds, m), -1, dtype=np.int32),
         returned=np.zeros((rounds, m), dtype=bool),

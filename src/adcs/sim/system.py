@@ -120,7 +120,14 @@ class SystemProfile:
         p = Path(path)
         if not p.is_file():
             raise ValueError(f"system profile {p} does not exist or is not a file")
-        with p.open(newline="") as fh:
+        try:
+            return cls._read_csv(p, n_clients)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"system profile {p} is not UTF-8 text: {exc}") from None
+
+    @classmethod
+    def _read_csv(cls, p: Path, n_clients: int) -> SystemProfile:
+        with p.open(newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             missing = {"client", *_QUANTITIES} - set(reader.fieldnames or ())
             if missing:

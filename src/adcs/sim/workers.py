@@ -154,7 +154,8 @@ def _forked_worker(index: int, conn: Connection, parent: int) -> None:
     try:
         conn.send(message)
     except Exception as exc:  # e.g. an unpicklable scheduler state
-        conn.send(("error", RuntimeError(f"simulation worker {index}: cannot send results: {exc}")))
+        reason = f"simulation worker {index}: cannot send the runs' state back ({exc})"
+        conn.send(("error", pickle.PicklingError(reason)))
     conn.close()
 
 
