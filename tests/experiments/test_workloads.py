@@ -112,7 +112,7 @@ def test_paths_are_checked_for_what_the_dataset_reads(tmp_path: Path) -> None:
     ("options", "message"),
     [
         ({}, "its loader failed: RuntimeError: the data server is down"),
-        ({"give": "rows"}, "its loader returned str, not an adcs.data.Dataset"),
+        ({"give": "rows"}, "its loader returned str, not a Dataset"),
     ],
 )
 def test_a_user_loader_that_fails_is_a_named_data_error(
@@ -122,7 +122,7 @@ def test_a_user_loader_that_fails_is_a_named_data_error(
         doc({"dataset": "tests.plugins.my_rows:FAILING", **options,
              "partition": {"kind": "iid", "n_clients": 4}})
     )  # fmt: skip
-    with pytest.raises(DataError) as info:  # were: the RuntimeError, an AttributeError later
+    with pytest.raises(DataError) as info:  # was: the RuntimeError's traceback
         load_data(config.data)
     assert str(info.value) == f"dataset 'tests.plugins.my_rows:FAILING': {message}"
 
