@@ -142,6 +142,10 @@ def test_a_data_path_in_the_file_is_not_checked_when_data_overrides_it(tmp_path:
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["config"]["data"]["path"] == str((tmp_path / "data" / "good.npz").resolve())
+    shown = " ".join(
+        w for w in runner.invoke(cli.app, ["run", "--help"]).output.split() if w != "│"
+    )
+    assert "folder (or file), in place of data.path" in shown  # it said: Fashion-MNIST folder
 
 
 def test_arrays_beside_the_configuration_leave_the_folder_free_for_results(

@@ -386,7 +386,8 @@ DataDir = Annotated[
     typer.Option(
         "--data",
         metavar="DIR",
-        help="Fashion-MNIST folder (default: $ADCS_DATA_DIR, then the lookup; see Data).",
+        help="The data's folder (or file), in place of data.path (Fashion-MNIST's default: "
+        "$ADCS_DATA_DIR, then the lookup; see Data).",
     ),
 ]
 Force = Annotated[
