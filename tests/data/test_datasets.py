@@ -97,6 +97,11 @@ def test_arrays_errors_name_the_file_and_the_fault(tmp_path: Path) -> None:
              x_test=np.zeros((1, 5)), y_test=np.zeros(1, int))  # fmt: skip
     with pytest.raises(DataError, match="differ in shape"):
         load_arrays(shape)
+    mixed = tmp_path / "mixed.npz"  # was: train scaled to [0, 1], test used in [0, 255]
+    np.savez(mixed, x_train=np.zeros((3, 2), np.uint8), y_train=np.zeros(3, int),
+             x_test=np.zeros((1, 2), np.float32), y_test=np.zeros(1, int))  # fmt: skip
+    with pytest.raises(DataError, match="train inputs are uint8 and test inputs float32"):
+        load_arrays(mixed)
 
 
 # --------------------------------------------------------------------------------------------

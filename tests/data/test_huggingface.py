@@ -57,6 +57,18 @@ def test_a_saved_data_set_loads_offline_with_its_columns(saved: Path) -> None:
         load_dataset("huggingface", path=str(saved.parent / "nothing"))
 
 
+def test_integer_inputs_are_pixels_only_when_both_splits_are(tmp_path: Path) -> None:
+    def split(step: int) -> datasets.Dataset:  # values up to 35 × step
+        values = np.arange(12 * 3).reshape(12, 3) * step
+        return datasets.Dataset.from_dict({"image": list(values), "label": np.arange(12) % 2})
+
+    path = tmp_path / "ints"
+    datasets.DatasetDict({"train": split(10), "test": split(1)}).save_to_disk(str(path))
+    data = load_dataset("huggingface", path=str(path))  # was: test uint8, train float32
+    assert data.train_images.dtype == data.test_images.dtype == np.float32
+    np.testing.assert_array_equal(data.test_images[1], [3, 4, 5])  # used as they are
+
+
 def test_a_hub_name_reaches_the_hub_without_its_retry_lines(
     saved: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -93,7 +93,8 @@ class Dataset:
     name : str
         The registry name (``"digits"``, ...).
     train_images : ndarray of shape (n_train, *input_shape), uint8 or float32
-        Inputs; uint8 pixels are scaled to [0, 1] when gathered, floats used as they are.
+        Inputs; uint8 pixels are scaled to [0, 1] when gathered, floats used as they are (both
+        splits uint8, or neither).
     train_labels : ndarray of shape (n_train,), int in [0, n_classes)
     test_images : ndarray of shape (n_test, *input_shape)
     test_labels : ndarray of shape (n_test,)
@@ -141,6 +142,13 @@ class Dataset:
             raise DataError(
                 f"{self.name}: train inputs {self.train_images.shape[1:]} and test inputs "
                 f"{self.test_images.shape[1:]} differ in shape"
+            )
+        pixels = [np.asarray(x).dtype == np.uint8 for x in (self.train_images, self.test_images)]
+        if pixels[0] != pixels[1]:  # one split would be scaled to [0, 1], the other not
+            raise DataError(
+                f"{self.name}: train inputs are {np.asarray(self.train_images).dtype} and test "
+                f"inputs {np.asarray(self.test_images).dtype}; uint8 pixels are scaled to [0, 1] "
+                "and numbers used as they are, so both splits must be uint8 or neither"
             )
 
     @property
@@ -225,8 +233,8 @@ def load_digits(test_fraction: float = DIGITS_TEST_FRACTION) -> Dataset:
 def load_arrays(path: str | os.PathLike[str]) -> Dataset:
     """A user ``.npz`` with ``x_train, y_train, x_test, y_test`` (inputs of any shape).
 
-    Inputs may be uint8 pixels (scaled to [0, 1] when used) or numbers (used as float32); labels
-    integers from 0; the number of classes is one more than the largest label.
+    Inputs may be uint8 pixels (scaled to [0, 1] when used) or numbers (used as float32), alike in
+    both splits; labels integers from 0; the number of classes is one more than the largest label.
     """
     file = Path(path).expanduser()
     if not file.is_file():

@@ -44,6 +44,15 @@ def _datasets() -> Any:
     return datasets
 
 
+def _inputs(*splits: np.ndarray) -> list[np.ndarray]:
+    """Integers in [0, 255] in every split as uint8 pixels (scaled when used), else float32."""
+    pixels = all(
+        np.issubdtype(x.dtype, np.integer) and (x.size == 0 or (x.min() >= 0 and x.max() <= 255))
+        for x in splits
+    )
+    return [x.astype(np.uint8 if pixels else np.float32) for x in splits]
+
+
 def _column(split: Any, column: str, where: str) -> np.ndarray:
     if column not in split.column_names:
         raise DataError(f"{where} has no column {column!r}; its columns: {split.column_names}")
@@ -114,13 +123,12 @@ def load_huggingface(
             x = x[:, None]
         if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
             raise DataError(f"huggingface: {features!r} must hold numbers, got {x.dtype}")
-        if np.issubdtype(x.dtype, np.integer):
-            x = x.astype(np.uint8) if x.min() >= 0 and x.max() <= 255 else x.astype(np.float32)
-        splits[split] = (x if x.dtype == np.uint8 else x.astype(np.float32), y.astype(np.int64))
+        splits[split] = (x, y.astype(np.int64))
         fingerprint = getattr(loaded[split], "_fingerprint", None)
         if fingerprint:
             splits[f"{split}#"] = fingerprint
     (x_train, y_train), (x_test, y_test) = splits[train_split], splits[test_split]
+    x_train, x_test = _inputs(x_train, x_test)
     return Dataset(
         "huggingface", x_train, y_train, x_test, y_test,
         n_classes=int(max(y_train.max(), y_test.max())) + 1, source=source,
