@@ -17,6 +17,11 @@ from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
@@ -179,3 +184,14 @@ def test_the_guides_partition_table_names_each_partition_and_which_take_sizes() 
     claim = re.search(r"^(.*) also take `train_per_client`", text, re.MULTILINE)
     assert claim is not None  # was: "Every partition also takes ...", refused by four of them
     assert sorted(re.findall(r"`(\w+)`", claim.group(1))) == sized
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_the_install_lines_name_every_extra(page: str) -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    text = (ROOT / page).read_text(encoding="utf-8")
+    block = text[text.index("## Installing") :].split("```")[1]
+    named = set(re.findall(r'"\.\[([a-z]+)\]"', block))
+    assert named == set(extras)  # sklearn (digits) and others were missing
