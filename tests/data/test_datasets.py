@@ -66,6 +66,16 @@ def test_arrays_take_any_input_shape(tmp_path: Path) -> None:
     assert load_arrays(pixels).train_images.dtype == np.uint8
 
 
+def test_arrays_with_classes_missing_from_training_say_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = tmp_path / "gaps.npz"
+    np.savez(file, x_train=np.zeros((4, 2)), y_train=np.array([3, 7, 3, 7]),
+             x_test=np.zeros((2, 2)), y_test=np.array([3, 7]))  # fmt: skip
+    assert load_arrays(file).n_classes == 8
+    assert "class(es) [0, 1, 2, 4, 5, 6] have no training sample (labels run 0 … 7)" in caplog.text
+
+
 def test_arrays_errors_name_the_file_and_the_fault(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_arrays(tmp_path / "absent.npz")

@@ -260,6 +260,12 @@ def load_arrays(path: str | os.PathLike[str]) -> Dataset:
     y_train = _class_labels(f"{file}: y_train", arrays["y_train"])
     y_test = _class_labels(f"{file}: y_test", arrays["y_test"])
     n_classes = int(max(y_train.max(initial=0), y_test.max(initial=0))) + 1
+    absent = np.flatnonzero(np.bincount(y_train, minlength=n_classes) == 0).tolist()
+    if absent:  # they still count: partitions and per-group columns see n_classes classes
+        logger.warning(
+            "%s: class(es) %s have no training sample (labels run 0 … %d)",
+            file, absent, n_classes - 1,
+        )  # fmt: skip
     return Dataset(
         "arrays", _inputs(f"{file}: x_train", arrays["x_train"]), y_train,
         _inputs(f"{file}: x_test", arrays["x_test"]), y_test, n_classes=max(n_classes, 2),
