@@ -482,11 +482,12 @@ class RunRound:
         self.state = state
         self.selection: Selection | None = None
         self.non_finite: IntArray = _NOBODY
+        self._blind_clients: IntArray | None = None
         if self.probe.kind is ProbeKind.NONE:
             blind = available.blind
             self.selection, self.state = _selected(rules, state, t, blind, rng)
             # checked now: the runtime plans this round's jobs from a blind selection
-            self._checked(blind)
+            self._blind_clients = self._checked(blind)
         self.stats = available.blind
         self.selected: IntArray = _NOBODY
         self.returned: BoolArray = _NONE_BACK
@@ -518,14 +519,16 @@ class RunRound:
         probe failed).
         """
         rules, t = self.rules, self.t
-        self.stats = stats
+        blind, self.stats = self.stats, stats
         if self.selection is None:
             self.non_finite = stats.non_finite()
             seen = stats
             if rules.sketch is not None and stats.updates is not None:
                 seen = dataclasses.replace(stats, updates=rules.sketch(stats.updates))
             self.selection, self.state = _selected(rules, self.state, t, seen, self.rng)
-        clients = self._checked(stats)
+        clients = self._blind_clients  # checked at creation, against the same clients
+        if clients is None or stats.available is not blind.available:
+            clients = self._checked(stats)
         m = rules.scheduler.m
         if rules.dropout is None and rules.clock is None:  # everyone selected returns
             self.selected, self.returned = clients, _all_back(clients.size)
