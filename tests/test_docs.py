@@ -174,7 +174,7 @@ def test_the_own_schedulers_leaderboard_variants_example_names_its_entries() -> 
 
 
 def test_the_guides_partition_table_names_each_partition_and_which_take_sizes() -> None:
-    from adcs.data.partition import PARTITIONS
+    from adcs.data.partition_table import PARTITIONS
 
     text = (DOCS / "guide.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.MULTILINE))

@@ -15,12 +15,14 @@ from adcs.dpp import (
     exact_map,
     greedy_map,
     greedy_map_features,
-    kdpp_eigen,
-    kdpp_inclusion_probabilities,
     log_det,
-    log_elementary_symmetric,
     naive_greedy_map,
     row_norms,
+)
+from adcs.dpp_sampling import (
+    kdpp_eigen,
+    kdpp_inclusion_probabilities,
+    log_elementary_symmetric,
     sample_kdpp,
 )
 
@@ -451,3 +453,13 @@ TWO_BY_TWO = np.array([[1.0, 2.0], [2.0, 1.0]])
 def test_kdpp_sampler_names_a_missing_generator():
     with pytest.raises(TypeError, match=r"rng must be a numpy\.random\.Generator, got NoneType"):
         sample_kdpp(np.eye(3), 2, None)  # type: ignore[arg-type]
+
+
+def test_the_k_dpp_names_are_still_reachable_from_adcs_dpp() -> None:
+    import adcs.dpp
+    import adcs.dpp_sampling
+
+    assert adcs.dpp.sample_kdpp is adcs.dpp_sampling.sample_kdpp
+    assert adcs.dpp.KernelEigen is adcs.dpp_sampling.KernelEigen
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        adcs.dpp.nope  # noqa: B018

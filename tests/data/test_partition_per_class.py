@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from adcs.data.counts import _per_class_dirichlet_counts
-from adcs.data.partition import class_counts, dirichlet_per_class, partition_data
+from adcs.data.partition import class_counts, dirichlet_per_class
+from adcs.data.partition_table import partition_data
 
 from .test_partition import FULL_TEST, FULL_TRAIN, assert_disjoint_and_in_range, same_partition
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from adcs.dpp import alpha_of, kdpp_inclusion_probabilities
+from adcs.dpp import alpha_of
+from adcs.dpp_sampling import kdpp_inclusion_probabilities
 from adcs.schedulers import KDPP, ClientStats, ProbeKind
 
 

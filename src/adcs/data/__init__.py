@@ -23,18 +23,16 @@ from adcs.data.fashion_mnist import (
     read_idx,
 )
 from adcs.data.partition import (
-    PARTITIONS,
     Partition,
-    PartitionKind,
     class_counts,
     classes_per_client,
     dirichlet,
     iid,
     natural,
     paper_groups,
-    partition_data,
     shards,
 )
+from adcs.data.partition_table import PARTITIONS, PartitionKind, partition_data
 from adcs.data.synthetic import Synthetic, SyntheticClients
 
 __all__ = [

@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from adcs.data.counts import _draw, _split_classes
 from adcs.data.datasets import DataError, Dataset
-from adcs.data.partition import Partition, PartitionKind, _draw, _split_classes
+from adcs.data.partition import Partition
+from adcs.data.partition_table import PartitionKind
 
 __all__ = ["FLWR_PREFIX", "flwr_partition_kind", "load_huggingface"]
 

@@ -24,27 +24,24 @@ This is i.i.d. sampling from the client's distribution with the label counts str
 
 A client's *group* is the partition's own where it has one (paper_groups, classes_per_client);
 otherwise its majority training label (ties to the lowest class), so ``n_groups = C``.
-:data:`PARTITIONS` is the name → partition table used by configurations.
+:data:`adcs.data.partition_table.PARTITIONS` is the name → partition table used by
+configurations.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from adcs._validate import (
-    check_client_count,
     check_int,
-    check_non_negative,
     check_number,
-    check_positive,
-    check_unit_interval,
 )
 from adcs.data.counts import (
     _apportion_1d,
@@ -60,13 +57,10 @@ from adcs.data.counts import (
     _size_weights,
     _split_classes,
 )
-from adcs.registry import Table
 
 __all__ = [
-    "PARTITIONS",
     "LabelledSplits",
     "Partition",
-    "PartitionKind",
     "class_counts",
     "classes_per_client",
     "dirichlet",
@@ -75,7 +69,6 @@ __all__ = [
     "majority_groups",
     "natural",
     "paper_groups",
-    "partition_data",
     "shards",
 ]
 
@@ -614,156 +607,6 @@ def majority_groups(partition: Partition, train_labels: ArrayLike, n_classes: in
 
 
 # --------------------------------------------------------------------------------------------
-# The table
-# --------------------------------------------------------------------------------------------
-
-
-PARAMETER_CHECKS: Mapping[str, Callable[[str, Any], object]] = {
-    "n_groups": check_int, "clients_per_group": check_int, "dominance": check_unit_interval,
-    "n_clients": check_client_count, "alpha": check_positive, "size_sigma": check_non_negative,
-    "train_per_client": check_int, "test_per_client": check_int,
-    "shards_per_client": check_int, "classes": check_int,
-}  # fmt: skip
-"""Types and ranges of the built-in partitions' parameters (the data decide the rest)."""
-
-
-@dataclass(frozen=True)
-class PartitionKind:
-    """One row of :data:`PARTITIONS`.
-
-    Attributes
-    ----------
-    split : callable
-        ``split(data, rng, **params)`` → :class:`Partition`, with ``data`` the labelled splits.
-    keys : frozenset of str
-        Its parameters (the ``[data.partition]`` keys besides ``kind``).
-    required : frozenset of str
-        Parameters that must be given.
-    """
-
-    split: Callable[..., Partition]
-    keys: frozenset[str]
-    required: frozenset[str] = frozenset()
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    """The values of parameters not given (the partition function's defaults)."""
-    checks: Mapping[str, Callable[[str, Any], object]] = field(
-        default_factory=lambda: PARAMETER_CHECKS
-    )
-    """``check(name, value)`` of a parameter (``ValueError`` naming it), run when a configuration
-    is read; a parameter without one is checked by the split itself."""
-
-    def check(self, params: Mapping[str, Any], prefix: str = "") -> None:
-        """Check the parameters' values (``ValueError`` naming ``prefix + key``)."""
-        for key, value in params.items():
-            if key in self.checks:
-                self.checks[key](prefix + key, value)
-
-    def value(self, params: Mapping[str, Any], key: str) -> Any:
-        """The parameter ``key`` as the partition will use it (None: unset, the data decide)."""
-        return params.get(key, self.defaults.get(key))
-
-    def n_clients(self, params: Mapping[str, Any]) -> int | None:
-        """N for these parameters, when they fix it (None: the data decide, e.g. ``natural``)."""
-        if "n_groups" in self.keys:
-            return int(self.value(params, "n_groups")) * int(
-                self.value(params, "clients_per_group")
-            )
-        value = params.get("n_clients")
-        return None if value is None else int(value)
-
-
-def _labels_of(data: LabelledSplits) -> tuple[Any, Any]:
-    return data.train_labels, data.test_labels
-
-
-def _natural(data: Any, rng: np.random.Generator, n_clients: int | None = None) -> Partition:
-    if getattr(data, "train_writers", None) is None:
-        raise ValueError("the natural partition needs a data set with its own clients (femnist)")
-    return natural(
-        data.train_writers, data.test_writers, rng, data.train_labels, data.test_labels, n_clients
-    )
-
-
-_SIZES = frozenset({"train_per_client", "test_per_client"})
-PARTITIONS: Table[PartitionKind] = Table("partition", "adcs.partitions", {
-    "paper_groups": PartitionKind(
-        lambda d, rng, **p: paper_groups(*_labels_of(d), rng, **p),
-        frozenset({"n_groups", "clients_per_group", "dominance"}) | _SIZES,
-        defaults={"n_groups": 10, "clients_per_group": 3, "dominance": 1.0},
-    ),
-    "iid": PartitionKind(
-        lambda d, rng, **p: iid(*_labels_of(d), rng, **p),
-        frozenset({"n_clients", "size_sigma"}) | _SIZES, frozenset({"n_clients"}),
-    ),
-    "dirichlet": PartitionKind(
-        lambda d, rng, **p: dirichlet(*_labels_of(d), rng, **p),
-        frozenset({"n_clients", "alpha", "size_sigma"}) | _SIZES, frozenset({"n_clients", "alpha"}),
-    ),
-    "dirichlet_per_class": PartitionKind(
-        lambda d, rng, **p: dirichlet_per_class(*_labels_of(d), rng, **p),
-        frozenset({"n_clients", "alpha", "balance", "min_size"}), frozenset({"n_clients", "alpha"}),
-    ),
-    "shards": PartitionKind(
-        lambda d, rng, **p: shards(*_labels_of(d), rng, **p),
-        frozenset({"n_clients", "shards_per_client"}), frozenset({"n_clients"}),
-    ),
-    "classes_per_client": PartitionKind(
-        lambda d, rng, **p: classes_per_client(*_labels_of(d), rng, **p),
-        frozenset({"n_clients", "classes"}), frozenset({"n_clients"}),
-    ),
-    "natural": PartitionKind(_natural, frozenset({"n_clients"})),
-}, row_type=PartitionKind)  # fmt: skip
-"""The one name → partition table used by configurations."""
-
-
-def partition_kind(kind: str) -> PartitionKind:
-    """The partition named ``kind``: a row of :data:`PARTITIONS`, or ``"flwr:NAME"`` for a
-    partitioner of Flower Datasets (:mod:`adcs.data.huggingface`).
-
-    Raises
-    ------
-    ValueError
-        Naming the known partitions.
-    """
-    if isinstance(kind, str) and kind.startswith("flwr:"):
-        from adcs.data.huggingface import flwr_partition_kind
-
-        return flwr_partition_kind(kind)
-    if not PARTITIONS.recognises(kind):
-        raise ValueError(
-            f"partition must be one of {sorted(PARTITIONS)}, 'flwr:NAME' (a partitioner of "
-            f"Flower Datasets) or an import path 'package.module:NAME', got {kind!r}"
-        )
-    return PARTITIONS[kind]
-
-
-def partition_data(
-    kind: str, data: LabelledSplits, rng: np.random.Generator, **params: Any
-) -> Partition:
-    """Split ``data`` with the partition ``kind`` (:func:`partition_kind`).
-
-    Raises
-    ------
-    ValueError
-        Unknown kind or parameter, a missing parameter, a split the data cannot give, or a split
-        that returns no :class:`Partition`.
-    """
-    entry = partition_kind(kind)
-    unknown = sorted(set(params) - entry.keys)
-    if unknown:
-        raise ValueError(
-            f"partition {kind!r} takes no parameter(s) {unknown}; allowed {sorted(entry.keys)}"
-        )
-    missing = sorted(entry.required - set(params))
-    if missing:
-        raise ValueError(f"partition {kind!r} needs the parameter(s) {missing}")
-    partition = entry.split(data, rng, **params)
-    if not isinstance(partition, Partition):  # a user's split (by import path) that broke it
-        raise ValueError(f"the split returned {type(partition).__name__}, not a Partition")
-    return partition
-
-
-# --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
 
@@ -799,3 +642,17 @@ def _by_writer(writers: IntArray) -> dict[int, IntArray]:
     keys, starts = np.unique(writers[order], return_index=True)
     parts = np.split(order, starts[1:])
     return {int(k): np.sort(p) for k, p in zip(keys, parts, strict=True)}
+
+
+_TABLE = frozenset(
+    {"PARAMETER_CHECKS", "PARTITIONS", "PartitionKind", "partition_data", "partition_kind"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The partitions' table (:mod:`adcs.data.partition_table`), reachable from here as before."""
+    if name in _TABLE:
+        from adcs.data import partition_table
+
+        return getattr(partition_table, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

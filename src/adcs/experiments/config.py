@@ -59,7 +59,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from adcs.data.datasets import DATASETS
-from adcs.data.partition import PARTITIONS as PARTITION_TABLE
+from adcs.data.partition_table import PARTITIONS as PARTITION_TABLE
 from adcs.experiments.adversary import ATTACK_TABLE, DEFENCE_TABLE
 from adcs.experiments.data_config import DataConfig, resolve_path
 from adcs.experiments.outputs import output_names

@@ -3,8 +3,8 @@
 ADCS schedules the *mode* of the m-DPP with kernel L = Q C Q, C = ΦᵀΦ the cosine kernel of the
 probed updates (eq. 5) and Q = diag(e^{α q}), α = θ / (2(1 − θ)) (eq. 7). This scheduler draws an
 exact *sample* of that k-DPP instead, P(S) ∝ det L_S over |S| = k = min(m, available)
-(:func:`adcs.dpp.sample_kdpp`), and weights the selected clients by p_i / π_i, with π_i = P(i ∈ S)
-the k-DPP's inclusion probabilities (:func:`adcs.dpp.kdpp_inclusion_probabilities`): the aggregate
+(:func:`adcs.dpp_sampling.sample_kdpp`), and weights the selected clients by p_i / π_i, with π_i = P(i ∈ S)
+the k-DPP's inclusion probabilities (:func:`adcs.dpp_sampling.kdpp_inclusion_probabilities`): the aggregate
 Σ_{i∈S} (p_i / π_i) Δ_i is then an unbiased (Horvitz–Thompson) estimate of Σ_i p_i Δ_i, while the
 sample stays diverse and quality-weighted.
 
@@ -21,9 +21,9 @@ from typing import ClassVar
 import numpy as np
 
 from adcs._validate import check_int, check_number
-from adcs.dpp import (
+from adcs.dpp import alpha_of
+from adcs.dpp_sampling import (
     KernelEigen,
-    alpha_of,
     kdpp_eigen,
     kdpp_inclusion_probabilities,
     sample_kdpp,
