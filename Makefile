@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 LINT_PATHS := $(wildcard src tests benchmarks examples scripts docs)
 
-.PHONY: demo test lint typecheck docs bench wheel-check clean
+.PHONY: demo test test-other-blas lint typecheck docs bench wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ docs: $(VENV)/.installed-docs
 # The Deployment Runtime's tests (mostly waiting out Flower's heartbeats) run beside the rest.
 test: lint typecheck docs
 	bash scripts/run_tests.sh $(BIN)
+
+# The tests that compare floats within a tolerance (marked `numeric`), again under an OpenBLAS
+# kernel other than the machine's own: a bound that holds on one kernel only is a guess.
+test-other-blas: $(VENV)/.installed-test
+	OPENBLAS_CORETYPE=$$($(BIN)/python scripts/other_blas.py) sh -c \
+	  '$(BIN)/python scripts/other_blas.py --check && $(BIN)/pytest -q -m "numeric and not deployment and not slow"'
 
 # Build the wheel, install it in a fresh environment, run `adcs reproduce --quick` from it.
 wheel-check: $(BIN)/python
