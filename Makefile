@@ -1,5 +1,5 @@
-# Two entry points: `make demo` (the main job) and `make test` (lint, types, the documentation site,
-# the whole test suite).
+# Two entry points: `make demo` (the main job) and `make test` (lint and the import layers, types,
+# the documentation site, the whole test suite).
 # Each bootstraps its own virtual environment and installs what it needs.
 PYTHON ?= python3
 VENV ?= .venv
@@ -30,6 +30,7 @@ demo: $(VENV)/.installed-base
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
