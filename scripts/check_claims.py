@@ -41,6 +41,7 @@ import argparse
 import csv
 import difflib
 import json
+import math
 import re
 import shlex
 import shutil
@@ -279,14 +280,38 @@ def _scores(base: Path, folders: str) -> dict[str, ranking.Score]:
         folder = (base / rel).resolve()
         if not (folder / "runs.csv").is_file():
             raise ClaimError(f"{rel}: no results folder (runs.csv) there")
-        records, acc = ranking.workload_scores(folder.parent, folder.name)
-        for score in ranking.scores_of(folder.name, records, acc)[0]:
+        for score in _folder_scores(folder):
             pooled.setdefault(score.label, score)
             mine = values.setdefault(score.label, {})
             for metric in (*ranking.METRICS, *score.columns):
                 for seed, v in score.values(metric).items():
                     mine.setdefault(metric, {}).setdefault(seed, v)
     return {label: _with_values(s, values[label]) for label, s in pooled.items()}
+
+
+def _folder_scores(folder: Path) -> list[ranking.Score]:
+    """The entries of one folder; a folder of ``runs.csv`` alone (development runs, kept without
+    their curves) gives each variant's final worst and average accuracy per seed."""
+    if (folder / "metrics.csv").is_file():
+        records, acc = ranking.workload_scores(folder.parent, folder.name)
+        return ranking.scores_of(folder.name, records, acc)[0]
+    with (folder / "runs.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    scores = []
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == variant]
+        per_seed = {
+            m: {int(r["seed"]): float(r[f"final_{m}_acc"]) for r in mine} for m in ("worst", "avg")
+        }
+        scores.append(
+            ranking.Score(
+                workload=folder.name, variant=variant, method=mine[0]["method"], label=variant,
+                params=json.loads(mine[0]["params"]), worst=per_seed["worst"], p10={},
+                avg=per_seed["avg"], rounds_to_target={}, client_updates=math.nan,
+                loss_evals=math.nan, tv=math.nan,
+            )  # fmt: skip
+        )
+    return scores
 
 
 def _with_values(score: ranking.Score, values: dict[str, dict[int, float]]) -> ranking.Score:
@@ -345,8 +370,17 @@ def _verdict(scores: dict[str, ranking.Score], metric: str, a: str, b: str) -> s
     return "ahead" if mean > 0 else "behind"
 
 
+def _placings(scores: dict[str, ranking.Score], metric: str) -> dict[str, ranking.Placing]:
+    """The leaderboard's ranks; only among entries run on the same seeds (means over different
+    seeds do not compare: pool fewer folders, or compare two entries with ``diff``)."""
+    values = {k: _values(s, metric) for k, s in scores.items()}
+    if len({tuple(sorted(v)) for v in values.values()}) > 1:
+        raise ClaimError(f"the entries ran on different seeds: {sorted(values)}")
+    return ranking.rank_workload({k: s.ranked(metric) for k, s in scores.items()})
+
+
 def _best(scores: dict[str, ranking.Score], metric: str) -> str:
-    placings = ranking.rank_workload({k: s.ranked(metric) for k, s in scores.items()})
+    placings = _placings(scores, metric)
     top = next(k for k, p in placings.items() if p.best)
     others = sorted((k for k, p in placings.items() if p.tied and k != top),
                     key=lambda k: placings[k].rank)  # fmt: skip
@@ -354,7 +388,7 @@ def _best(scores: dict[str, ranking.Score], metric: str) -> str:
 
 
 def _rank(scores: dict[str, ranking.Score], metric: str, entry: str) -> str:
-    placings = ranking.rank_workload({k: s.ranked(metric) for k, s in scores.items()})
+    placings = _placings(scores, metric)
     return f"{placings[_entry(scores, entry).label].rank:g} of {len(placings)}"
 
 
@@ -414,7 +448,7 @@ _EXEMPT = re.compile(
     r"(=\s*|§\s*|\b(?:Fig\.|Figure|Table|Sec\.|issue|part)\s+)"
     r"[-+]?\d[\d.,]*(?:\s*(?:[–,-]|and|or)\s*[-+]?\d[\d.,]*)*"
 )
-_NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+(?:[.,]\d+)*(?![\w])")
+_NUMBER = re.compile(r"(?<![\w.])(?<!\w[-−])[-+−]?\d+(?:[.,]\d+)*(?![\w])")
 _WORD = re.compile(r"\b(" + "|".join(COMPARATIVES) + r")\b", re.I)
 
 
