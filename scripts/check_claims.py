@@ -75,6 +75,9 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
         ("", ["successor_compare.py", "--committed", "results", "--new", "results/successor",
               "--workloads", "cnn:cnn", "--entry", "adcs2"]),
     ],
+    "successor/diagnosis_tables.md": [
+        ("", ["diagnose_adcs.py", "--parts", "1,2", "--leaderboard", "results/leaderboard"]),
+    ],
     "successor/seeds34.md": [
         (f"### {w}", ["successor_paired.py", "--a", "adcs2", "--b", "powerofchoice",
                       f"results/{lb}/{w}", f"results/successor/leaderboard/{w}",
@@ -303,14 +306,13 @@ def _folder_scores(folder: Path) -> list[ranking.Score]:
         per_seed = {
             m: {int(r["seed"]): float(r[f"final_{m}_acc"]) for r in mine} for m in ("worst", "avg")
         }
-        scores.append(
-            ranking.Score(
-                workload=folder.name, variant=variant, method=mine[0]["method"], label=variant,
-                params=json.loads(mine[0]["params"]), worst=per_seed["worst"], p10={},
-                avg=per_seed["avg"], rounds_to_target={}, client_updates=math.nan,
-                loss_evals=math.nan, tv=math.nan,
-            )  # fmt: skip
-        )
+        score = ranking.Score(
+            workload=folder.name, variant=variant, method=mine[0]["method"], label=variant,
+            params=json.loads(mine[0]["params"]), worst=per_seed["worst"], p10={},
+            avg=per_seed["avg"], rounds_to_target={}, client_updates=math.nan,
+            loss_evals=math.nan, tv=math.nan,
+        )  # fmt: skip
+        scores.append(score)
     return scores
 
 
@@ -445,7 +447,7 @@ _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")
 _LIST_ITEM = re.compile(r"^(\s*)\d+\.\s", re.M)
 _EXEMPT = re.compile(
-    r"(=\s*|§\s*|\b(?:Fig\.|Figure|Table|Sec\.|issue|part)\s+)"
+    r"(=\s*|§\s*|\b(?i:Fig\.|Figure|Table|Sec\.|issue|parts?)\s+)"
     r"[-+]?\d[\d.,]*(?:\s*(?:[–,-]|and|or)\s*[-+]?\d[\d.,]*)*"
 )
 _NUMBER = re.compile(r"(?<![\w.])(?<!\w[-−])[-+−]?\d+(?:[.,]\d+)*(?![\w])")
