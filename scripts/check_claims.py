@@ -57,8 +57,10 @@ from adcs.experiments import ranking, stats
 from adcs.experiments.config import config_from_dict
 from adcs.experiments.leaderboard import summarize_leaderboard
 from adcs.experiments.outputs import study_of, write_study_report, write_tables
+from adcs.experiments.records import variant_labels
 from adcs.experiments.report import ReportContext, fmt, pm
 from adcs.experiments.results import _system_note, load_records
+from adcs.experiments.timing import is_timed, time_summaries
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -297,7 +299,11 @@ def _folder_scores(folder: Path) -> list[ranking.Score]:
     their curves) gives each variant's final worst and average accuracy per seed."""
     if (folder / "metrics.csv").is_file():
         records, acc = ranking.workload_scores(folder.parent, folder.name)
-        return ranking.scores_of(folder.name, records, acc)[0]
+        labels = ranking.entry_labels(records)
+        # variants the leaderboard's names do not tell apart take the report's labels
+        shared = {v for v, x in labels.items() if list(labels.values()).count(x) > 1}
+        labels.update({v: x for v, x in variant_labels(records).items() if v in shared})
+        return ranking.scores_of(folder.name, records, acc, labels)[0]
     with (folder / "runs.csv").open(newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     scores = []
@@ -398,7 +404,30 @@ def _seeds(scores: dict[str, ranking.Score], entry: str) -> str:
     return ", ".join(str(s) for s in sorted(_entry(scores, entry).worst))
 
 
+def _ratio(folder: Path, what: str, entry: str) -> str:
+    """Time to a target (``worst``, ``avg``) or the total time (``total``) over the reference's,
+    paired by seed (:func:`adcs.experiments.timing.time_summaries`, the report's time table), and
+    whether its interval includes 1."""
+    if not (folder / "runs.csv").is_file():
+        raise ClaimError(f"{folder.name}: no results folder (runs.csv) there")
+    records = load_records(folder)
+    if not is_timed(records):
+        raise ClaimError(f"{folder.name}: its runs have no simulated clock")
+    labels = variant_labels(records)
+    rows = {labels[t.variant]: t for t in time_summaries(records)}
+    if entry not in rows:
+        raise ClaimError(f"entry {entry!r}: not found (entries: {sorted(rows)})")
+    if what not in ("worst", "avg", "total"):
+        raise ClaimError(f"ratio of {what!r}: not one of worst, avg, total")
+    e = getattr(rows[entry], f"{what}_ratio")
+    if not e.complete:
+        return "— (a seed never reached the target)"
+    inside = e.mean - e.half <= 1.0 <= e.mean + e.half
+    return f"{e.mean:.2f} ± {e.half:.2f}× ({'includes' if inside else 'excludes'} 1)"
+
+
 KINDS: dict[str, tuple[int, Callable[..., str]]] = {
+    "ratio": (2, _ratio),
     "mean": (2, _mean),
     "diff": (3, _diff),
     "verdict": (3, _verdict),
@@ -417,7 +446,10 @@ KINDS: dict[str, tuple[int, Callable[..., str]]] = {
 - ``best F METRIC``: the entry with the highest mean and those tied with it, as the
   leaderboard ranks them (:func:`adcs.experiments.ranking.rank_workload`);
 - ``rank F METRIC E``: E's place among the folder's entries, "2 of 7";
-- ``seeds F E``: the seeds E ran on.
+- ``seeds F E``: the seeds E ran on;
+- ``ratio F {worst,avg,total} E``: on the simulated clock, E's time to the worst- or
+  average-accuracy target, or its total time, over the reference's, paired by seed, ± its 95 %
+  half-width, and whether that interval includes 1 (E by the report's label).
 
 METRIC is ``worst``, ``p10``, ``avg`` or a rankable column (``adcs run --help``'s columns)."""
 
@@ -435,6 +467,8 @@ def evaluate(spec: str, base: Path, cache: dict[str, dict[str, ranking.Score]]) 
     n_args, render = KINDS[words[0]]
     if len(words) != 2 + n_args:
         raise ClaimError(f"{spec!r}: {words[0]} takes a folder and {n_args} argument(s)")
+    if words[0] == "ratio":
+        return _ratio(base / words[1], *words[2:])
     key = str(base / words[1])
     if key not in cache:
         cache[key] = _scores(base, words[1])
