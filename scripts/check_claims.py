@@ -25,8 +25,9 @@ Every Markdown file under ``results/`` is one of three kinds (:func:`classify`):
   the entry's display name, quoted when it has spaces); the text must equal what the statistic
   renders (:data:`KINDS`). ``--write`` fills the text in. Numbers exempt from markers: those in
   code spans and blocks, link targets, HTML comments, numbered-list markers, and those naming what
-  ran rather than what it gave — after ``=`` (``m = 18``, ``seeds = 0–2``), ``§``, ``Fig.``,
-  ``Table``, ``Sec.``, ``issue`` and ``part``.
+  ran rather than what it gave, or citing — after ``=`` (``m = 18``, ``seeds = 0–2``), ``§``,
+  ``Fig.``, ``Figure``, ``Table``, ``Sec.``, ``Algorithm``, ``issue``, ``part(s)`` and a venue's
+  year (``ICML 2021``). A number quoted from elsewhere (a paper's claim) goes in a code span.
 
 Usage::
 
@@ -367,6 +368,8 @@ def _diff(scores: dict[str, ranking.Score], metric: str, a: str, b: str) -> str:
         _values(_entry(scores, a), metric), _values(_entry(scores, b), metric)
     )
     scale = 100.0 if _points(metric) else 1.0
+    if math.isnan(half):
+        return f"{scale * mean:+.2f} (one common seed)"
     return f"{scale * mean:+.2f} ± {scale * half:.2f}"
 
 
@@ -385,6 +388,22 @@ def _placings(scores: dict[str, ranking.Score], metric: str) -> dict[str, rankin
     if len({tuple(sorted(v)) for v in values.values()}) > 1:
         raise ClaimError(f"the entries ran on different seeds: {sorted(values)}")
     return ranking.rank_workload({k: s.ranked(metric) for k, s in scores.items()})
+
+
+def _versus(scores: dict[str, ranking.Score], metric: str, a: str, b: str, delta: str) -> str:
+    mean, half, n = stats.paired_difference(
+        _values(_entry(scores, a), metric), _values(_entry(scores, b), metric)
+    )
+    try:
+        claimed = float(delta)
+    except ValueError:
+        raise ClaimError(f"{delta!r}: not a number") from None
+    if n < 2 or math.isnan(half):
+        return f"one common seed: no interval to hold {claimed:+g} against"
+    scale = 100.0 if _points(metric) else 1.0
+    lo, hi = scale * (mean - half), scale * (mean + half)
+    word = "includes" if lo <= claimed <= hi else "excludes"
+    return f"[{lo:+.2f}, {hi:+.2f}], which {word} {claimed:+g}"
 
 
 def _best(scores: dict[str, ranking.Score], metric: str) -> str:
@@ -431,6 +450,7 @@ KINDS: dict[str, tuple[int, Callable[..., str]]] = {
     "mean": (2, _mean),
     "diff": (3, _diff),
     "verdict": (3, _verdict),
+    "versus": (4, _versus),
     "best": (1, _best),
     "rank": (2, _rank),
     "seeds": (1, _seeds),
@@ -443,6 +463,8 @@ KINDS: dict[str, tuple[int, Callable[..., str]]] = {
   half-width (points for accuracies), :func:`adcs.experiments.stats.paired_difference`;
 - ``verdict F METRIC A B``: ``tied`` when the paired t-test at 5 % cannot tell them apart
   (:func:`adcs.experiments.stats.tied`), else ``ahead`` or ``behind`` (A relative to B);
+- ``versus F METRIC A B DELTA``: the 95 % interval of the paired difference A − B (points for
+  accuracies) and whether it includes DELTA (e.g. a gain another paper reports);
 - ``best F METRIC``: the entry with the highest mean and those tied with it, as the
   leaderboard ranks them (:func:`adcs.experiments.ranking.rank_workload`);
 - ``rank F METRIC E``: E's place among the folder's entries, "2 of 7";
@@ -481,7 +503,8 @@ _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")
 _LIST_ITEM = re.compile(r"^(\s*)\d+\.\s", re.M)
 _EXEMPT = re.compile(
-    r"(=\s*|§\s*|\b(?i:Fig\.|Figure|Table|Sec\.|issue|parts?)\s+)"
+    r"(=\s*|§\s*|\b(?i:Fig\.|Figure|Table|Sec\.|Algorithm|issue|parts?)\s+"
+    r"|\b(?:AISTATS|ICML|ICLR|NeurIPS|arXiv),?\s+)"
     r"[-+]?\d[\d.,]*(?:\s*(?:[–,-]|and|or)\s*[-+]?\d[\d.,]*)*"
 )
 _NUMBER = re.compile(r"(?<![\w.])(?<!\w[-−])[-+−]?\d+(?:[.,]\d+)*(?![\w])")
