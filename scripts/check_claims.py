@@ -360,7 +360,9 @@ def _and(names: Sequence[str]) -> str:
 def _mean(scores: dict[str, ranking.Score], metric: str, entry: str) -> str:
     values = _values(_entry(scores, entry), metric)
     mean, half = stats.t_interval(list(values.values()))  # type: ignore[arg-type]
-    return pm(float(mean), float(half)) if _points(metric) else fmt(float(mean))
+    if _points(metric):
+        return pm(float(mean), float(half))
+    return f"{float(mean):,.0f}" if abs(mean) >= 100 else fmt(float(mean))
 
 
 def _diff(scores: dict[str, ranking.Score], metric: str, a: str, b: str) -> str:
