@@ -91,6 +91,12 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
                      "results/successor/cnn", "results/successor/seeds34/cnn"]),
     ],
 }  # fmt: skip
+FOLDER_SCRIPTS: dict[str, list[str]] = {
+    "attacks/families": ["attack_families_summary.py", "{folder}", "--window", "100"],
+}
+"""Scripts that write ``report.md`` into the results folder they read (relative path → script
+and arguments, ``{folder}`` standing for the folder): run on a copy of it."""
+
 """Script outputs under results/ (relative path → (heading, script and arguments) per part):
 the file is each part's heading line, if any, followed by the script's standard output, run from
 the repository root (the commands of the folder's ``run.sh``)."""
@@ -100,7 +106,6 @@ NOT_REGENERABLE: dict[str, str] = {
     "attacks/costs": "written by `adcs bench attacks` from its runs, not from files",
     "attacks/families/seed0": "written by `adcs bench attacks` from its runs, not from files",
     "attacks/families/seed1": "written by `adcs bench attacks` from its runs, not from files",
-    "attacks/families/report.md": "reads folders whose manifest.json has no configuration",
     "paper/theory/report.md": "written by the theory check from its own probes (a new run)",
     "peers/summary.md": "rebuilds the partitions from the data set (scripts/peers_summary.py)",
 }
@@ -162,13 +167,27 @@ def _leaderboard_report(folder: Path, out: Path) -> None:
     shutil.rmtree(work)
 
 
-def _script_output(parts: Sequence[tuple[str, list[str]]]) -> str:
+def _folder_script(argv: list[str], folder: Path, out: Path) -> None:
+    """Run the script on a copy of ``folder`` at the same relative path (the report names it)."""
+    folder = folder.resolve()
+    rel = folder.relative_to(REPO) if REPO in folder.parents else Path(folder.name)
+    root = out / "copy"
+    work = root / rel
+    shutil.copytree(folder, work, ignore=shutil.ignore_patterns("report.md", "*.png"))
+    for sub in folder.glob("*/*/report.md"):  # the per-run folders' own reports are inputs too
+        shutil.copy(sub, work / sub.relative_to(folder))
+    _script_output([("", [a.replace("{folder}", str(rel)) for a in argv])], cwd=root)
+    shutil.move(work / "report.md", out / "report.md")
+    shutil.rmtree(root)
+
+
+def _script_output(parts: Sequence[tuple[str, list[str]]], cwd: Path = REPO) -> str:
     text = ""
     for heading, argv in parts:
         env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
         done = subprocess.run(
             [sys.executable, str(REPO / "scripts" / argv[0]), *argv[1:]],
-            cwd=REPO, env=env, capture_output=True, text=True, check=False,
+            cwd=cwd, env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(f"{argv[0]} failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -204,6 +223,15 @@ def classify(results: Path) -> tuple[list[Generated], list[Path], dict[Path, str
         else:
             continue
         claimed.update(folder / f for f in generated[-1].files)
+    for rel, argv in FOLDER_SCRIPTS.items():
+        folder = results / rel
+        if (folder / "report.md").is_file():
+
+            def run(f: Path, out: Path, argv: list[str] = argv) -> None:
+                _folder_script(argv, f, out)
+
+            generated.append(Generated(folder, ("report.md",), run))
+            claimed.add(folder / "report.md")
     for rel, parts in SCRIPT_OUTPUTS.items():
         path = results / rel
         if not path.is_file():
