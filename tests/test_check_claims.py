@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from adcs.experiments import ranking, stats
-from scripts.check_claims import check, check_prose, prose_findings
+from scripts.check_claims import ClaimError, check, check_prose, evaluate, prose_findings
 
 SOURCE = Path(__file__).resolve().parent.parent / "results" / "successor" / "seeds34" / "dirichlet"
 """A small committed results folder: ADCS2 and PowerOfChoice on seeds 3 and 4."""
@@ -123,3 +125,76 @@ def test_a_changed_number_in_a_generated_report_fails(results: Path) -> None:
     assert "62.72%" in text
     assert len(problems) == 1 and problems[0].startswith(f"{report}: differs")
     assert "+| ADCS2 | 2 | 62.72%" in problems[0]
+
+
+def _runs_only(folder: Path, values: dict[str, dict[int, float]]) -> None:
+    """A development folder: runs.csv alone, one row per variant and seed."""
+    folder.mkdir(parents=True)
+    lines = ["run_id,method,seed,variant,params,final_worst_acc,final_avg_acc"]
+    for variant, per_seed in values.items():
+        for seed, v in per_seed.items():
+            lines.append(f'{variant}-{seed},{variant},{seed},{variant},"{{}}",{v!r},{v!r}')
+    (folder / "runs.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_folder_of_runs_csv_alone_is_read_and_paired(tmp_path: Path) -> None:
+    # a − b = 0.1 on every seed: a paired difference of +10 points with no spread
+    _runs_only(tmp_path / "dev", {"a": {0: 0.5, 1: 0.6, 2: 0.7}, "b": {0: 0.4, 1: 0.5, 2: 0.6}})
+    cache: dict = {}
+
+    assert evaluate("diff dev worst a b", tmp_path, cache) == "+10.00 ± 0.00"
+    assert evaluate("verdict dev worst a b", tmp_path, cache) == "ahead"
+    assert evaluate("verdict dev worst b a", tmp_path, cache) == "behind"
+    assert evaluate("best dev avg", tmp_path, cache) == "a has the highest mean"
+
+
+def test_versus_holds_a_stated_gain_against_the_paired_interval(tmp_path: Path) -> None:
+    _runs_only(tmp_path / "w", {"a": {0: 0.5, 1: 0.5, 2: 0.7}, "b": {0: 0.4, 1: 0.5, 2: 0.5}})
+    mean, half = stats.t_interval(np.array([0.1, 0.0, 0.2]))
+    lo, hi = 100 * (mean - half), 100 * (mean + half)
+
+    text = evaluate("versus w worst a b 10", tmp_path, {})
+
+    assert lo < 10 < hi
+    assert text == f"[{lo:+.2f}, {hi:+.2f}], which includes +10"
+    assert evaluate(f"versus w worst a b {hi + 1:.0f}", tmp_path, {}).endswith(
+        "excludes " + f"+{hi + 1:.0f}"
+    )
+
+
+def test_best_is_refused_over_entries_run_on_different_seeds(tmp_path: Path) -> None:
+    _runs_only(tmp_path / "w", {"a": {0: 0.5, 1: 0.6, 2: 0.7}, "b": {0: 0.4, 1: 0.5}})
+
+    with pytest.raises(ClaimError, match="different seeds"):
+        evaluate("best w worst", tmp_path, {})
+
+
+def test_a_malformed_marker_is_named(tmp_path: Path) -> None:
+    _runs_only(tmp_path / "w", {"a": {0: 0.5}})
+
+    with pytest.raises(ClaimError, match="kind must be one of"):
+        evaluate("median w worst a", tmp_path, {})
+    with pytest.raises(ClaimError, match="diff takes a folder and 3 argument"):
+        evaluate("diff w worst a", tmp_path, {})
+    with pytest.raises(ClaimError, match="no results folder"):
+        evaluate("mean nowhere worst a", tmp_path, {})
+
+
+def test_variants_the_leaderboard_names_alike_are_kept_apart() -> None:
+    # results/systems runs ADCS at three γ, which the leaderboard's entry names do not tell apart
+    systems = SOURCE.parents[2] / "systems"
+    with (systems / "runs.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+
+    def worst(suffix: str) -> dict[int, float]:
+        return {
+            int(r["seed"]): float(r["final_worst_acc"])
+            for r in rows
+            if r["method"] == "adcs" and r["variant"].endswith(suffix)
+        }
+
+    mean, half, _ = stats.paired_difference(worst("gamma=0.25"), worst("comm_score=speed"))
+
+    text = evaluate('diff . worst "ADCS gamma=0.25" "ADCS gamma=0"', systems, {})
+
+    assert text == f"{100 * mean:+.2f} ± {100 * half:.2f}"
