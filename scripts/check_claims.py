@@ -59,7 +59,7 @@ from adcs.experiments.config import config_from_dict
 from adcs.experiments.leaderboard import summarize_leaderboard
 from adcs.experiments.outputs import study_of, write_study_report, write_tables
 from adcs.experiments.records import variant_labels
-from adcs.experiments.report import ReportContext, fmt, pm
+from adcs.experiments.report import TIME_FIGURE, ReportContext, fmt, pm
 from adcs.experiments.results import _system_note, load_records
 from adcs.experiments.timing import is_timed, time_summaries
 
@@ -139,7 +139,7 @@ def _runner_report(folder: Path, out: Path) -> None:
         name=config.name, rounds=config.sim.rounds, eval_every=config.sim.eval_every, m=config.m,
         n_clients=manifest["data"]["n_clients"], seeds=config.seeds,
         data_source=manifest["data"]["source"], is_subset=manifest["data"]["is_subset"],
-        quick=manifest["quick"], figures=tuple(p.name for p in sorted(folder.glob("*.png"))),
+        quick=manifest["quick"], figures=_figures(folder, config.outputs),
         wall_s=float(manifest["wall_s"]), description=config.description,
         model=config.model.describe(),
         dataset=DATASETS.resolve(config.data.dataset).title or config.data.dataset,
@@ -149,6 +149,13 @@ def _runner_report(folder: Path, out: Path) -> None:
         )),
     )  # fmt: skip
     write_study_report(out / "report.md", records, context, own)
+
+
+def _figures(folder: Path, outputs: Sequence[str]) -> tuple[str, ...]:
+    """The figures the runner drew, in its order (:func:`adcs.experiments.figures.write_figures`:
+    the outputs asked for, then ``time.png``), as the folder holds them."""
+    names = [*(f"{n}.png" for n in outputs), TIME_FIGURE]
+    return tuple(n for n in dict.fromkeys(names) if (folder / n).is_file())
 
 
 LEADERBOARD_FILES = ("report.md", "ranks.csv", "leaderboard.csv", "summary.json")
