@@ -10,7 +10,8 @@ Every Markdown file under ``results/`` is one of three kinds (:func:`classify`):
   check regenerates each with the project's code (never a copy of it) and fails on any
   difference; ``--write`` rewrites them instead (they are pure functions of the raw files).
 - **not regenerable** — written by a run that cannot be repeated from files
-  (:data:`NOT_REGENERABLE`, each with the reason); listed, not checked.
+  (:data:`NOT_REGENERABLE`, each with the reason), or needing the data set when
+  ``ADCS_DATA_DIR`` is not set (:data:`DATA_SCRIPT_OUTPUTS`); listed, not checked.
 - **prose** — everything else (``FINDINGS.md``, ``DIAGNOSIS.md``, …): every number and every
   comparative word (:data:`COMPARATIVES`) must come through a *claim marker*, which the check
   recomputes from the raw files::
@@ -43,6 +44,7 @@ import csv
 import difflib
 import json
 import math
+import os
 import re
 import shlex
 import shutil
@@ -91,6 +93,16 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
                      "results/successor/cnn", "results/successor/seeds34/cnn"]),
     ],
 }  # fmt: skip
+DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
+    "peers/summary.md": [
+        ("", ["peers_summary.py", "--baseline", "md", "--with", "results/peers/poc_a03",
+              *(f"results/peers/{f}" for f in ("poc_a03", "poc_a03_logistic", "poc_a03_constant",
+                                                "poc_a2", "clustered_a03"))]),
+    ],
+}  # fmt: skip
+"""Script outputs that rebuild the partitions from the data set: regenerated when
+``ADCS_DATA_DIR`` names it, else listed as unchecked."""
+
 FOLDER_SCRIPTS: dict[str, list[str]] = {
     "attacks/families": ["attack_families_summary.py", "{folder}", "--window", "100"],
 }
@@ -107,7 +119,6 @@ NOT_REGENERABLE: dict[str, str] = {
     "attacks/families/seed0": "written by `adcs bench attacks` from its runs, not from files",
     "attacks/families/seed1": "written by `adcs bench attacks` from its runs, not from files",
     "paper/theory/report.md": "written by the theory check from its own probes (a new run)",
-    "peers/summary.md": "rebuilds the partitions from the data set (scripts/peers_summary.py)",
 }
 """Generated files (or folders of them) that only a new run, or the data set, could rewrite."""
 
@@ -192,6 +203,8 @@ def _script_output(parts: Sequence[tuple[str, list[str]]], cwd: Path = REPO) -> 
     text = ""
     for heading, argv in parts:
         env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+        if "ADCS_DATA_DIR" in os.environ:
+            env["ADCS_DATA_DIR"] = os.environ["ADCS_DATA_DIR"]
         done = subprocess.run(
             [sys.executable, str(REPO / "scripts" / argv[0]), *argv[1:]],
             cwd=cwd, env=env, capture_output=True, text=True, check=False,
@@ -239,9 +252,14 @@ def classify(results: Path) -> tuple[list[Generated], list[Path], dict[Path, str
 
             generated.append(Generated(folder, ("report.md",), run))
             claimed.add(folder / "report.md")
-    for rel, parts in SCRIPT_OUTPUTS.items():
+    data = os.environ.get("ADCS_DATA_DIR")
+    for rel, parts in {**SCRIPT_OUTPUTS, **DATA_SCRIPT_OUTPUTS}.items():
         path = results / rel
         if not path.is_file():
+            continue
+        if rel in DATA_SCRIPT_OUTPUTS and not data:
+            not_regen[path] = "rebuilds the partitions from the data set: set ADCS_DATA_DIR"
+            claimed.add(path)
             continue
 
         def make(
