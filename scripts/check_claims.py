@@ -9,6 +9,7 @@ Every Markdown file under ``results/`` is one of three kinds (:func:`classify`):
   summarize_leaderboard`), and the outputs of the scripts listed in :data:`SCRIPT_OUTPUTS`. The
   check regenerates each with the project's code (never a copy of it) and fails on any
   difference; ``--write`` rewrites them instead (they are pure functions of the raw files).
+  Scripts that write into the folder they read (:data:`FOLDER_SCRIPTS`) run on a copy of it.
 - **not regenerable** — written by a run that cannot be repeated from files
   (:data:`NOT_REGENERABLE`, each with the reason), or needing the data set when
   ``ADCS_DATA_DIR`` is not set (:data:`DATA_SCRIPT_OUTPUTS`); listed, not checked.
@@ -16,9 +17,11 @@ Every Markdown file under ``results/`` is one of three kinds (:func:`classify`):
   comparative word (:data:`COMPARATIVES`) must come through a *claim marker*, which the check
   recomputes from the raw files::
 
-      ADCS2 is <!-- claim diff paper20k worst adcs2 powerofchoice -->+0.58 ± 1.62<!-- /claim -->
-      points from PowerOfChoice: <!-- claim verdict paper20k worst adcs2 powerofchoice -->tied
-      <!-- /claim -->.
+      ADCS2 minus PowerOfChoice: <!-- claim diff leaderboard/m6 worst adcs2 powerofchoice -->
+      +0.58 ± 1.62<!-- /claim --> points, <!-- claim verdict leaderboard/m6 worst adcs2
+      powerofchoice -->tied<!-- /claim -->.
+
+  (in a file the text follows ``-->`` directly, on one line with it).
 
   GitHub shows only the text between the comments. A marker names a statistic, the results
   folder(s) it reads (relative to the Markdown file; ``a,b`` pools the seeds of several folders,
