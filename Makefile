@@ -1,12 +1,12 @@
 # Two entry points: `make demo` (the main job) and `make test` (lint and the import layers, types,
-# the documentation site, the whole test suite).
+# the documentation site, the claims of every committed report, the whole test suite).
 # Each bootstraps its own virtual environment and installs what it needs.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 LINT_PATHS := $(wildcard src tests benchmarks examples scripts docs)
 
-.PHONY: demo test test-other-blas lint typecheck docs bench wheel-check clean
+.PHONY: demo test test-other-blas lint typecheck docs claims bench wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,13 @@ typecheck: $(VENV)/.installed-test
 docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
+# Every committed report under results/ agrees with its raw files: the generated ones regenerate
+# byte for byte, the hand-written ones state numbers and comparisons only through checked markers.
+claims: $(VENV)/.installed-test
+	$(BIN)/python scripts/check_claims.py
+
 # The Deployment Runtime's tests (mostly waiting out Flower's heartbeats) run beside the rest.
-test: lint typecheck docs
+test: lint typecheck docs claims
 	bash scripts/run_tests.sh $(BIN)
 
 # The tests that compare floats within a tolerance (marked `numeric`), again under an OpenBLAS
