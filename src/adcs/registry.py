@@ -9,6 +9,8 @@ order, as
 2. an import path ``"package.module:Name"`` (``"mypkg.selection:MyScheduler"``), imported on
    first use — so it resolves the same way in a TOML file, ``--set``, the leaderboard's entries,
    the Flower app's run configuration and on a Ray worker, wherever the package is importable;
+   the current folder is searched too, as for a model factory (``"myrule:MyScheduler"`` for a
+   ``myrule.py`` in the folder a run starts from, with the ``adcs`` command as with ``python -m``);
 3. an entry point of the table's group (``adcs.schedulers``), which a package declares in its
    ``pyproject.toml``::
 
@@ -22,13 +24,16 @@ import-path form.
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 import typing
 from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry", "Table", "import_path"]
+__all__ = ["Registry", "Table", "current_folder_on_path", "import_path"]
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -36,8 +41,24 @@ V = TypeVar("V")
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
 
 
+@contextmanager
+def current_folder_on_path() -> Iterator[None]:
+    """The current folder on the module path while it lasts, as ``python -m`` puts it there (the
+    ``adcs`` command's own path starts with its script's folder); removed again afterwards."""
+    here = os.getcwd()
+    added = here not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, here)
+    try:
+        yield
+    finally:
+        if added and here in sys.path:
+            sys.path.remove(here)
+
+
 def import_path(path: str) -> Any:
-    """The object at ``"package.module:Name"`` (``Name`` may be dotted: ``"mod:Outer.Inner"``).
+    """The object at ``"package.module:Name"`` (``Name`` may be dotted: ``"mod:Outer.Inner"``),
+    the current folder searched too (:func:`current_folder_on_path`).
 
     Raises
     ------
@@ -49,7 +70,8 @@ def import_path(path: str) -> Any:
         raise ValueError(f"{path!r} is not an import path of the form 'package.module:Name'")
     module_name, _, attr = path.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
+        with current_folder_on_path():
+            obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # the module's own failure (a syntax error, a raise) alike
         reason = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
         raise ValueError(f"cannot import {module_name!r} (from {path!r}): {reason}") from None
