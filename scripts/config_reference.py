@@ -159,7 +159,7 @@ def top_section() -> list[str]:
     docs["outputs"] = (
         kind,
         text.replace(
-            "from `adcs.experiments.outputs.output_names`", "any of " + _keys(output_names())
+            "from `output_names`", "any of " + _keys(output_names())
         ),
     )
     tables = {k: "its defaults" for k in ("data", "sim", "model")}

@@ -1,6 +1,6 @@
 """How the command line drives runs: workers, the Ray executor, progress and the summaries of
 ``adcs run``, ``reproduce``, ``leaderboard`` and sweeps (the commands themselves are in
-:mod:`adcs.cli`)."""
+`adcs.cli`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Experiment tracking: a run's evaluations as TensorBoard event files or an MLflow store.
 
-A :class:`Tracker` receives, per adcs run, its parameters once and then each evaluation's metrics
+A `Tracker` receives, per adcs run, its parameters once and then each evaluation's metrics
 (``worst_acc``, ``avg_acc``, ``p10_acc``, ``test_loss``, per-group accuracies …) with the round as
 the step. Two backends, each in an extra:
 
@@ -11,7 +11,7 @@ the step. Two backends, each in an extra:
   file store in maintenance mode: adcs opts in to it for the stores it creates), or any
   tracking URI (``sqlite:///mlflow.db``, a server).
 
-:func:`export` writes a finished results folder's ``metrics.csv`` to a backend. Tracking only
+`export` writes a finished results folder's ``metrics.csv`` to a backend. Tracking only
 reads results: the results files are the same whether it is on or off.
 """
 
@@ -187,7 +187,7 @@ TRACKERS = ("tensorboard", "mlflow")
 
 def make_tracker(kind: str, dest: str | Path, experiment: str, *, resume: bool = False) -> Tracker:
     """The tracker of backend ``kind`` writing to ``dest`` (a folder, or an MLflow URI);
-    ``resume`` for a resumed run (:class:`TensorBoardTracker`'s).
+    ``resume`` for a resumed run (`TensorBoardTracker`'s).
 
     Raises
     ------
@@ -219,7 +219,7 @@ def run_params(spec: Any) -> dict[str, Any]:
 
 
 def log_evaluations(tracker: Tracker, events: Any) -> None:
-    """Log :class:`~adcs.sim.Evaluation` events (their round as the step)."""
+    """Log [`Evaluation`][adcs.sim.Evaluation] events (their round as the step)."""
     for e in events:
         metrics = {"worst_acc": e.worst_acc, "avg_acc": e.avg_acc, "p10_acc": e.p10_acc,
                    "test_loss": e.test_loss}  # fmt: skip

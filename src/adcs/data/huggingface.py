@@ -75,7 +75,7 @@ def load_huggingface(
     train_split: str = "train",
     test_split: str = "test",
 ) -> Dataset:
-    """A Hugging Face data set as a :class:`~adcs.data.Dataset`.
+    """A Hugging Face data set as a `Dataset`.
 
     Parameters
     ----------
@@ -156,7 +156,7 @@ def _partitioner_class(name: str) -> type:
 
 
 def flwr_partition_kind(kind: str) -> PartitionKind:
-    """The :class:`~adcs.data.partition.PartitionKind` of ``"flwr:NAME"``.
+    """The `PartitionKind` of ``"flwr:NAME"``.
 
     Its keys are the partitioner's constructor arguments, with ``n_clients`` for
     ``num_partitions`` (required); ``partition_by`` defaults to the label column; ``seed``, when
