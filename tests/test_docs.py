@@ -119,6 +119,9 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     api = (site / "reference" / "api" / "dpp" / "index.html").read_text(encoding="utf-8")
     assert "adcs.dpp.greedy_map" in api
+    tutorial = (site / "tutorial" / "tutorial" / "index.html").read_text(encoding="utf-8")
+    assert "LossThenSpread" in tutorial and "data:image/png;base64" in tutorial  # with outputs
+    assert not re.search(r":(class|func|meth|attr):`", api)  # the roles are rendered
     board = (site / "results" / "leaderboard" / "report" / "index.html").read_text("utf-8")
     assert 'src="../paper.png"' in board
     assert (site / "results" / "leaderboard" / "paper.png").read_bytes() == (
