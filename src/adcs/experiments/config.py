@@ -29,14 +29,15 @@ Example (``experiments/fig2.toml``)::
     refresh_every = 20
     sweep = { theta = [0.2, 0.4, 0.6, 0.8, 1.0] }
 
-The ``[data]`` table is :mod:`adcs.experiments.data_config`'s; ``[sim]`` is the library's
-:class:`~adcs.sim.engine.SimConfig` itself (its arguments are the keys, its checks the ones that
+The ``[data]`` table is `adcs.experiments.data_config`'s; ``[sim]`` is the library's
+`SimConfig` itself (its arguments are the keys, its checks the ones that
 apply); the ``kind`` tables (``[sim.availability]``, ``[sim.system]``, ``[sim.attack]``,
 ``[sim.defence]``, ``[model]``) are the library's objects, named through their registries and
-mapped by :class:`~adcs.experiments.schema.KindTable` (docs/design.md §8). The attack and the
-defence apply per run, so :class:`ExperimentConfig` holds them beside the simulator's settings.
+mapped by `KindTable` (docs/design.md §8). The attack and the
+defence apply per run, so `ExperimentConfig` holds them beside the simulator's settings.
 
-Schedulers are built only through the name → class table :data:`adcs.schedulers.SCHEDULERS`.
+Schedulers are built only through the name → class table
+[`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS].
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ __all__ = [
 ]
 
 PARTITIONS = tuple(PARTITION_TABLE)
-"""Partition kinds of :data:`adcs.data.PARTITIONS`."""
+"""Partition kinds of `adcs.data.PARTITIONS`."""
 
 PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 """Configurations shipped with the project (``experiments/<name>.toml``)."""
@@ -116,17 +117,17 @@ PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 
 AVAILABILITY_TABLE = KindTable("sim.availability", AVAILABILITY, "always")
 """``[sim.availability]``: which clients can be selected each round (docs/design.md §4); its
-kinds are the rows of :data:`adcs.sim.availability.AVAILABILITY`."""
+kinds are the rows of `adcs.sim.availability.AVAILABILITY`."""
 SYSTEM_TABLE = KindTable("sim.system", SYSTEM_PROFILES, "lognormal", frozenset({"profile"}))
-"""``[sim.system]``: client devices and the simulated clock (:mod:`adcs.sim.system`); its kinds
-are the rows of :data:`adcs.sim.system.SYSTEM_PROFILES`."""
+"""``[sim.system]``: client devices and the simulated clock (`adcs.sim.system`); its kinds
+are the rows of `adcs.sim.system.SYSTEM_PROFILES`."""
 TABLES = {"attack": ATTACK_TABLE, "defence": DEFENCE_TABLE}
-"""``[sim.attack]`` and ``[sim.defence]`` (:mod:`adcs.experiments.adversary`): per run, not the
-simulator's, so :class:`ExperimentConfig` holds them."""
+"""``[sim.attack]`` and ``[sim.defence]`` (`adcs.experiments.adversary`): per run, not the
+simulator's, so `ExperimentConfig` holds them."""
 
 
 SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimConfig)) | {"attack", "defence"}
-"""The keys of ``[sim]``: :class:`~adcs.sim.engine.SimConfig`'s arguments (``availability`` and
+"""The keys of ``[sim]``: `SimConfig`'s arguments (``availability`` and
 ``system`` as sub-tables) and the per-run ``attack`` and ``defence`` sub-tables."""
 
 
@@ -145,7 +146,7 @@ def sim_config(base: SimConfig | None = None, **values: Any) -> SimConfig:
 
 
 def sim_for_clients(sim: SimConfig, n_clients: int) -> SimConfig:
-    """:meth:`SimConfig.for_clients <adcs.sim.engine.SimConfig.for_clients>` (a trace or a
+    """`SimConfig.for_clients` (a trace or a
     device file read for N clients), its refusal naming the key (``sim.availability: ...``)."""
     try:
         return sim.for_clients(n_clients)
@@ -188,7 +189,7 @@ def _sim_to_dict(config: ExperimentConfig) -> dict[str, Any]:
 
 MODEL_TABLE = KindTable("model", MODELS, "logistic", sort_keys=False)
 """``[model]``: the model every run trains; its kinds are the rows of
-:data:`adcs.sim.models.MODELS` (docs/design.md §4 "Models")."""
+`adcs.sim.models.MODELS` (docs/design.md §4 "Models")."""
 MODEL_KINDS = tuple(MODELS)
 """Model kinds of the ``[model]`` table; all but ``logistic`` need the extra ``adcs[torch]``."""
 
@@ -213,8 +214,8 @@ class MethodConfig:
     Attributes
     ----------
     name : str
-        A name :data:`adcs.schedulers.SCHEDULERS` resolves: built-in, ``"package.module:Name"``
-        or an entry point of ``adcs.schedulers``.
+        A name [`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS] resolves: built-in,
+        ``"package.module:Name"`` or an entry point of ``adcs.schedulers``.
     params : tuple of (str, value)
         Fixed hyperparameters passed to the scheduler's constructor (``m`` is the config's).
     sweep : tuple of (str, tuple of values)
@@ -266,21 +267,21 @@ class ExperimentConfig:
         Training seeds; each (method, hyperparameters) point runs once per seed.
     data : DataConfig
     sim : SimConfig
-        The ``[sim]`` table (:class:`adcs.sim.engine.SimConfig`; a trace or device file is read
-        for N clients by :func:`sim_for_clients`).
+        The ``[sim]`` table (`adcs.sim.engine.SimConfig`; a trace or device file is read
+        for N clients by `sim_for_clients`).
     methods : tuple of MethodConfig
     outputs : tuple of str
-        Figures/tables to produce, from :func:`~adcs.experiments.outputs.output_names`.
+        Figures/tables to produce, from `output_names`.
     model : object
-        The ``[model]`` table: a row of :data:`adcs.sim.models.MODELS` (default
-        :class:`~adcs.sim.models.Logistic`, the paper's).
+        The ``[model]`` table: a row of `adcs.sim.models.MODELS` (default
+        `Logistic`, the paper's).
     attack : object or None
-        The ``[sim.attack]`` table, for every method: a row of :data:`adcs.adversary.ATTACKS`
-        (:class:`~adcs.adversary.Liars`, :class:`~adcs.adversary.Crafted`, ...); None: all
+        The ``[sim.attack]`` table, for every method: a row of `adcs.adversary.ATTACKS`
+        (`Liars`, `Crafted`, ...); None: all
         honest.
     defence : object or None
-        The ``[sim.defence]`` table, for every method: a row of :data:`adcs.adversary.DEFENCES`
-        (:class:`~adcs.adversary.Defence`, ...); None: none.
+        The ``[sim.defence]`` table, for every method: a row of `adcs.adversary.DEFENCES`
+        (`Defence`, ...); None: none.
     source : str
         Where the configuration came from (a file path or ``"<dict>"``), for messages.
     """
@@ -518,7 +519,7 @@ def load_config(path: str | Path, *, data_path: str | None = None) -> Experiment
     path : str or Path
     data_path : str, optional
         A data path given in place of the file's ``data.path`` (``--data``): the file's own
-        path is then neither checked nor used (set it with :func:`with_overrides`).
+        path is then neither checked nor used (set it with `with_overrides`).
 
     Raises
     ------
@@ -532,7 +533,7 @@ def load_config(path: str | Path, *, data_path: str | None = None) -> Experiment
 def config_from_file(
     doc: Mapping[str, Any], path: Path, *, data_path: str | None = None
 ) -> ExperimentConfig:
-    """:func:`load_config` of a document already read from ``path`` (its tables resolved
+    """`load_config` of a document already read from ``path`` (its tables resolved
     against the file's folder)."""
     if isinstance(doc.get("suite"), dict):
         raise ConfigError(

@@ -3,8 +3,8 @@
 Everything here is computed from the workloads' results folders (read back from disk, so a
 resumed or remote run gives the same bytes), never hard-coded: which entry wins where, by how
 much, and whom a scheduler's reference entry loses to are all found in the numbers
-(:mod:`adcs.experiments.ranking` defines the scores, ranks and the tie test; the sections on
-each scheduler's declared variants are :mod:`adcs.experiments.leaderboard_variants`'s). No
+(`adcs.experiments.ranking` defines the scores, ranks and the tie test; the sections on
+each scheduler's declared variants are `adcs.experiments.leaderboard_variants`'s). No
 wall-clock time is written to these files; the leaderboard's ``manifest.json`` holds those.
 """
 
@@ -94,7 +94,7 @@ def write_summary(
 ) -> tuple[list[RankRow], dict[str, list[Score]]]:
     """Write the leaderboard's tables, report and figures into ``folder`` from its workloads.
 
-    ``metrics`` are columns ranked beside :data:`METRICS` (:func:`check_metrics`): they join
+    ``metrics`` are columns ranked beside `METRICS` (`check_metrics`): they join
     ``leaderboard.csv``, ``ranks.csv`` and ``summary.json``. Returns the overall rank table on
     the final worst accuracy and every workload's scores.
     """

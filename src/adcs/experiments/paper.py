@@ -1,10 +1,10 @@
 """The ADCS paper's experiment (Sec. 6): its constants, its figures' series, its claims, its report.
 
-The generic experiment layer (:mod:`adcs.experiments.report`, :mod:`adcs.experiments.figures`,
-:mod:`adcs.experiments.runner`) knows nothing of the paper; everything the paper says — the
+The generic experiment layer (`adcs.experiments.report`, `adcs.experiments.figures`,
+`adcs.experiments.runner`) knows nothing of the paper; everything the paper says — the
 setting of its experiment, the curves of Figures 1–3, Table 1's numbers, the claims of Sec. 6 and
 how they read as numbers — is here. The runner uses this module's report only for a configuration
-of the paper's setting (:func:`differences` is empty); any other configuration gets the neutral
+of the paper's setting (`differences` is empty); any other configuration gets the neutral
 report. Each claim is a computed comparison whose verdict follows from the numbers shown next to
 it; nothing is decided in advance.
 """
@@ -268,7 +268,7 @@ class Claim:
     test : str
         The comparison computed to check it.
     verdict : {"holds", "does not hold", "not tested", "not evaluated"}
-        "not tested": the runs are there but cannot test the claim (see :data:`CLAIMS_NEED`);
+        "not tested": the runs are there but cannot test the claim (see `CLAIMS_NEED`);
         "not evaluated": the runs it compares are missing.
     evidence : str
         The numbers the verdict follows from (or would).
@@ -663,7 +663,7 @@ def write_report(
 ) -> list[Claim]:
     """Write the paper's ``report.md``: settings, the claims with verdicts, Figs 1–3, Table 1.
 
-    Only for a configuration of the paper's setting (see :func:`differences`). Returns the
+    Only for a configuration of the paper's setting (see `differences`). Returns the
     evaluated claims.
     """
     tol = tolerances or ClaimTolerances()
@@ -735,4 +735,4 @@ def _table1(folder: Path, records: Sequence[RunRecord], in_setting: bool) -> Non
 
 
 STUDY = register_study(Study("paper", differences, FIGURES, {"table1": _table1}, _report))
-"""The paper as a study (:mod:`adcs.experiments.outputs`): its figures, Table 1 and report."""
+"""The paper as a study (`adcs.experiments.outputs`): its figures, Table 1 and report."""

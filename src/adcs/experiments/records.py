@@ -1,6 +1,6 @@
 """Run records and series: the numbers of finished runs, and which runs make one curve.
 
-Everything downstream of a simulation works on :class:`RunRecord` values — plain numbers of
+Everything downstream of a simulation works on `RunRecord` values — plain numbers of
 finished runs — so the same code serves a fresh run and a results folder read back from disk,
 and tests can feed it constructed numbers. Nothing here knows the paper or any method's
 hyperparameters: a series is a method and whichever of its hyperparameters identify it.
@@ -53,7 +53,7 @@ class RunRecord:
     variant : str
         The run's method and identifying hyperparameters, without the seed (one curve's runs).
     method : str
-        A key of :data:`adcs.schedulers.SCHEDULERS`.
+        A key of [`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS].
     seed : int
     params : dict
         Every hyperparameter of the scheduler but ``m`` (JSON-able).
@@ -89,7 +89,7 @@ class RunRecord:
         Worst, 10th-percentile and mean accuracy of the evaluated honest clients (runs with
         malicious clients, ``[sim.attack]``; empty otherwise).
     extra : dict
-        The values of the columns declared beyond the built-in ones (:data:`adcs.columns.COLUMNS`),
+        The values of the columns declared beyond the built-in ones (`adcs.columns.COLUMNS`),
         by name.
     """
 
