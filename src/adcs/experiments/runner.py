@@ -30,6 +30,9 @@ figures, report) and the manifest, in the results folder::
                      bit-packed along clients (``np.unpackbits(a, axis=1, count=N)``), or, when
                      too large to keep, nothing — the manifest's availability model and the seed
                      regenerate them
+                     and, with ``[sim.privacy]``, ``client_epsilon/<run_id>`` (N,): each
+                     client's ε over the run at the run's δ (runs.csv: ``epsilon``, the largest,
+                     and ``delta``)
     summary.json     {"experiment": name, "runs": [...]}: the final and last numbers per run
     manifest.json    configuration, seeds, versions, git commit, data source and checksums, the
                      sessions that ran it (start time, wall time) and each run's wall time

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs._validate import check_choice, check_int, check_number
+from adcs._validate import check_bool, check_choice, check_int, check_number
 from adcs.aggregation import F32Array, weighted_sum
 from adcs.dpp import row_norms
 from adcs.privacy import accounting
@@ -91,6 +91,11 @@ class PrivateProbes:
         Probe releases and training updates planned per client (with ``epsilon``, calibration).
     probe_share : float
         Share of the budget the plan gives the probes, in [0, 1].
+    private_updates : bool
+        True (default): training updates go through DP-FedAvg and are accounted. False: they are
+        aggregated in the clear (secure aggregation without DP), and the accounted ε covers the
+        probe channel only — the selection's own privacy cost; give no ``update_noise`` and no
+        ``planned_updates`` then.
     """
 
     epsilon: float | None = None
@@ -106,6 +111,7 @@ class PrivateProbes:
     planned_probes: int | None = None
     planned_updates: int | None = None
     probe_share: float = 0.5
+    private_updates: bool = True
 
     def __post_init__(self) -> None:
         if self.epsilon is not None:
@@ -127,8 +133,18 @@ class PrivateProbes:
         for name in ("direction_clip", "norm_clip", "update_clip"):
             check_number(name, getattr(self, name), 0.0, low_open=True)
         check_number("probe_share", self.probe_share, 0.0, 1.0)
+        check_bool("private_updates", self.private_updates)
+        if not self.private_updates and (
+            self.update_noise is not None or self.planned_updates is not None
+        ):
+            raise ValueError(
+                "private_updates = false aggregates the updates in the clear: give neither "
+                "update_noise nor planned_updates"
+            )
         noises = (self.probe_noise is not None, self.update_noise is not None)
         plan = (self.planned_probes is not None, self.planned_updates is not None)
+        if not self.private_updates:  # nothing to give for the updates
+            noises, plan = (noises[0], noises[0]), (plan[0], plan[0])
         if any(noises) and any(plan):
             raise ValueError("give noise multipliers or a plan (planned_probes/_updates), not both")
         if not all(noises) and not (self.epsilon is not None and all(plan)):
@@ -150,6 +166,11 @@ class PrivateProbes:
 
     def multipliers(self, delta: float) -> tuple[float, float]:
         """(z_probe, z_update): given, or calibrated to the plan (``inf``: none planned)."""
+        if not self.private_updates:
+            if self.probe_noise is not None:
+                return float(self.probe_noise), math.inf
+            assert self.epsilon is not None and self.planned_probes is not None
+            return accounting.calibrate(self.epsilon, delta, self.planned_probes, 0, 1.0)
         if self.probe_noise is not None and self.update_noise is not None:
             return float(self.probe_noise), float(self.update_noise)
         assert self.epsilon is not None
@@ -312,14 +333,18 @@ class Private:
             probes[answered] += _releases(kind)
         seen = self.private_stats(round_idx, stats)
         counted = PrivateState(state.inner, probes, state.updates)
-        able = self.affords(counted, 0, 1) & stats.available
+        able = stats.available
+        if self.probes.private_updates:
+            able = self.affords(counted, 0, 1) & stats.available
         allowed = _filled(able, stats.available, self.m, stream_key(self.seed), round_idx)
         seen = ClientStats(allowed, seen.clients, seen.losses, seen.updates)
         selection, inner = self.scheduler.select(state.inner, round_idx, seen, rng)
         chosen = np.asarray(selection.clients, dtype=np.intp)
         sends = able[chosen]
-        updates = state.updates.copy()
-        updates[chosen[sends]] += 1
+        updates = state.updates
+        if self.probes.private_updates:
+            updates = updates.copy()
+            updates[chosen[sends]] += 1
         declined = np.sort(chosen[~sends])
         return selection, PrivateState(inner, probes, updates, declined)
 
@@ -437,8 +462,9 @@ def private_run(
     seed: int,
     n_clients: int,
     dim: int | None = None,
-) -> tuple[Private, DPFedAvg]:
-    """One run's private scheduler and DP-FedAvg aggregation hook.
+) -> tuple[Private, DPFedAvg | None]:
+    """One run's private scheduler and DP-FedAvg aggregation hook (None with
+    ``private_updates = false``: the runtime's weighted mean).
 
     Raises
     ------
@@ -449,4 +475,6 @@ def private_run(
         probes.check_dim(dim)
     delta = default_delta(n_clients) if probes.delta is None else probes.delta
     private = Private(scheduler, probes, seed, delta)
+    if not probes.private_updates:
+        return private, None
     return private, DPFedAvg(probes.update_clip, private.noise[1], seed)
