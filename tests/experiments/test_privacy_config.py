@@ -66,7 +66,9 @@ def test_bad_tables_are_refused_naming_the_key(privacy, message):
 
 def test_a_sketch_longer_than_the_model_is_refused_before_any_round(tmp_path: Path, synthetic):
     config = config_from_dict(doc_with({**PRIVACY, "sketch_dim": 10_000}))
-    with pytest.raises(ConfigError, match=r"sim\.privacy\.sketch_dim 10000 is larger than the model"):
+    with pytest.raises(
+        ConfigError, match=r"sim\.privacy\.sketch_dim 10000 is larger than the model"
+    ):
         run_experiment(config, tmp_path / "out", dataset=synthetic)
 
 
