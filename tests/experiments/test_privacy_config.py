@@ -96,6 +96,10 @@ def test_a_private_experiment_reports_each_clients_epsilon(tmp_path: Path, synth
                         np.zeros(9, int), updates, z_probe, z_update, spec.scheduler.delta
                     )
                 )
+    report = (outcome.folder / "report.md").read_text()
+    largest = {r["run_id"]: float(r["epsilon"]) for r in rows.values()}
+    assert "Privacy ([sim.privacy]" in report
+    assert all(f"{run} {eps:.3g}" in report for run, eps in largest.items())
     plain = run_experiment(config_from_dict(doc_with(None)), tmp_path / "plain", dataset=synthetic)
     with (plain.folder / "runs.csv").open() as fh:
         assert "epsilon" not in next(csv.reader(fh))  # no column without [sim.privacy]
