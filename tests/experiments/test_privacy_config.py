@@ -85,6 +85,9 @@ def test_a_private_experiment_reports_each_clients_epsilon(tmp_path: Path, synth
             assert eps.shape == (9,) and eps.max() <= 2.0
             assert float(rows[spec.run_id]["epsilon"]) == eps.max()
             assert float(rows[spec.run_id]["delta"]) == spec.scheduler.delta
+            noted = manifest["privacy"][spec.run_id]
+            assert noted["epsilon"] == eps.max() and noted["delta"] == spec.scheduler.delta
+            assert (noted["probe_noise"], noted["update_noise"]) == spec.scheduler.noise
             # each client's ε is the accountant's over what it released: its updates are its
             # selections (every selected client had budget: it is in the selections file)
             selected = arrays[f"selected/{spec.run_id}"]
@@ -101,6 +104,7 @@ def test_a_private_experiment_reports_each_clients_epsilon(tmp_path: Path, synth
     assert "Privacy ([sim.privacy]" in report
     assert all(f"{run} {eps:.3g}" in report for run, eps in largest.items())
     plain = run_experiment(config_from_dict(doc_with(None)), tmp_path / "plain", dataset=synthetic)
+    assert "privacy" not in json.loads((plain.folder / "manifest.json").read_text())
     with (plain.folder / "runs.csv").open() as fh:
         assert "epsilon" not in next(csv.reader(fh))  # no column without [sim.privacy]
 
