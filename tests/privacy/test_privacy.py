@@ -170,3 +170,58 @@ def test_a_private_simulation_stays_within_budget_and_resumes_byte_identically()
         assert np.array_equal(a.selected, b.selected)
     for result in plain:
         assert np.isfinite(result.final_params).all()
+
+
+def test_a_norm_release_is_the_clipped_norm_plus_noise_of_the_stated_scale():
+    wrapped = channel(updates_as="norm", norm_clip=0.25)
+    n = 10_000
+    clients = np.arange(n, dtype=np.intp)
+    updates = np.zeros((n, 7), dtype=np.float32)
+    updates[:, 0] = 2.0  # norm 2, clipped to 0.25
+    seen = wrapped.private_stats(4, ClientStats(np.ones(n, bool), clients, None, updates))
+    assert seen.updates.shape == (n, 1)  # the norm alone is released
+    noise = (seen.updates[:, 0].astype(np.float64) - 0.25) / (0.7 * 0.25)
+    assert st.kstest(noise, "norm").pvalue > KS_LEVEL
+    assert st.kstest(noise / 1.1, "norm").pvalue < KS_LEVEL
+
+
+def test_a_spent_client_is_never_selected_again_and_declines_when_filling():
+    wrapped = Private(
+        Uniform(m=3), PrivateProbes(epsilon=1.0, probe_noise=2.0, update_noise=3.0),
+        seed=0, delta=DELTA,
+    )  # fmt: skip
+    state, rng = wrapped.init(4), np.random.default_rng(0)
+    available = np.ones(4, dtype=bool)
+    sends = np.zeros(4, dtype=int)
+    for t in range(40):
+        selection, state = wrapped.select(state, t, ClientStats(available), rng)
+        assert selection.clients.size == 3  # the selection stays full ...
+        declined = set(state.declined.tolist())
+        for c in selection.clients.tolist():
+            sends[c] += c not in declined
+    # ... but no client sent more updates than its budget affords
+    afford = max(n for n in range(100) if epsilon({3.0: n}, DELTA) <= 1.0)
+    assert (sends <= afford).all() and (state.updates == sends).all()
+    assert (sends == afford).all()  # and each sent its budget's worth before declining
+    aggregator = DPFedAvg(clip=1.0, noise=3.0, seed=0)
+    clients = np.sort(selection.clients)
+    received, step = aggregator.aggregate(
+        state, 40, clients, np.ones((3, 5), np.float32), np.full(3, 1 / 3), None
+    )
+    assert (received == 0).all() and (step == 0).all()  # everyone declined: nothing sent
+
+
+def test_an_observing_scheduler_sees_private_directions_and_pays_for_them():
+    from adcs.schedulers import ADCS2
+
+    data = make_data(n_clients=N)
+    probes = PrivateProbes(epsilon=8.0, planned_probes=60, planned_updates=20, sketch_dim=8)
+    run, hook = private_run(ADCS2(m=2, refresh_every=5), probes, 0, N)
+    assert run.observes_updates
+    (result,) = simulate([RunSpec(run, 0, "adcs2", aggregator=hook)], data, CONFIG)
+    assert result.client_epsilon is not None and result.client_epsilon.max() <= 8.0
+    assert result.delta == run.delta
+    # every client paid for what it answered: its ε exceeds that of its updates alone
+    updates = np.bincount(result.selected[result.selected >= 0], minlength=N)
+    alone = client_epsilons(np.zeros(N, int), updates, *run.noise, run.delta)
+    assert (result.client_epsilon >= alone).all() and (result.client_epsilon > alone).any()
