@@ -57,11 +57,18 @@ def test_the_table_wraps_every_run_and_round_trips():
         ({**PRIVACY, "probe_noise": 1.0}, "noise multipliers or a plan"),
         ({**PRIVACY, "loss_range": [2.0, 1.0]}, "loss_range must have low < high"),
         ({**PRIVACY, "private_updates": False}, "give neither update_noise nor planned_updates"),
+        ({**PRIVACY, "probe_share": 0.0}, "sim.privacy.probe_share 0.0 leaves no budget for the"),
     ],
 )
 def test_bad_tables_are_refused_naming_the_key(privacy, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         config_from_dict(doc_with(privacy))
+
+
+def test_an_epsilon_the_accountant_cannot_calibrate_is_refused_before_any_round():
+    config = config_from_dict(doc_with({**PRIVACY, "epsilon": 1e9}))
+    with pytest.raises(ConfigError, match=r"sim\.privacy: epsilon 1000000000\.0 at delta"):
+        expand_runs(config)
 
 
 def test_a_sketch_longer_than_the_model_is_refused_before_any_round(tmp_path: Path, synthetic):

@@ -82,7 +82,11 @@ def private_spec(spec: RunSpec, probes: PrivateProbes | None, n_clients: int | N
         raise ConfigError(
             "sim.privacy.delta: give delta; the default 1/N^1.1 needs a configuration that fixes N"
         )
-    scheduler, aggregator = private_run(spec.scheduler, probes, spec.seed, n_clients or 1)
+    try:
+        scheduler, aggregator = private_run(spec.scheduler, probes, spec.seed, n_clients or 1)
+        scheduler.noise  # noqa: B018  (calibrated now: a refusal before any round)
+    except ValueError as exc:
+        raise ConfigError(f"sim.privacy: {exc}") from None
     return dataclasses.replace(spec, scheduler=scheduler, aggregator=aggregator)
 
 

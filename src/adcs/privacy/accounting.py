@@ -98,14 +98,20 @@ def budget(target_epsilon: float, delta: float) -> float:
     target_epsilon = check_number("epsilon", target_epsilon, 0.0, low_open=True)
     delta = _check_delta(delta)
     dp = _dp()
-    z = dp.calibrate_dp_mechanism(
-        _accountant,
-        dp.GaussianDpEvent,
-        target_epsilon,
-        delta,
-        dp.LowerEndpointAndGuess(1e-3, 1.0),
-        tol=1e-9,
-    )
+    try:
+        z = dp.calibrate_dp_mechanism(
+            _accountant,
+            dp.GaussianDpEvent,
+            target_epsilon,
+            delta,
+            dp.LowerEndpointAndGuess(1e-3, 1.0),
+            tol=1e-9,
+        )
+    except (ValueError, dp.mechanism_calibration.NoBracketIntervalFoundError) as exc:
+        raise ValueError(
+            f"epsilon {target_epsilon} at delta {delta}: the accountant finds no noise "
+            f"multiplier in [1e-3, 2^30] for it ({exc})"
+        ) from None
     return float(1.0 / z**2)
 
 

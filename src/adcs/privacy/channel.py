@@ -155,6 +155,10 @@ class PrivateProbes:
         for name in ("planned_probes", "planned_updates"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), minimum=0)
+        share = self.probe_share if self.private_updates else 1.0
+        if (self.planned_probes and share == 0.0) or (self.planned_updates and share == 1.0):
+            kind = "probes" if self.planned_probes and share == 0.0 else "updates"
+            raise ValueError(f"probe_share {share} leaves no budget for the planned {kind}")
 
     def check_dim(self, dim: int) -> None:
         """Refuse a direction sketch longer than the model's updates (``dim``)."""
