@@ -79,6 +79,15 @@ def test_a_sketch_longer_than_the_model_is_refused_before_any_round(tmp_path: Pa
         run_experiment(config, tmp_path / "out", dataset=synthetic)
 
 
+def test_a_sketch_longer_than_the_simulators_sketch_is_refused(tmp_path: Path, synthetic):
+    doc = doc_with({**PRIVACY, "sketch_dim": 40})
+    doc["sim"]["sketch_dim"] = 20
+    with pytest.raises(
+        ConfigError, match=r"sim\.privacy\.sketch_dim 40 is larger than sim\.sketch_dim"
+    ):
+        run_experiment(config_from_dict(doc), tmp_path / "out", dataset=synthetic)
+
+
 def test_a_private_experiment_reports_each_clients_epsilon(tmp_path: Path, synthetic):
     config = config_from_dict(doc_with(PRIVACY))
     outcome = run_experiment(config, tmp_path / "out", dataset=synthetic)

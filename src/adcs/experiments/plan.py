@@ -377,7 +377,7 @@ def _prepare(
     except ConfigError as exc:
         raise ConfigError(f"{config.source}: {exc}") from None
     try:
-        check_privacy_dim(config.privacy, model.dim)
+        check_privacy_dim(config.privacy, model.dim, sim_config.sketch_dim)
     except ConfigError as exc:
         raise ConfigError(f"{config.source}: {exc}") from None
     batches = _batches(plan, fed, sim_config, model.dim)

@@ -90,10 +90,17 @@ def private_spec(spec: RunSpec, probes: PrivateProbes | None, n_clients: int | N
     return dataclasses.replace(spec, scheduler=scheduler, aggregator=aggregator)
 
 
-def check_privacy_dim(probes: PrivateProbes | None, dim: int) -> None:
-    """Refuse a direction sketch longer than the model (``ConfigError`` naming the key)."""
+def check_privacy_dim(probes: PrivateProbes | None, dim: int, sketch_dim: int | None) -> None:
+    """Refuse a direction sketch longer than the model, or than ``sim.sketch_dim`` (the length
+    of the updates the schedulers are shown), with a ``ConfigError`` naming the key."""
     if probes is None:
         return
+    if sketch_dim is not None and sketch_dim < dim and probes.updates_as == "direction":
+        if probes.sketch_dim > sketch_dim:
+            raise ConfigError(
+                f"sim.privacy.sketch_dim {probes.sketch_dim} is larger than sim.sketch_dim "
+                f"{sketch_dim}, the length of the updates the schedulers are shown"
+            )
     try:
         probes.check_dim(dim)
     except ValueError as exc:
