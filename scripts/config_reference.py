@@ -30,6 +30,7 @@ from adcs.data import DATASETS, PARTITIONS
 from adcs.experiments import config as cfg
 from adcs.experiments.outputs import output_names
 from adcs.experiments.schema import KindTable
+from adcs.privacy import PrivateProbes
 from adcs.schedulers import SCHEDULERS
 from adcs.sim import SimConfig
 
@@ -168,7 +169,7 @@ def top_section() -> list[str]:
         "",
         *field_rows(
             cfg.ExperimentConfig,
-            skip={"source", "attack", "defence"},  # [sim.attack], [sim.defence]
+            skip={"source", "attack", "defence", "privacy"},  # [sim.attack], ...
             docs=docs,
             defaults=tables,
         ),
@@ -231,7 +232,7 @@ def sim_section() -> list[str]:
         "## `[sim]`",
         "",
         "The simulator: the keys are the arguments of `adcs.sim.SimConfig`, which checks them.",
-        "Its sub-tables `availability`, `system`, `attack` and `defence` follow.",
+        "Its sub-tables `availability`, `system`, `attack`, `defence` and `privacy` follow.",
         "",
         *field_rows(SimConfig, skip={"availability", "system"}),
         "",
@@ -272,6 +273,14 @@ def sim_section() -> list[str]:
         '`adcs.defences`). `kind = "standard"` (`adcs.adversary.Defence`):',
         "",
         *field_rows(Defence, docs=defence_docs, listed={"aggregation"}),
+        "",
+        "### `[sim.privacy]`",
+        "",
+        "Private selection for every method (`adcs.privacy.PrivateProbes`; the threat model is",
+        "in the concepts): each probe reply clipped and noised on the client, the training",
+        "updates through DP-FedAvg, each client's (ε, δ) accounted. Its keys:",
+        "",
+        *field_rows(PrivateProbes),
     ]
 
 

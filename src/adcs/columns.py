@@ -323,6 +323,12 @@ def _optional_float(cell: str) -> float | None:
     return float(cell) if cell else None
 
 
+def _epsilon(view: RunView) -> float | None:
+    """The largest client ε of a private run (`adcs.privacy`), at its ``delta``."""
+    eps = view.result.client_epsilon
+    return None if eps is None else float(eps.max(initial=0.0))
+
+
 COLUMNS = ColumnTable(
     [
         # per evaluation, in the order of metrics.csv
@@ -356,6 +362,9 @@ COLUMNS = ColumnTable(
                field="total_time", present="all", lower_is_better=True),
         Column("client_time_s", "run", lambda v: v.result.client_time, parse=_optional_float,
                field="client_time", present="all", lower_is_better=True),
+        Column("epsilon", "run", _epsilon, parse=_optional_float, present="any",
+               lower_is_better=True),
+        Column("delta", "run", lambda v: v.result.delta, parse=_optional_float, present="any"),
     ]
 )  # fmt: skip
 """The result columns, in file order (`ColumnTable`; ``COLUMNS.add`` declares one more)."""

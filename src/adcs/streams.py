@@ -52,6 +52,7 @@ class Domain:
     EVALUATION = 7
     DATA = 8
     ATTACK = 9  # adversaries: a seed's malicious set, the directions liars report
+    PRIVACY = 10  # the private probe channel's noise (adcs.privacy)
 
 
 def _mix_int(z: int) -> int:

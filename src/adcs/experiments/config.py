@@ -64,6 +64,7 @@ from adcs.data.partition_table import PARTITIONS as PARTITION_TABLE
 from adcs.experiments.adversary import ATTACK_TABLE, DEFENCE_TABLE
 from adcs.experiments.data_config import DataConfig, resolve_path
 from adcs.experiments.outputs import output_names
+from adcs.experiments.privacy import parse_privacy, privacy_to_dict
 from adcs.experiments.schema import (
     ConfigError,
     KindTable,
@@ -75,6 +76,7 @@ from adcs.experiments.schema import (
     named_key,
     value_to_toml,
 )
+from adcs.privacy import PrivateProbes
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
 from adcs.sim.availability import AVAILABILITY
@@ -126,9 +128,13 @@ TABLES = {"attack": ATTACK_TABLE, "defence": DEFENCE_TABLE}
 simulator's, so `ExperimentConfig` holds them."""
 
 
-SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimConfig)) | {"attack", "defence"}
-"""The keys of ``[sim]``: `SimConfig`'s arguments (``availability`` and
-``system`` as sub-tables) and the per-run ``attack`` and ``defence`` sub-tables."""
+SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimConfig)) | {
+    "attack",
+    "defence",
+    "privacy",
+}
+"""The keys of ``[sim]``: `SimConfig`'s arguments (``availability`` and ``system`` as sub-tables)
+and the per-run ``attack``, ``defence`` and ``privacy`` sub-tables."""
 
 
 def sim_config(base: SimConfig | None = None, **values: Any) -> SimConfig:
@@ -154,8 +160,9 @@ def sim_for_clients(sim: SimConfig, n_clients: int) -> SimConfig:
         raise ConfigError(named_key("sim", str(exc), SIM_KEYS)) from None
 
 
-def _parse_sim(raw: Any, base_dir: Path | None) -> tuple[SimConfig, Any, Any]:
-    """The ``[sim]`` table: the simulator's configuration, the attack and the defence."""
+def _parse_sim(raw: Any, base_dir: Path | None) -> tuple[SimConfig, Any, Any, Any]:
+    """The ``[sim]`` table: the simulator's configuration, the attack, the defence and the
+    private probe channel."""
     table = dict(_table("sim", raw))
     _no_unknown("sim", table, SIM_KEYS)
     if "availability" in table:
@@ -166,7 +173,8 @@ def _parse_sim(raw: Any, base_dir: Path | None) -> tuple[SimConfig, Any, Any]:
         None if key not in table else TABLES[key].parse(_frozen(key, table.pop(key)), None)
         for key in ("attack", "defence")
     )
-    return sim_config(**table), attack, defence
+    privacy = parse_privacy(table.pop("privacy")) if "privacy" in table else None
+    return sim_config(**table), attack, defence, privacy
 
 
 def _frozen(key: str, raw: Any) -> dict[str, Any]:
@@ -184,6 +192,7 @@ def _sim_to_dict(config: ExperimentConfig) -> dict[str, Any]:
     doc["lr_decay"] = [list(pair) for pair in sim.lr_decay] or None
     for key, obj in (("attack", config.attack), ("defence", config.defence)):
         doc[key] = None if obj is None else TABLES[key].to_dict(obj)
+    doc["privacy"] = None if config.privacy is None else privacy_to_dict(config.privacy)
     return {k: v for k, v in doc.items() if v is not None}  # TOML has no null
 
 
@@ -282,6 +291,9 @@ class ExperimentConfig:
     defence : object or None
         The ``[sim.defence]`` table, for every method: a row of `adcs.adversary.DEFENCES`
         (`Defence`, ...); None: none.
+    privacy : PrivateProbes or None
+        The ``[sim.privacy]`` table, for every method (`adcs.experiments.privacy`); None: probes
+        and updates in the clear.
     source : str
         Where the configuration came from (a file path or ``"<dict>"``), for messages.
     """
@@ -297,6 +309,7 @@ class ExperimentConfig:
     model: Any = field(default_factory=Logistic)
     attack: Any = None
     defence: Any = None
+    privacy: PrivateProbes | None = None
     source: str = field(default="<dict>", compare=False)
 
     def __post_init__(self) -> None:
@@ -450,7 +463,7 @@ def config_from_dict(
             if key not in raw:
                 raise ConfigError(f"{key} is required")
         data_raw = _table("data", raw.get("data", {}))
-        sim, attack, defence = _parse_sim(raw.get("sim", {}), base_dir)
+        sim, attack, defence, privacy = _parse_sim(raw.get("sim", {}), base_dir)
         seeds = raw["seeds"]
         if not isinstance(seeds, list):
             raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")
@@ -474,6 +487,7 @@ def config_from_dict(
             model=MODEL_TABLE.parse(model_raw, None),
             attack=attack,
             defence=defence,
+            privacy=privacy,
             methods=tuple(_parse_method(i, t) for i, t in enumerate(methods_raw)),
             outputs=tuple(outputs),
             source=source,
@@ -648,7 +662,7 @@ def merge_configs(configs: Sequence[ExperimentConfig], name: str) -> ExperimentC
         raise ConfigError("nothing to merge")
     first = configs[0]
     for other in configs[1:]:
-        for attr in ("data", "sim", "attack", "defence", "model", "seeds", "m"):
+        for attr in ("data", "sim", "attack", "defence", "privacy", "model", "seeds", "m"):
             if getattr(other, attr) != getattr(first, attr):
                 raise ConfigError(
                     f"cannot merge {first.source} and {other.source}: they differ in {attr} "

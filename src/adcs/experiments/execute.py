@@ -213,6 +213,8 @@ def _simulate_all(
             if res.round_time is not None and res.busy_time is not None:
                 selections[f"round_time/{spec.run_id}"] = res.round_time
                 selections[f"busy_time/{spec.run_id}"] = res.busy_time
+            if res.client_epsilon is not None:  # a private run: each client's ε (at δ)
+                selections[f"client_epsilon/{spec.run_id}"] = res.client_epsilon
     order = {r.run_id: i for i, r in enumerate(plan)}
     records.sort(key=lambda r: order[r.run_id])
     client_acc = {r.run_id: client_acc[r.run_id] for r in records}

@@ -36,6 +36,7 @@ from adcs.experiments.config import (
     config_to_dict,
     sim_for_clients,
 )
+from adcs.experiments.privacy import check_privacy_dim, private_spec
 from adcs.experiments.workload import DataSource, federate, load_data
 from adcs.schedulers.base import Scheduler
 from adcs.sim.data import ClientData
@@ -142,7 +143,8 @@ def expand_runs(config: ExperimentConfig) -> list[RunSpec]:
                 if key not in planned:
                     meta = {"method": method.name, "variant": variant, "params": params}
                     spec = RunSpec(scheduler, seed, f"{variant}-seed={seed}", meta)
-                    planned[key] = _adversarial(spec, config)
+                    spec = _adversarial(spec, config)
+                    planned[key] = private_spec(spec, config.privacy, config.data.total_clients)
     runs = list(planned.values())
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):  # two identities formatted alike: should not happen
@@ -372,6 +374,10 @@ def _prepare(
             raise ConfigError(f"{config.source}: sim.{exc}") from exc
     try:  # the model is built and checked on one batch before any round
         model = build_model(config, first.input_shape, first.n_classes)
+    except ConfigError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from None
+    try:
+        check_privacy_dim(config.privacy, model.dim, sim_config.sketch_dim)
     except ConfigError as exc:
         raise ConfigError(f"{config.source}: {exc}") from None
     batches = _batches(plan, fed, sim_config, model.dim)

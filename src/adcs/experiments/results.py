@@ -353,4 +353,22 @@ def write_data_files(
         header = ["seed", "client", "compute", "upload", "download", "round_s"]
         _write_csv(folder / "system.csv", header, devices)
         notes.append(_system_note(devices))
+    if any(r.extra.get("epsilon") is not None for r in records):
+        notes.append(_privacy_note(records))
     return notes
+
+
+def _privacy_note(records: Sequence[RunRecord]) -> str:
+    """One line for the report: each private run's largest client ε and its δ (runs.csv)."""
+    parts = [
+        f"{r.run_id} {r.extra['epsilon']:.3g}"
+        for r in records
+        if r.extra.get("epsilon") is not None
+    ]
+    deltas = sorted({f"{r.extra['delta']:.3g}" for r in records if r.extra.get("delta")})
+    return (
+        "Privacy ([sim.privacy], docs/concepts/privacy.md): the largest client ε over the run "
+        f"at δ = {', '.join(deltas)} (each client's in selections.npz, client_epsilon/<run_id>): "
+        + "; ".join(parts)
+        + "."
+    )

@@ -30,6 +30,9 @@ figures, report) and the manifest, in the results folder::
                      bit-packed along clients (``np.unpackbits(a, axis=1, count=N)``), or, when
                      too large to keep, nothing — the manifest's availability model and the seed
                      regenerate them
+                     and, with ``[sim.privacy]``, ``client_epsilon/<run_id>`` (N,): each
+                     client's ε over the run at the run's δ (runs.csv: ``epsilon``, the largest,
+                     and ``delta``)
     summary.json     {"experiment": name, "runs": [...]}: the final and last numbers per run
     manifest.json    configuration, seeds, versions, git commit, data source and checksums, the
                      sessions that ran it (start time, wall time) and each run's wall time
@@ -58,11 +61,12 @@ The folder is written as ``.OUT.partial`` beside the target, locked, checkpointe
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -556,6 +560,23 @@ def _report_context(
     )  # fmt: skip
 
 
+def _privacy_manifest(plan: list[RunSpec], records: Sequence[RunRecord]) -> dict[str, Any]:
+    """Per private run: the largest client ε, its δ and the noise multipliers (null: none)."""
+    largest = {r.run_id: r.extra.get("epsilon") for r in records}
+    out: dict[str, Any] = {}
+    for spec in plan:
+        noise = getattr(spec.scheduler, "noise", None)
+        if noise is None:
+            continue
+        out[spec.run_id] = {
+            "epsilon": largest.get(spec.run_id),
+            "delta": float(spec.scheduler.delta),  # type: ignore[attr-defined]
+            "probe_noise": noise[0] if math.isfinite(noise[0]) else None,
+            "update_noise": noise[1] if math.isfinite(noise[1]) else None,
+        }
+    return out
+
+
 def _manifest(
     config: ExperimentConfig,
     plan: list[RunSpec],
@@ -596,6 +617,7 @@ def _manifest(
         "availability": sim_config.availability.describe(),
         "malicious": {r.run_id: r.meta["malicious"] for r in plan if r.meta.get("malicious")},
         **({} if sim_config.system is None else {"system": sim_config.system.describe()}),
+        **({} if config.privacy is None else {"privacy": _privacy_manifest(plan, sim.records)}),
         **provenance(),
         "argv": list(sys.argv),
         "started_at": sessions[0]["started_at"],

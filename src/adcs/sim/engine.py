@@ -71,6 +71,7 @@ from adcs.sim.metrics import (
     worst_and_average,
 )
 from adcs.sim.model import Model
+from adcs.sim.runstate import privacy_cost
 from adcs.sim.spec import Evaluation, RunResult, RunSpec, SimConfig
 from adcs.sim.workers import _run_lanes, _single_threaded_blas
 
@@ -284,6 +285,7 @@ def _collect(
                     p10_acc=percentile_accuracy(client_acc, 0.1),
                     group_acc=group_accuracy(client_acc, eval_groups, data.n_groups),
                     eval_clients=eval_clients,
+                    **privacy_cost(run),
                 )
                 row += 1
     return [r for r in results if r is not None]

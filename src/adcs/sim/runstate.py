@@ -140,3 +140,17 @@ def _rules(
         clock=clock,
         aggregator=spec.aggregator,
     )
+
+
+def privacy_cost(run: _Run) -> dict[str, Any]:
+    """The run's ``client_epsilon`` and ``delta`` (`adcs.sim.spec.RunResult`) when its
+    scheduler, or one it wraps (a field ``scheduler``, its state's ``inner``), accounts privacy
+    (``epsilons(state)`` and ``delta``: `adcs.privacy.Private`); else nothing."""
+    scheduler: Any = run.rules.scheduler
+    state = run.state
+    while not hasattr(scheduler, "epsilons"):
+        if not (hasattr(scheduler, "scheduler") and hasattr(state, "inner")):
+            return {}
+        scheduler, state = scheduler.scheduler, state.inner
+    epsilons = np.asarray(scheduler.epsilons(state), dtype=np.float64)
+    return {"client_epsilon": epsilons, "delta": float(scheduler.delta)}

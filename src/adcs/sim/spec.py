@@ -309,6 +309,11 @@ class RunResult:
         Mean accuracy of each group's evaluated clients (NaN for a group none of them is in).
     eval_clients : ndarray of shape (n_eval_clients,), int
         The clients evaluated, ascending (all of them unless ``SimConfig.eval_clients``).
+    client_epsilon : ndarray of shape (n_clients,) or None
+        Each client's ε over the run, when the run's scheduler accounts privacy (it, or a
+        scheduler it wraps, has ``epsilons(state)``: `adcs.privacy.Private`); else None.
+    delta : float or None
+        The δ of ``client_epsilon``.
     """
 
     spec: RunSpec
@@ -358,6 +363,8 @@ class RunResult:
         return None if self.busy_time is None else float(self.busy_time.sum())
 
     non_finite: int = 0
+    client_epsilon: F64Array | None = None
+    delta: float | None = None
 
 
 @dataclass(frozen=True)
