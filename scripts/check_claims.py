@@ -65,7 +65,7 @@ from adcs.experiments.leaderboard import summarize_leaderboard
 from adcs.experiments.outputs import study_of, write_study_report, write_tables
 from adcs.experiments.records import variant_labels
 from adcs.experiments.report import TIME_FIGURE, ReportContext, fmt, pm
-from adcs.experiments.results import _system_note, load_records
+from adcs.experiments.results import _privacy_note, _system_note, load_records
 from adcs.experiments.timing import is_timed, time_summaries
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,6 +94,10 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
     ] + [
         ("### cnn", ["successor_paired.py", "--a", "adcs2", "--b", "powerofchoice", "results/cnn",
                      "results/successor/cnn", "results/successor/seeds34/cnn"]),
+    ],
+    "privacy/report.md": [
+        ("", ["privacy_summary.py", *(f"results/privacy/paper-{f}" for f in (
+            "inf", "probes-eps4", "probes-eps16", "probes-eps64", "full-eps4"))]),
     ],
 }  # fmt: skip
 DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
@@ -149,6 +153,8 @@ def _runner_report(folder: Path, out: Path) -> None:
         with (folder / "system.csv").open(newline="", encoding="utf-8") as fh:
             rows = [[int(r["seed"]), 0, 0, 0, 0, float(r["round_s"])] for r in csv.DictReader(fh)]
         notes.append(_system_note(rows))
+    if any(r.extra.get("epsilon") is not None for r in records):
+        notes.append(_privacy_note(records))
     context = ReportContext(
         name=config.name, rounds=config.sim.rounds, eval_every=config.sim.eval_every, m=config.m,
         n_clients=manifest["data"]["n_clients"], seeds=config.seeds,

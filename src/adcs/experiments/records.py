@@ -120,10 +120,11 @@ class RunRecord:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def value(self, name: str) -> Any:
-        """The value of a column's attribute: a field of the record, else one of ``extra``."""
+        """The value of a column's attribute: a field of the record, else one of ``extra``, else
+        None (an optional column, such as a private run's ``epsilon``, this file does not hold)."""
         if name in self.extra:
             return self.extra[name]
-        return getattr(self, name)
+        return getattr(self, name, None)
 
     @property
     def tail(self) -> slice:
