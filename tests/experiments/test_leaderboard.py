@@ -421,3 +421,26 @@ def test_a_table_row_without_runs_is_named_in_the_report_not_claimed(
     assert "name table at its defaults (except newcomer, added to the table after this run)" in (
         " ".join(report.split())
     )
+
+
+def test_two_entries_of_one_class_keep_rows_of_their_own() -> None:
+    from adcs.experiments.ranking import entry_labels, rank_table, scores_of
+
+    from .records import record
+
+    runs = [
+        record("adcs", worst, 0.8, seed=s,
+               params={"theta": 0.8, "refresh_every": 20, "quality": quality})
+        for quality, worst in (("loss", 0.5), ("grad_norm", 0.3))
+        for s in (0, 1)
+    ] + [record("uniform", 0.4, 0.8, seed=s) for s in (0, 1)]  # fmt: skip
+    labels = entry_labels(runs)  # both are "ADCS θ=0.8" by ADCS's declaration alone
+    assert sorted(labels.values()) == [
+        "ADCS θ=0.8, quality=grad_norm", "ADCS θ=0.8, quality=loss", "Uniform"
+    ]  # fmt: skip
+    scores, _ = scores_of("w", runs, {}, labels)
+    rows, placings = rank_table({"w": {s.label: s.ranked("worst") for s in scores}})
+    assert [r.entry for r in rows] == [
+        "ADCS θ=0.8, quality=loss", "Uniform", "ADCS θ=0.8, quality=grad_norm"
+    ]  # fmt: skip
+    assert placings["w"]["ADCS θ=0.8, quality=grad_norm"].rank == 3.0
