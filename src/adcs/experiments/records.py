@@ -285,7 +285,7 @@ def variant_labels(records: Sequence[RunRecord]) -> dict[str, str]:
 
     Only the hyperparameters whose value differs between the variants of the same method in
     ``records`` are named (``ADCS gamma=0.25`` beside ``ADCS gamma=0``, not every fixed setting);
-    a method with one variant is its name alone. Labels are unique (:func:`tell_apart`).
+    a method with one variant is its name alone. Labels are unique (:func:`tell_apart`; docs/design.md §8).
     """
     firsts = _firsts(records)
     names = {v: method_label(r.method) for v, r in firsts.items()}

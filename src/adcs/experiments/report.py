@@ -270,7 +270,7 @@ def report_body(
     """The neutral report below its title: settings, one table of every variant, group shares,
     the figures but ``figures_elsewhere`` (file names a study's sections show), the time section.
 
-    A study's report is this body with its own sections added (docs/design.md §6), so no
+    A study's report is this body with its own sections added (docs/design.md §8), so no
     variant that ran is left out of any report. Returns the lines and the summaries shown.
     """
     rows = summaries(records, curve_series(records))
