@@ -119,8 +119,9 @@ def run(
     Parameters
     ----------
     config : path, mapping or ExperimentConfig
-        A TOML file, a shipped configuration's name (``"quick"``, ``"fig1"``, …), a document
-        shaped like the TOML (a dict), or a configuration object.
+        A TOML file (with its ``[sweep]`` table, if any), a shipped configuration's name
+        (``"quick"``, ``"fig1"``, ``"successor/paper"``, …; resolved as ``adcs run`` resolves
+        it), a document shaped like the TOML (a dict), or a configuration object.
     out : path, optional
         The results folder (new, empty, or with ``overwrite`` an earlier adcs results folder).
         Default: a fresh temporary folder (``Results.folder`` says where).
@@ -133,7 +134,7 @@ def run(
     progress : bool
         Show a progress bar (in a notebook too).
     sweep : mapping of dotted key to values, optional
-        Run every combination of the values (``{"data.partition.alpha": [0.1, 1.0]}``) into one
+        Beside the file's ``[sweep]`` table, run every combination of the values (``{"data.partition.alpha": [0.1, 1.0]}``) into one
         sweep folder (:mod:`adcs.experiments.sweep`); the tables then have a column per key.
     **overrides
         Any key of the configuration, dots written as double underscores: ``m=10``,

@@ -163,6 +163,10 @@ def test_a_sweep_table_in_the_file_and_bad_values_named(tmp_path: Path) -> None:
     result = runner.invoke(cli.app, ["run", str(config), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["00-m=2", "01-m=3"]
+    # Python reads the file as the command line does: the same points
+    pytest.importorskip("pandas")
+    res = adcs.run(config, tmp_path / "python", progress=False)
+    assert sorted(set(res.runs["workload"])) == ["00-m=2", "01-m=3"]
     bad = write_config(tmp_path, CONFIG + "[sweep]\nm = [2, 99]\n")
     result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "bad")])
     assert result.exit_code == 2
