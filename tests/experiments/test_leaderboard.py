@@ -449,3 +449,27 @@ def test_two_entries_of_one_class_keep_rows_of_their_own() -> None:
         "ADCS θ=0.8, quality=loss", "Uniform", "ADCS θ=0.8, quality=grad_norm"
     ]  # fmt: skip
     assert placings["w"]["ADCS θ=0.8, quality=grad_norm"].rank == 3.0
+
+
+def test_a_workload_whose_schedulers_had_little_to_choose_is_named_from_its_selections(
+    tmp_path: Path,
+) -> None:
+    from adcs.experiments.leaderboard_report import same_selections
+
+    def selections(other: list[list[int]], available: list[int]) -> str | None:
+        a = {"selected/a-seed=0": np.array([[0, 1], [2, 3]]), "selected/b-seed=0": other}
+        np.savez(tmp_path / "selections.npz", **a, **{"n_available/seed0": np.array(available)})
+        return same_selections(tmp_path)
+
+    assert selections([[1, 2], [3, 1]], [3, 4]) is None  # a choice in every round, used
+    assert selections([[1, 0], [3, 1]], [2, 4]) == (
+        "in 50% of the rounds no more than m = 2 clients were available (3.0 on average): every "
+        "scheduler then selects every available client, so the entries can differ only in the "
+        "other rounds"
+    )
+    said = selections([[1, 0], [3, 2]], [2, 2])  # the same clients, in another order
+    assert said == (
+        "every entry selected the same clients in every round of every seed: in every round no "
+        "more than m = 2 clients were available (2.0 on average), so every scheduler selects "
+        "every available client"
+    )

@@ -92,6 +92,8 @@ def same_selections(folder: Path) -> str | None:
     at least :data:`NO_CHOICE_SHARE` of the rounds no more than ``m`` clients were available
     (e.g. m = 18 with about 15 available): every scheduler then selects every available client.
     """
+    if not (folder / "selections.npz").is_file():
+        return None
     with np.load(folder / "selections.npz") as npz:
         chosen = {
             k.removeprefix("selected/"): npz[k] for k in npz.files if k.startswith("selected/")
@@ -108,7 +110,9 @@ def same_selections(folder: Path) -> str | None:
     m = next(iter(chosen.values())).shape[1]
     counts = np.concatenate(available) if available else np.empty(0)
     share = float(np.mean(counts <= m)) if counts.size else 0.0
-    offered = f"no more than m = {m} clients were available ({counts.mean():.1f} on average)"
+    offered = f"no more than m = {m} clients were available" + (
+        f" ({counts.mean():.1f} on average)" if counts.size else ""
+    )
     if identical:
         why = "every entry selected the same clients in every round of every seed"
         if share == 1.0:
