@@ -216,19 +216,22 @@ def _firsts(records: Sequence[RunRecord]) -> dict[str, RunRecord]:
     return first
 
 
+def _differing(params: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The hyperparameters whose value is not the same in all of ``params`` (first-seen order)."""
+    keys = dict.fromkeys(k for p in params for k in p)
+    return [
+        k
+        for k in keys
+        if len({json.dumps(p.get(k), default=str, sort_keys=True) for p in params}) > 1
+    ]
+
+
 def _varying(records: Sequence[RunRecord]) -> dict[str, list[str]]:
     """Per method, the hyperparameters whose value differs between its variants in ``records``."""
-    by_method: dict[str, list[RunRecord]] = {}
+    by_method: dict[str, list[Mapping[str, Any]]] = {}
     for r in _firsts(records).values():
-        by_method.setdefault(r.method, []).append(r)
-    return {
-        method: [
-            k
-            for k in dict.fromkeys(k for r in runs for k in r.params)
-            if len({json.dumps(r.params.get(k), default=str) for r in runs}) > 1
-        ]
-        for method, runs in by_method.items()
-    }
+        by_method.setdefault(r.method, []).append(r.params)
+    return {method: _differing(params) for method, params in by_method.items()}
 
 
 def tell_apart(
@@ -257,11 +260,7 @@ def tell_apart(
         if len(group) == 1:
             out[group[0]] = name
             continue
-        keys = [
-            k
-            for k in dict.fromkeys(k for v in group for k in params[v])
-            if len({json.dumps(params[v].get(k), default=str, sort_keys=True) for v in group}) > 1
-        ]
+        keys = _differing([params[v] for v in group])
         made = {v: f"{name} [{v}]" for v in group}
         for exact in (False, True):
             told = {
@@ -285,7 +284,8 @@ def variant_labels(records: Sequence[RunRecord]) -> dict[str, str]:
 
     Only the hyperparameters whose value differs between the variants of the same method in
     ``records`` are named (``ADCS gamma=0.25`` beside ``ADCS gamma=0``, not every fixed setting);
-    a method with one variant is its name alone. Labels are unique (:func:`tell_apart`; docs/design.md §8).
+    a method with one variant is its name alone. Labels are unique (:func:`tell_apart`;
+    docs/design.md §8).
     """
     firsts = _firsts(records)
     names = {v: method_label(r.method) for v, r in firsts.items()}
@@ -311,24 +311,24 @@ def with_every_variant(
     R=20) quality=loss`` beside ``ADCS quality=grad_norm``); every other variant is labelled as by
     :func:`variant_labels`. No two series returned share a label.
     """
-    varying, labels = _varying(records), variant_labels(records)
+    varying, labels, firsts = _varying(records), variant_labels(records), _firsts(records)
     chosen: dict[str, Series] = {}  # by the variant each shows
     for s in series:
         runs = select_runs(records, s)
         if runs and runs[0].variant not in chosen:
             r = runs[0]
-            extra = [f"{k}={_value_text(r.params.get(k))}" for k in varying[r.method]]
-            extra = [e for k, e in zip(varying[r.method], extra, strict=True) if k not in s.params]
-            label = " ".join([s.label, ", ".join(extra)]).strip()
+            told = [
+                f"{k}={_value_text(r.params.get(k))}"
+                for k in varying[r.method]
+                if k not in s.params
+            ]
+            label = " ".join([s.label, ", ".join(told)]).strip()
             chosen[r.variant] = Series(label, s.method, s.params)
     shown = set(chosen) | {runs[0].variant for s in covered if (runs := select_runs(records, s))}
     rest = {
-        r.variant: Series(labels[r.variant], r.method, dict(r.params))
-        for r in _firsts(records).values()
-        if r.variant not in shown
+        v: Series(labels[v], r.method, dict(r.params)) for v, r in firsts.items() if v not in shown
     }
     everything = {**chosen, **rest}
-    firsts = _firsts(records)
     unique = tell_apart(
         {v: s.label for v, s in everything.items()}, {v: firsts[v].params for v in everything}
     )
