@@ -1,12 +1,12 @@
-# Two entry points: `make demo` (the main job) and `make test` (lint, types, the documentation site,
-# the whole test suite).
+# Two entry points: `make demo` (the main job) and `make test` (lint and the import layers, types,
+# the documentation site, the claims of every committed report, the whole test suite).
 # Each bootstraps its own virtual environment and installs what it needs.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 LINT_PATHS := $(wildcard src tests benchmarks examples scripts docs)
 
-.PHONY: demo test lint typecheck docs bench wheel-check clean
+.PHONY: demo test test-other-blas lint typecheck docs claims bench wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,7 @@ demo: $(VENV)/.installed-base
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
@@ -38,9 +39,20 @@ typecheck: $(VENV)/.installed-test
 docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
+# Every committed report under results/ agrees with its raw files: the generated ones regenerate
+# byte for byte, the hand-written ones state numbers and comparisons only through checked markers.
+claims: $(VENV)/.installed-test
+	$(BIN)/python scripts/check_claims.py
+
 # The Deployment Runtime's tests (mostly waiting out Flower's heartbeats) run beside the rest.
-test: lint typecheck docs
+test: lint typecheck docs claims
 	bash scripts/run_tests.sh $(BIN)
+
+# The tests that compare floats within a tolerance (marked `numeric`), again under an OpenBLAS
+# kernel other than the machine's own: a bound that holds on one kernel only is a guess.
+test-other-blas: $(VENV)/.installed-test
+	OPENBLAS_CORETYPE=$$($(BIN)/python scripts/other_blas.py) sh -c \
+	  '$(BIN)/python scripts/other_blas.py --check && $(BIN)/pytest -q -m "numeric and not deployment and not slow"'
 
 # Build the wheel, install it in a fresh environment, run `adcs reproduce --quick` from it.
 wheel-check: $(BIN)/python

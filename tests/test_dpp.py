@@ -453,13 +453,3 @@ TWO_BY_TWO = np.array([[1.0, 2.0], [2.0, 1.0]])
 def test_kdpp_sampler_names_a_missing_generator():
     with pytest.raises(TypeError, match=r"rng must be a numpy\.random\.Generator, got NoneType"):
         sample_kdpp(np.eye(3), 2, None)  # type: ignore[arg-type]
-
-
-def test_the_k_dpp_names_are_still_reachable_from_adcs_dpp() -> None:
-    import adcs.dpp
-    import adcs.dpp_sampling
-
-    assert adcs.dpp.sample_kdpp is adcs.dpp_sampling.sample_kdpp
-    assert adcs.dpp.KernelEigen is adcs.dpp_sampling.KernelEigen
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        adcs.dpp.nope  # noqa: B018

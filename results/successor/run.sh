@@ -2,8 +2,10 @@
 # How results/successor/ was made (issue 23), from the repository root, with ADCS_DATA_DIR set
 # to the Fashion-MNIST folder; one core (--workers 1).
 set -e
-# 1. the diagnosis (reads results/leaderboard; a T = 1 000 run of ADCS per workload)
-python scripts/diagnose_adcs.py --leaderboard results/leaderboard  # its tables are in DIAGNOSIS.md
+# 1. the diagnosis: parts 1-2 read committed files only (DIAGNOSIS.md's tables); part 3 trains a
+#    T = 1 000 run of ADCS per workload, not committed (--parts 3 --data DIR to see it)
+python scripts/diagnose_adcs.py --parts 1,2 --leaderboard results/leaderboard \
+    > results/successor/diagnosis_tables.md
 # 2. ADCS-2 on the leaderboard's six workloads, seeds 0-2, T = 4 000; with PowerOfChoice on m6
 #    and bernoulli, to check that this checkout reproduces the committed leaderboard exactly
 python scripts/successor_configs.py experiments/successor --seeds 0,1,2 \
@@ -24,14 +26,12 @@ python scripts/successor_configs.py experiments/successor/seeds34 --seeds 3,4 \
     --workloads dirichlet,clients100 --method adcs2 --method powerofchoice
 for w in dirichlet clients100; do
     adcs run "experiments/successor/seeds34/$w.toml" --out "results/successor/seeds34/$w" --workers 1
-    python scripts/successor_paired.py --a adcs2 --b powerofchoice results/leaderboard/$w \
-        "results/successor/leaderboard/$w" "results/successor/seeds34/$w"
 done
 # 5. the CNN workload (results/cnn's configuration and length): ADCS-2 on seeds 0-2, then seeds 3-4
 #    of ADCS-2 and PowerOfChoice (tied on 3 seeds)
 adcs run experiments/successor/cnn.toml --out results/successor/cnn --workers 1
 adcs run experiments/successor/seeds34/cnn.toml --out results/successor/seeds34/cnn --workers 1
 python scripts/successor_compare.py --committed results --new results/successor \
-    --workloads cnn:cnn --entry adcs2  # and successor_paired.py: see cnn.md
-python scripts/successor_paired.py --a adcs2 --b powerofchoice results/cnn \
-    results/successor/cnn results/successor/seeds34/cnn
+    --workloads cnn:cnn --entry adcs2 > results/successor/cnn_compare.md
+# seeds34.md: successor_paired.py's tables for clients100, dirichlet and cnn, each under a heading
+# (scripts/check_claims.py's SCRIPT_OUTPUTS has the exact commands)

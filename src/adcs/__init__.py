@@ -27,7 +27,7 @@ from adcs.schedulers import (
     Uniform,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _NOTEBOOK = frozenset({"Results", "load_results", "run"})
 

@@ -599,18 +599,3 @@ def naive_greedy_map(kernel: ArrayLike, m: int, log_weights: ArrayLike | None = 
             )
         selected.extend(int(i) for i in rest_arr[np.lexsort((rest_arr, -key))[: m - len(selected)]])
     return np.asarray(selected, dtype=np.intp)
-
-
-_SAMPLING = frozenset(
-    {"KernelEigen", "kdpp_eigen", "kdpp_inclusion_probabilities", "log_elementary_symmetric",
-     "sample_kdpp"}
-)  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    """The k-DPP's names (:mod:`adcs.dpp_sampling`), reachable from ``adcs.dpp`` as before."""
-    if name in _SAMPLING:
-        from adcs import dpp_sampling
-
-        return getattr(dpp_sampling, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -465,13 +465,3 @@ def test_a_user_split_that_returns_no_partition_is_refused_naming_what_it_return
             np.random.default_rng(0),
             n_clients=2,
         )
-
-
-def test_the_table_is_still_reachable_from_the_partitions_module() -> None:
-    import adcs.data.partition as partition_module
-    import adcs.data.partition_table as table_module
-
-    assert partition_module.PARTITIONS is table_module.PARTITIONS
-    assert partition_module.PartitionKind is table_module.PartitionKind
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        partition_module.nope  # noqa: B018

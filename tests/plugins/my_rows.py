@@ -10,7 +10,7 @@ import numpy as np
 from adcs._validate import check_int
 from adcs.adversary import Defence
 from adcs.data import Dataset, DatasetEntry
-from adcs.data.partition_table import PartitionKind
+from adcs.data.partition import PartitionKind
 
 
 def load_blobs(n_train: int = 200, seed: int = 0) -> Dataset:

@@ -229,22 +229,30 @@ def crafted_directions(
     """
     honest_units = np.asarray(unit_rows(honest), dtype=np.float32)
     anchor = np.asarray(unit_rows(own, np.float64), dtype=np.float64)
-    if attack.target is Target.WORST and honest_units.shape[0]:
+    impersonating = attack.target is Target.WORST and honest_units.shape[0] > 0
+    if impersonating:
         if honest_losses is not None and np.isfinite(honest_losses).any():
             worst = int(np.nanargmax(np.where(np.isfinite(honest_losses), honest_losses, np.nan)))
         else:
             worst = 0
-        anchor = np.repeat(honest_units[worst : worst + 1], anchor.shape[0], axis=0)
-        anchor = anchor.astype(np.float64)
+        target = unit_rows(np.asarray(honest[worst : worst + 1], dtype=np.float64), np.float64)
+        anchor = np.repeat(target, anchor.shape[0], axis=0)
     dim = anchor.shape[1]
     index = [_SHARED if attack.shared else int(c) for c in clients]
     novel = np.stack([_novel_draws(attack.seed, i, dim) for i in index])
-    # ⊥ the honest span (one projection for all rows), then ⊥ each row's own anchor: its part
-    # outside the honest span, since the rest of the anchor is already orthogonal
     k = anchor.shape[0]
-    both = _orthogonal_to(np.vstack([novel, anchor]), honest_units)
-    free, outside = both[:k], both[k:]
-    free -= np.einsum("ij,ij->i", free, outside)[:, None] * outside
+    if impersonating:
+        # the anchor is an honest direction, inside the span: ⊥ the span, then exactly ⊥ the
+        # anchor in float64 (its part outside the span is only the projection's rounding, whose
+        # direction is noise), so the cosine with the impersonated client is c on any BLAS kernel
+        free = _orthogonal_to(novel, honest_units)
+        free -= np.einsum("ij,ij->i", free, anchor)[:, None] * anchor
+    else:
+        # ⊥ the honest span (one projection for all rows), then ⊥ each row's own anchor: its
+        # part outside the honest span, since the rest of the anchor is already orthogonal
+        both = _orthogonal_to(np.vstack([novel, anchor]), honest_units)
+        free, outside = both[:k], both[k:]
+        free -= np.einsum("ij,ij->i", free, outside)[:, None] * outside
     free /= np.maximum(np.linalg.norm(free, axis=1, keepdims=True), 1e-300)
     c = _least_cosine(attack, defence, anchor, honest_units)[:, None]
     return np.asarray(c * anchor + np.sqrt(1.0 - c * c) * free, dtype=np.float64)

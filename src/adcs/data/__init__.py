@@ -24,6 +24,7 @@ from adcs.data.fashion_mnist import (
 )
 from adcs.data.partition import (
     Partition,
+    PartitionKind,
     class_counts,
     classes_per_client,
     dirichlet,
@@ -32,7 +33,7 @@ from adcs.data.partition import (
     paper_groups,
     shards,
 )
-from adcs.data.partition_table import PARTITIONS, PartitionKind, partition_data
+from adcs.data.partition_table import PARTITIONS, partition_data
 from adcs.data.synthetic import Synthetic, SyntheticClients
 
 __all__ = [

@@ -1,39 +1,25 @@
-"""Hugging Face data sets and Flower Datasets' partitioners (docs/design.md §7).
+"""Hugging Face data sets (docs/design.md §7).
 
-* ``[data] dataset = "huggingface"`` loads a data set from a folder written by
-  ``datasets.DatasetDict.save_to_disk`` (``path``, offline) or from the Hub by ``name`` (online),
-  with its input and label columns named (``features``, ``label``) and its two splits
-  (``train_split``, ``test_split``). Inputs become arrays of any shape (images as uint8 pixels).
-* ``[data.partition] kind = "flwr:DirichletPartitioner"`` (any partitioner of
-  ``flwr_datasets.partitioner``) splits the training split with Flower Datasets' own code, with its
-  arguments as the table's keys (``alpha``, ``partition_by``, …; ``n_clients`` is its
-  ``num_partitions``); each client's test set is then drawn from the test split with the class
-  proportions of its own training partition, as adcs's own label-skew partitions do.
+``[data] dataset = "huggingface"`` loads a data set from a folder written by
+``datasets.DatasetDict.save_to_disk`` (``path``, offline) or from the Hub by ``name`` (online), with
+its input and label columns named (``features``, ``label``) and its two splits (``train_split``,
+``test_split``). Inputs become arrays of any shape (images as uint8 pixels). Flower Datasets'
+partitioners are :mod:`adcs.data.flwr_partitions`.
 
-Both need the ``huggingface`` extra (``datasets`` and ``flwr-datasets``), imported here only.
+It needs the ``huggingface`` extra (``datasets``), imported here only.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Mapping
-from functools import cache
 from typing import Any
 
 import numpy as np
 
-from adcs.data.counts import _draw, _split_classes
-from adcs.data.datasets import DataError, Dataset
-from adcs.data.partition import Partition
-from adcs.data.partition_table import PartitionKind
+from adcs.data.base import DataError, Dataset
 
-__all__ = ["FLWR_PREFIX", "flwr_partition_kind", "load_huggingface"]
-
-FLWR_PREFIX = "flwr:"
-"""A partition kind ``"flwr:NAME"`` names ``flwr_datasets.partitioner.NAME``."""
-
-_ROW = "__adcs_row__"
+__all__ = ["load_huggingface"]
 
 
 def _datasets() -> Any:
@@ -136,82 +122,3 @@ def load_huggingface(
         n_classes=int(max(y_train.max(), y_test.max())) + 1, source=source,
         checksums={k: str(v) for k, v in splits.items() if k.endswith("#")},
     )  # fmt: skip
-
-
-@cache
-def _partitioner_class(name: str) -> type:
-    try:
-        from flwr_datasets import partitioner
-    except ImportError:
-        raise ImportError(
-            f"partition 'flwr:{name}' needs Flower Datasets: pip install \"adcs[huggingface]\""
-        ) from None
-    cls = getattr(partitioner, name, None)
-    if not isinstance(cls, type) or not issubclass(cls, partitioner.Partitioner):
-        known = sorted(
-            n for n in dir(partitioner) if n.endswith("Partitioner") and n != "Partitioner"
-        )
-        raise ValueError(f"flwr_datasets.partitioner has no partitioner {name!r}; known: {known}")
-    return cls
-
-
-def flwr_partition_kind(kind: str) -> PartitionKind:
-    """The :class:`~adcs.data.partition.PartitionKind` of ``"flwr:NAME"``.
-
-    Its keys are the partitioner's constructor arguments, with ``n_clients`` for
-    ``num_partitions`` (required); ``partition_by`` defaults to the label column; ``seed``, when
-    the partitioner takes one and it is not given, comes from the partition's random stream.
-
-    Raises
-    ------
-    ValueError
-        No such partitioner (the known ones are named), or Flower Datasets is not installed.
-    """
-    name = kind.removeprefix(FLWR_PREFIX)
-    try:
-        cls = _partitioner_class(name)
-    except ImportError as exc:
-        raise ValueError(str(exc)) from None
-    arguments = set(inspect.signature(cls).parameters) - {"self", "num_partitions"}
-    keys = frozenset(arguments | {"n_clients"})
-
-    def split(data: Any, rng: np.random.Generator, **params: Any) -> Partition:
-        return _flwr_split(cls, arguments, data, rng, **params)
-
-    return PartitionKind(split, keys, frozenset({"n_clients"}))
-
-
-def _flwr_split(
-    cls: type, arguments: set[str], data: Any, rng: np.random.Generator, **params: Any
-) -> Partition:
-    datasets = _datasets()
-    n_clients = int(params.pop("n_clients"))
-    kwargs = {"num_partitions": n_clients, **params}
-    if "partition_by" in arguments:
-        kwargs.setdefault("partition_by", "label")
-    if "seed" in arguments and "seed" not in kwargs:
-        kwargs["seed"] = int(rng.integers(2**31 - 1))
-    train = np.asarray(data.train_labels)
-    test = np.asarray(data.test_labels)
-    table = datasets.Dataset.from_dict({"label": train, _ROW: np.arange(train.size)})
-    try:
-        partitioner = cls(**kwargs)
-        partitioner.dataset = table
-        indices = tuple(
-            np.sort(np.asarray(partitioner.load_partition(i)[_ROW], dtype=np.intp))
-            for i in range(n_clients)
-        )
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"flwr:{cls.__name__}({kwargs}): {exc}") from None
-    n_classes = int(max(train.max(), test.max())) + 1
-    counts = np.stack([np.bincount(train[ix], minlength=n_classes) for ix in indices])
-    empty = np.flatnonzero(counts.sum(axis=1) == 0)
-    if empty.size:
-        raise ValueError(f"flwr:{cls.__name__} left client(s) {empty[:5].tolist()} without data")
-    test_counts = _split_classes(np.bincount(test, minlength=n_classes), counts, "test")
-    return Partition(
-        train_indices=indices,
-        test_indices=_draw(test, test_counts, rng),
-        groups=np.argmax(counts, axis=1),
-        n_groups=n_classes,
-    )

@@ -32,16 +32,20 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from adcs._validate import (
+    check_client_count,
     check_int,
+    check_non_negative,
     check_number,
+    check_positive,
+    check_unit_interval,
 )
 from adcs.data.counts import (
     _apportion_1d,
@@ -59,8 +63,10 @@ from adcs.data.counts import (
 )
 
 __all__ = [
+    "PARAMETER_CHECKS",
     "LabelledSplits",
     "Partition",
+    "PartitionKind",
     "class_counts",
     "classes_per_client",
     "dirichlet",
@@ -74,6 +80,60 @@ __all__ = [
 
 IntArray = NDArray[np.intp]
 FloatArray = NDArray[np.float64]
+
+
+PARAMETER_CHECKS: Mapping[str, Callable[[str, Any], object]] = {
+    "n_groups": check_int, "clients_per_group": check_int, "dominance": check_unit_interval,
+    "n_clients": check_client_count, "alpha": check_positive, "size_sigma": check_non_negative,
+    "train_per_client": check_int, "test_per_client": check_int,
+    "shards_per_client": check_int, "classes": check_int,
+}  # fmt: skip
+"""Types and ranges of the built-in partitions' parameters (the data decide the rest)."""
+
+
+@dataclass(frozen=True)
+class PartitionKind:
+    """One row of the partitions' table (:data:`adcs.data.partition_table.PARTITIONS`).
+
+    Attributes
+    ----------
+    split : callable
+        ``split(data, rng, **params)`` → :class:`Partition`, with ``data`` the labelled splits.
+    keys : frozenset of str
+        Its parameters (the ``[data.partition]`` keys besides ``kind``).
+    required : frozenset of str
+        Parameters that must be given.
+    """
+
+    split: Callable[..., Partition]
+    keys: frozenset[str]
+    required: frozenset[str] = frozenset()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """The values of parameters not given (the partition function's defaults)."""
+    checks: Mapping[str, Callable[[str, Any], object]] = field(
+        default_factory=lambda: PARAMETER_CHECKS
+    )
+    """``check(name, value)`` of a parameter (``ValueError`` naming it), run when a configuration
+    is read; a parameter without one is checked by the split itself."""
+
+    def check(self, params: Mapping[str, Any], prefix: str = "") -> None:
+        """Check the parameters' values (``ValueError`` naming ``prefix + key``)."""
+        for key, value in params.items():
+            if key in self.checks:
+                self.checks[key](prefix + key, value)
+
+    def value(self, params: Mapping[str, Any], key: str) -> Any:
+        """The parameter ``key`` as the partition will use it (None: unset, the data decide)."""
+        return params.get(key, self.defaults.get(key))
+
+    def n_clients(self, params: Mapping[str, Any]) -> int | None:
+        """N for these parameters, when they fix it (None: the data decide, e.g. ``natural``)."""
+        if "n_groups" in self.keys:
+            return int(self.value(params, "n_groups")) * int(
+                self.value(params, "clients_per_group")
+            )
+        value = params.get("n_clients")
+        return None if value is None else int(value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -642,17 +702,3 @@ def _by_writer(writers: IntArray) -> dict[int, IntArray]:
     keys, starts = np.unique(writers[order], return_index=True)
     parts = np.split(order, starts[1:])
     return {int(k): np.sort(p) for k, p in zip(keys, parts, strict=True)}
-
-
-_TABLE = frozenset(
-    {"PARAMETER_CHECKS", "PARTITIONS", "PartitionKind", "partition_data", "partition_kind"}
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The partitions' table (:mod:`adcs.data.partition_table`), reachable from here as before."""
-    if name in _TABLE:
-        from adcs.data import partition_table
-
-        return getattr(partition_table, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,22 +7,14 @@ The partitions themselves are in :mod:`adcs.data.partition`; a user's partition 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from adcs._validate import (
-    check_client_count,
-    check_int,
-    check_non_negative,
-    check_positive,
-    check_unit_interval,
-)
 from adcs.data.partition import (
     LabelledSplits,
     Partition,
+    PartitionKind,
     classes_per_client,
     dirichlet,
     dirichlet_per_class,
@@ -33,61 +25,7 @@ from adcs.data.partition import (
 )
 from adcs.registry import Table
 
-__all__ = ["PARAMETER_CHECKS", "PARTITIONS", "PartitionKind", "partition_data", "partition_kind"]
-
-
-PARAMETER_CHECKS: Mapping[str, Callable[[str, Any], object]] = {
-    "n_groups": check_int, "clients_per_group": check_int, "dominance": check_unit_interval,
-    "n_clients": check_client_count, "alpha": check_positive, "size_sigma": check_non_negative,
-    "train_per_client": check_int, "test_per_client": check_int,
-    "shards_per_client": check_int, "classes": check_int,
-}  # fmt: skip
-"""Types and ranges of the built-in partitions' parameters (the data decide the rest)."""
-
-
-@dataclass(frozen=True)
-class PartitionKind:
-    """One row of :data:`PARTITIONS`.
-
-    Attributes
-    ----------
-    split : callable
-        ``split(data, rng, **params)`` → :class:`Partition`, with ``data`` the labelled splits.
-    keys : frozenset of str
-        Its parameters (the ``[data.partition]`` keys besides ``kind``).
-    required : frozenset of str
-        Parameters that must be given.
-    """
-
-    split: Callable[..., Partition]
-    keys: frozenset[str]
-    required: frozenset[str] = frozenset()
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    """The values of parameters not given (the partition function's defaults)."""
-    checks: Mapping[str, Callable[[str, Any], object]] = field(
-        default_factory=lambda: PARAMETER_CHECKS
-    )
-    """``check(name, value)`` of a parameter (``ValueError`` naming it), run when a configuration
-    is read; a parameter without one is checked by the split itself."""
-
-    def check(self, params: Mapping[str, Any], prefix: str = "") -> None:
-        """Check the parameters' values (``ValueError`` naming ``prefix + key``)."""
-        for key, value in params.items():
-            if key in self.checks:
-                self.checks[key](prefix + key, value)
-
-    def value(self, params: Mapping[str, Any], key: str) -> Any:
-        """The parameter ``key`` as the partition will use it (None: unset, the data decide)."""
-        return params.get(key, self.defaults.get(key))
-
-    def n_clients(self, params: Mapping[str, Any]) -> int | None:
-        """N for these parameters, when they fix it (None: the data decide, e.g. ``natural``)."""
-        if "n_groups" in self.keys:
-            return int(self.value(params, "n_groups")) * int(
-                self.value(params, "clients_per_group")
-            )
-        value = params.get("n_clients")
-        return None if value is None else int(value)
+__all__ = ["PARTITIONS", "partition_data", "partition_kind"]
 
 
 def _labels_of(data: LabelledSplits) -> tuple[Any, Any]:
@@ -136,7 +74,7 @@ PARTITIONS: Table[PartitionKind] = Table("partition", "adcs.partitions", {
 
 def partition_kind(kind: str) -> PartitionKind:
     """The partition named ``kind``: a row of :data:`PARTITIONS`, or ``"flwr:NAME"`` for a
-    partitioner of Flower Datasets (:mod:`adcs.data.huggingface`).
+    partitioner of Flower Datasets (:mod:`adcs.data.flwr_partitions`).
 
     Raises
     ------
@@ -144,7 +82,7 @@ def partition_kind(kind: str) -> PartitionKind:
         Naming the known partitions.
     """
     if isinstance(kind, str) and kind.startswith("flwr:"):
-        from adcs.data.huggingface import flwr_partition_kind
+        from adcs.data.flwr_partitions import flwr_partition_kind
 
         return flwr_partition_kind(kind)
     if not PARTITIONS.recognises(kind):

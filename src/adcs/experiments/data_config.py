@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from adcs.data.datasets import DATASETS, DatasetEntry
-from adcs.data.partition_table import PartitionKind, partition_kind
+from adcs.data.partition import PartitionKind
+from adcs.data.partition_table import partition_kind
 from adcs.experiments.schema import ConfigError, _choice, _int, _no_unknown, freeze, value_to_toml
 
 __all__ = ["DataConfig", "resolve_path"]

@@ -505,7 +505,7 @@ _CLAIMS: tuple[_ClaimDef, ...] = (
     _ClaimDef(
         "tv_order", "Table 1, Sec. 6.3",
         "Selection bias (TV to uniform): Uniform < ADCS < PowerOfChoice < OCS.",
-        "TV distance of the mean group shares to uniform, in that order",
+        "mean over seeds of each run's TV distance to uniform selection, in that order",
         ("uniform", "adcs", "powerofchoice", "ocs"),
         _check_tv_order,
     ),

@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -84,7 +84,9 @@ class LocalFederation:
     nodes: dict[int, NodeProcess] = field(default_factory=dict)
     _started: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _logs: list[IO[bytes]] = field(default_factory=list)
-    _seen: set[int] = field(default_factory=set)  # every pid started, or found below one
+    # every pid started, or found below one, with its start time (a pid the system reuses is
+    # another process)
+    _seen: dict[int, str | None] = field(default_factory=dict)
     _run_logs: dict[int, str] = field(default_factory=dict)
     _restarts: int = 0
 
@@ -178,7 +180,7 @@ class LocalFederation:
         started, and reap it."""
         node = self.nodes[partition_id]
         tree = _descendants(node.pid)
-        self._seen.update(tree)
+        self._note(tree)
         _signal_tree(node.pid, sig, tree)
         node.process.wait()
 
@@ -189,7 +191,7 @@ class LocalFederation:
             command, stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
         )
         self._started.append(process)
-        self._seen.add(process.pid)
+        self._note([process.pid])
         logger.debug("started %s (pid %d)", command[0], process.pid)
         return process
 
@@ -197,7 +199,7 @@ class LocalFederation:
         """Stop every process this federation started, by PID, with its descendants."""
         live = [p for p in self._started if p.poll() is None]
         trees = {p.pid: _descendants(p.pid) for p in live}
-        self._seen.update(pid for tree in trees.values() for pid in tree)
+        self._note(pid for tree in trees.values() for pid in tree)
         for p in live:
             _signal_tree(p.pid, signal.SIGTERM, trees[p.pid])
         deadline = time.monotonic() + grace_s
@@ -208,18 +210,27 @@ class LocalFederation:
                 pass
         for p in live:  # whatever is left, and descendants that outlived their parent
             late = _descendants(p.pid)
-            self._seen.update(late)
+            self._note(late)
             _signal_tree(p.pid, signal.SIGKILL, trees[p.pid] + late)
             p.wait()
-        for pid in self.leftover():  # descendants that no longer had a parent to be found by
-            _signal_tree(pid, signal.SIGKILL, [])
+        # Descendants that no longer had a parent to be found by; a killed process still runs
+        # until the kernel has torn it down (a loaded machine takes a while), so wait for that.
+        deadline = time.monotonic() + grace_s
+        while (left := self.leftover()) and time.monotonic() < deadline:
+            for pid in left:
+                _signal_tree(pid, signal.SIGKILL, [])
+            time.sleep(0.05)
         for log in self._logs:
             log.close()
         self._logs.clear()
 
     def leftover(self) -> list[int]:
         """Processes started here, or found below them, that still run (empty after close)."""
-        return sorted(pid for pid in self._seen if _running(pid))
+        return sorted(pid for pid, started in self._seen.items() if _running(pid, started))
+
+    def _note(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            self._seen.setdefault(pid, _start_time(pid))
 
     def __enter__(self) -> LocalFederation:
         return self
@@ -335,19 +346,36 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (not gone, not a zombie awaiting its parent)."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def _start_time(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot), or None where /proc cannot tell."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields and len(fields) > 19 else None
+
+
+def _running(pid: int, started: str | None = None) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie awaiting its parent), and the
+    one that started at ``started`` where that is known (not another one given the same pid)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    fields = _stat_fields(pid)
+    if fields is None:
         return True  # no /proc: signal 0 is all there is to go by
-    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
+    if started is not None and len(fields) > 19 and fields[19] != started:
+        return False
+    return fields[0] != "Z"
 
 
 def _signal_tree(pid: int, sig: int, descendants: list[int] | None = None) -> None:
