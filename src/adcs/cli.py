@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import click
 import typer
@@ -63,9 +63,6 @@ from adcs.experiments.config import (
 )
 from adcs.experiments.overrides import with_sets
 from adcs.rounds import SelectionError
-
-if TYPE_CHECKING:
-    pass
 
 
 class _OneLineGroup(typer.core.TyperGroup):
