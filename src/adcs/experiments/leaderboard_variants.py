@@ -93,7 +93,11 @@ class Family:
             parts.append(f"at {self.symbol} ∈ {self.values_text(values)}{self.fixed_note()}")
         elif values:
             parts.append(f"at {self.symbol} = {value_text(values[0])}{self.fixed_note()}")
-        parts += [f"with {e.label} at {self.symbol} = {self.published}" for e in extras]
+        lever = self.variants.lever
+        for extra in extras:  # at the lever value it ran with
+            found = self.extra_entry(scores, extra)
+            at = value_text(found.params.get(lever)) if found is not None else self.published
+            parts.append(f"with {extra.label} at {self.symbol} = {at}")
         return f"{self.display} {' and '.join(parts)}" if parts else ""
 
     def at(self, score: Score) -> Any | None:
