@@ -158,9 +158,7 @@ def top_section() -> list[str]:
     kind, text = docs["outputs"]
     docs["outputs"] = (
         kind,
-        text.replace(
-            "from `adcs.experiments.outputs.output_names`", "any of " + _keys(output_names())
-        ),
+        text.replace("from `output_names`", "any of " + _keys(output_names())),
     )
     tables = {k: "its defaults" for k in ("data", "sim", "model")}
     return [

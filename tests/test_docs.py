@@ -8,6 +8,7 @@ it takes 6 s of CPU and, on a busy machine, over 20 s.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -118,6 +119,9 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     api = (site / "reference" / "api" / "dpp" / "index.html").read_text(encoding="utf-8")
     assert "adcs.dpp.greedy_map" in api
+    tutorial = (site / "tutorial" / "tutorial" / "index.html").read_text(encoding="utf-8")
+    assert "LossThenSpread" in tutorial and "data:image/png;base64" in tutorial  # with outputs
+    assert not re.search(r":(class|func|meth|attr):`", api)  # the roles are rendered
     board = (site / "results" / "leaderboard" / "report" / "index.html").read_text("utf-8")
     assert 'src="../paper.png"' in board
     assert (site / "results" / "leaderboard" / "paper.png").read_bytes() == (
@@ -195,3 +199,38 @@ def test_the_install_lines_name_every_extra(page: str) -> None:
     block = text[text.index("## Installing") :].split("```")[1]
     named = set(re.findall(r'"\.\[([a-z]+)\]"', block))
     assert named == set(extras)  # sklearn (digits) and others were missing
+
+
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|data|exc|obj|const|ref):`[^`]+`")
+
+
+def _docstrings(tree: ast.Module) -> list[tuple[int, str]]:
+    """Every string statement of a module (its docstrings and its attributes' docstrings, the
+    strings mkdocstrings renders), with its line."""
+    return [
+        (node.lineno, node.value.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ]
+
+
+def test_no_docstring_holds_a_sphinx_role() -> None:
+    """The API reference renders Markdown (mkdocstrings, numpy style): a cross-reference is
+    ``[`Name`][adcs.module.Name]``, a name otherwise plain code; a Sphinx role shows as text."""
+    found = []
+    files = sorted((ROOT / "src" / "adcs").rglob("*.py"))
+    assert len(files) > 100
+    for path in files:
+        for line, text in _docstrings(ast.parse(path.read_text(encoding="utf-8"))):
+            found += [f"{path.relative_to(ROOT)}:{line}: {m}" for m in SPHINX_ROLE.findall(text)]
+    assert not found, "\n".join(found[:20])
+
+
+def test_the_role_check_finds_a_role() -> None:
+    tree = ast.parse('"""See :class:`Table`."""\nx = 1\n"""Or :meth:`~a.B.c`."""\n')
+    assert [SPHINX_ROLE.findall(t) for _, t in _docstrings(tree)] == [
+        [":class:`Table`"],
+        [":meth:`~a.B.c`"],
+    ]

@@ -6,6 +6,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import adcs
@@ -45,3 +46,24 @@ def test_the_benchmarks_ship_with_the_package() -> None:
     assert names == sorted(p.name for p in (REPO / "benchmarks").glob("bench_*.py"))
     assert all(str(shipped / f"bench_{b.value}.py") in map(str, cli._bench_candidates(b.value))
                for b in cli.Bench)  # fmt: skip
+
+
+def _authors(node: object) -> list[object]:
+    """Every ``authors`` entry anywhere in a CFF document (the root's, a reference's, ...)."""
+    if isinstance(node, dict):
+        found = list(node.get("authors", []))
+        return found + [a for k, v in node.items() if k != "authors" for a in _authors(v)]
+    if isinstance(node, list):
+        return [a for item in node for a in _authors(item)]
+    return []
+
+
+def test_the_citation_is_cff_1_2_naming_only_the_projects_authors() -> None:
+    yaml = pytest.importorskip("yaml")
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0"
+    assert {"cff-version", "message", "title", "authors"} <= set(citation)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert citation["authors"] == [{"name": a["name"]} for a in project["authors"]]
+    # no placeholder such as "the authors of the paper": every author anywhere is the project's
+    assert all(a in citation["authors"] for a in _authors(citation)), _authors(citation)

@@ -83,3 +83,45 @@ def test_every_file_of_a_results_folder_is_documented(tmp_path) -> None:
     for column in header:
         if not column.startswith("share_g"):
             assert f"`{column}`" in text, column
+
+
+def _install_lines() -> list[tuple[str, str]]:
+    """Every ``pip install`` command of the README and the docs pages: the lines of their code
+    blocks and their inline code, as (file, command)."""
+    found = []
+    for path in [README, *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+        lines = [line for block in blocks for line in block.splitlines()]
+        inline = re.findall(r"`(pip install [^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+        for line in lines + inline:
+            if line.lstrip().startswith("pip install"):
+                found.append((path.name, line.strip()))
+    return found
+
+
+def test_every_install_line_can_be_pasted() -> None:
+    import shlex
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+            "optional-dependencies"
+        ]
+    )
+    lines = _install_lines()
+    assert len(lines) >= 12 and any("README" in name for name, _ in lines)
+    for name, line in lines:
+        words = shlex.split(line, comments=True)  # what the shell passes pip
+        targets = [w for w in words[2:] if w != "-e"]
+        assert words[:2] == ["pip", "install"] and targets, (name, line)
+        for target in targets:
+            match = re.fullmatch(r"(\.|adcs)(?:\[([\w,-]+)\])?", target)
+            assert match, f"{name}: {line!r}: {target!r} is no package pip can install"
+            unknown = set((match.group(2) or "").split(",")) - extras - {""}
+            assert not unknown, f"{name}: {line!r} names no extra {sorted(unknown)}"

@@ -47,6 +47,54 @@ def test_built_in_names_import_paths_and_their_refusals() -> None:
         import_path("pkg.mod:")
 
 
+CWD_RULE = """
+from dataclasses import dataclass
+
+import numpy as np
+
+from adcs.schedulers import BasicState, SchedulerBase, Selection
+
+
+@dataclass(frozen=True)
+class FirstAvailable(SchedulerBase[BasicState]):
+    def init(self, n_clients, data_sizes=None):
+        return BasicState(n_clients, self._check_init(n_clients, data_sizes))
+
+    def select(self, state, round_idx, stats, rng):
+        return Selection(np.flatnonzero(stats.available)[: self.m]), state
+"""
+
+
+@pytest.fixture
+def in_a_folder_off_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A current folder holding ``cwd_rule.py`` that is not on the module path (as for the
+    ``adcs`` command, whose path starts with its script's folder, not the current one)."""
+    (tmp_path / "cwd_rule.py").write_text(CWD_RULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cwd_rule", raising=False)
+    return tmp_path
+
+
+def test_a_module_in_the_current_folder_is_found_by_import_path(
+    in_a_folder_off_the_path: Path,
+) -> None:
+    path_before = list(sys.path)
+    cls = SCHEDULERS.resolve("cwd_rule:FirstAvailable")
+    assert cls.__module__ == "cwd_rule" and cls(m=2).m == 2
+    assert sys.path == path_before  # the current folder was on the path for the import only
+    result = runner.invoke(
+        cli.app,
+        ["run", str(write_config(in_a_folder_off_the_path, TINY + METHOD)), "--out", "out"],
+    )
+    assert result.exit_code == 0, result.output
+    with (in_a_folder_off_the_path / "out" / "runs.csv").open() as f:
+        assert [row["method"] for row in csv.DictReader(f)] == ["cwd_rule:FirstAvailable"]
+
+
+METHOD = '[[methods]]\nname = "cwd_rule:FirstAvailable"\n'
+
+
 def test_a_module_that_fails_to_import_or_a_constructor_that_raises_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -198,3 +198,63 @@ def test_track_logs_while_running_and_leaves_the_results_as_they_are(tmp_path: P
     history = client.get_metric_history(runs["uniform-seed=1"].info.run_id, "avg_acc")
     assert sorted(m.step for m in history) == [s for s, _ in want["uniform-seed=1"]]
     assert runs["uniform-seed=1"].data.params["seed"] == "1"
+
+
+def _steps(logdir: Path, tag: str) -> list[int]:
+    """The steps TensorBoard shows for ``tag`` in one run's folder."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(logdir))
+    events.Reload()
+    return [e.step for e in events.Scalars(tag)]
+
+
+def _raw_steps(logdir: Path, tag: str) -> list[int]:
+    """The steps the event files hold for ``tag``, every copy (no purging)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    return [
+        event.step
+        for path in sorted(logdir.glob("events.out.tfevents.*"))
+        for event in EventFileLoader(str(path)).Load()
+        if any(v.tag == tag for v in event.summary.value)
+    ]
+
+
+def test_a_tracked_run_run_again_shows_each_step_once(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    config = write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
+    logs = tmp_path / "log"
+    for again in (False, True):
+        args = ["run", str(config), "--out", str(tmp_path / "out"), "--track", "tensorboard"]
+        args += ["--track-to", str(logs)] + (["--force"] if again else [])
+        result = runner.invoke(cli.app, args)
+        assert result.exit_code == 0, result.output
+    want = expected(tmp_path / "out")
+    assert want
+    for run_id, points in want.items():
+        rounds = [s for s, _ in points]
+        assert _raw_steps(logs / run_id, "worst_acc") == rounds  # the first run's are replaced
+        assert _raw_steps(logs / run_id, "params") == [0]
+
+
+def test_a_resumed_run_keeps_its_earlier_steps_and_shows_each_once(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    first = make_tracker("tensorboard", tmp_path, "x")
+    first.start("r", {"seed": 0})
+    for step in range(5):  # interrupted after round 4; its checkpoint holds round 2
+        first.log("r", step, {"worst_acc": float(step)})
+    first.close()
+    resumed = make_tracker("tensorboard", tmp_path, "x", resume=True)
+    resumed.start("r", {"seed": 0})
+    for step in range(2, 7):
+        resumed.log("r", step, {"worst_acc": 10.0 + step})
+    resumed.close()
+    assert _steps(tmp_path / "r", "worst_acc") == list(range(7))
+    assert _raw_steps(tmp_path / "r", "params") == [0]  # the parameters once
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "r"))
+    events.Reload()
+    values = [e.value for e in events.Scalars("worst_acc")]
+    assert values == [0.0, 1.0, 12.0, 13.0, 14.0, 15.0, 16.0]  # the resumed session's from 2 on

@@ -1,10 +1,11 @@
 """adcs — Adaptive Determinantal Client Scheduling for federated learning.
 
-The public API: DPP MAP inference (:mod:`adcs.dpp`) and the schedulers (:mod:`adcs.schedulers`).
-The simulator (:mod:`adcs.sim`), data (:mod:`adcs.data`), theory (:mod:`adcs.theory`) and the
-Flower strategy (:mod:`adcs.flower`, optional extra) are imported from their modules.
-``adcs.run`` and ``adcs.load_results`` (:mod:`adcs.notebook`, pandas DataFrames) are loaded on
-first use, so ``import adcs`` stays light.
+The public API: DPP MAP inference ([`adcs.dpp`][adcs.dpp]) and the schedulers
+([`adcs.schedulers`][adcs.schedulers]). The simulator ([`adcs.sim`][adcs.sim]), data (`adcs.data`),
+theory (`adcs.theory`) and the Flower strategy ([`adcs.flower`][adcs.flower], optional extra) are
+imported from their modules. ``adcs.run`` and ``adcs.load_results``
+([`adcs.notebook`][adcs.notebook], pandas DataFrames) are loaded on first use, so ``import adcs``
+stays light.
 """
 
 from __future__ import annotations

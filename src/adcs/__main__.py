@@ -1,4 +1,4 @@
-"""``python -m adcs``: the command line (see :mod:`adcs.cli`)."""
+"""``python -m adcs``: the command line (see `adcs.cli`)."""
 
 from adcs.cli import app
 

@@ -84,7 +84,7 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def check_client_count(name: str, value: Any) -> int:
-    """``value`` as a number of clients: an integer in [1, :data:`MAX_CLIENTS`]."""
+    """``value`` as a number of clients: an integer in [1, `MAX_CLIENTS`]."""
     if check_int(name, value) > MAX_CLIENTS:
         raise ValueError(
             f"{name} must be at most {MAX_CLIENTS:,} (clients are int32), got {value!r}"

@@ -1,14 +1,14 @@
 """Aggregation rules that need every returned client's update: the runtime's aggregation hook.
 
-By default a runtime aggregates w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i (:mod:`adcs.rounds`), which the
-simulator computes without forming the individual updates when it can (one weighted product). A
-run may instead carry an :class:`Aggregator`: the runtime then computes each returned client's
+By default a runtime aggregates w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i ([`adcs.rounds`][adcs.rounds]),
+which the simulator computes without forming the individual updates when it can (one weighted
+product). A run may instead carry an `Aggregator`: the runtime then computes each returned client's
 update Δ_i individually and asks the aggregator for the step. Two kinds of aggregator use this:
 
-* :class:`RobustAggregation` — a robust rule in place of the weighted mean (Byzantine-robust FL):
+* `RobustAggregation` — a robust rule in place of the weighted mean (Byzantine-robust FL):
   coordinate-wise median, coordinate-wise trimmed mean (Yin et al. 2018), or the weighted mean of
   updates clipped to the median norm (norm bounding, Sun et al. 2019);
-* a poison (:class:`adcs.adversary.Poisoned`), which replaces malicious clients' updates before an
+* a poison (`adcs.adversary.Poisoned`), which replaces malicious clients' updates before an
   inner rule combines them.
 
 An aggregator also says what the server *received* (the updates after any poison), which the
@@ -67,7 +67,8 @@ class Aggregator(Protocol):
         updates : ndarray of shape (n, dim), float32
             Their honest local updates Δ_i at w⁽ᵗ⁾.
         coefs : ndarray of shape (n,)
-            Their coefficients c_i (:func:`adcs.rounds.aggregation_weights`).
+            Their coefficients c_i
+            ([`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]).
         probed : ClientStats
             What the runtime gathered for this round's probe (honest values).
 
@@ -82,7 +83,7 @@ class Aggregator(Protocol):
 
 
 def weighted_sum(updates: F32Array, coefs: F64Array) -> F32Array:
-    """Σ_i c_i Δ_i, shape (dim,) (the rule of :mod:`adcs.rounds`)."""
+    """Σ_i c_i Δ_i, shape (dim,) (the rule of [`adcs.rounds`][adcs.rounds])."""
     return np.asarray(coefs, dtype=np.float32) @ np.asarray(updates, dtype=np.float32)
 
 
@@ -115,7 +116,7 @@ def trimmed_mean(updates: F32Array, coefs: F64Array, trim: float) -> F32Array:
 
     In each coordinate the ⌊β n⌋ largest and ⌊β n⌋ smallest values are dropped and the rest
     averaged (Yin et al. 2018); β = ``trim`` ∈ [0, 0.5). Unweighted, scaled as
-    :func:`coordinate_median`; non-finite updates are left out.
+    `coordinate_median`; non-finite updates are left out.
     """
     total = np.float32(np.sum(coefs))
     updates = _finite(updates)
@@ -162,7 +163,7 @@ class Robust(enum.Enum):
 
 @dataclass(frozen=True)
 class RobustAggregation:
-    """A robust rule in place of the weighted mean (an :class:`Aggregator`).
+    """A robust rule in place of the weighted mean (an `Aggregator`).
 
     Parameters
     ----------

@@ -9,7 +9,7 @@
 
 The command line owns the terminal (progress, tables, the one-line ``error:`` messages and exit
 codes); the library only logs. Every flag is documented in the README's command-line reference,
-which :func:`reference_markdown` generates from this app.
+which `reference_markdown` generates from this app.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the command line shows: progress (bars or plain lines), the summary tables, consoles.
 
-Split from :mod:`adcs.cli`, which owns the commands, the one-line errors and the exit codes.
+Split from `adcs.cli`, which owns the commands, the one-line errors and the exit codes.
 Off a terminal (a log, a pipe, CI) progress is a plain line about every 10 s and tables are
 printed at their natural width, never cut at 80 columns.
 """
@@ -65,7 +65,7 @@ _RECEIVED: list[int] = []
 
 
 def _check_terminated() -> None:
-    """Raise :class:`_Terminated` after a SIGTERM: the progress callbacks call this.
+    """Raise `_Terminated` after a SIGTERM: the progress callbacks call this.
 
     The signal handler raises at once, but Python drops an exception raised while a finaliser
     runs (it prints "Exception ignored"); the next progress report then stops the run for sure.

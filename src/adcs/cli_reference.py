@@ -1,4 +1,4 @@
-"""The command-line reference page, generated from the Typer app of :mod:`adcs.cli`.
+"""The command-line reference page, generated from the Typer app of `adcs.cli`.
 
 ``python scripts/cli_reference.py`` writes it to ``docs/reference/cli.md``;
 ``tests/test_readme.py`` fails when they disagree.

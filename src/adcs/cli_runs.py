@@ -1,6 +1,6 @@
 """How the command line drives runs: workers, the Ray executor, progress and the summaries of
 ``adcs run``, ``reproduce``, ``leaderboard`` and sweeps (the commands themselves are in
-:mod:`adcs.cli`)."""
+`adcs.cli`)."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def _run(
     with (
         _executor(ray_address) as executor,
         _progress() as display,
-        _tracking(track, track_to, config.name, plan) as tracker,
+        _tracking(track, track_to, config.name, plan, resume) as tracker,
     ):
         finalize = None if theory is None else (lambda tmp: theory(tmp / "theory", display))
         outcome = run_experiment(
@@ -126,7 +126,7 @@ def _run(
 
 @contextmanager
 def _tracking(
-    kind: str | None, dest: str | None, experiment: str, plan: Sequence[Any]
+    kind: str | None, dest: str | None, experiment: str, plan: Sequence[Any], resume: bool = False
 ) -> Iterator[Any]:
     """The live tracker of ``--track`` (None without it), each run opened with its parameters."""
     if kind is None:
@@ -138,7 +138,7 @@ def _tracking(
     if kind == "tensorboard" and dest is None:
         where = Path(where) / experiment  # one folder of runs per experiment
     try:
-        tracker = make_tracker(kind, where, experiment)
+        tracker = make_tracker(kind, where, experiment, resume=resume)
     except ImportError as exc:
         raise fail(str(exc), code=1) from None
     for spec in plan:

@@ -1,18 +1,18 @@
 """The result columns: each declared once, and every file, reader and runtime goes over the table.
 
-A :class:`Column` says what one result is (its name, whether it is recorded at every evaluation
-or once per run), how it is computed from a finished run (:class:`RunView`: the run's
-:class:`~adcs.sim.RunResult` and its data) and, for per-evaluation columns that need only the
-clients' accuracies, from one evaluation of any runtime (:class:`EvalView`, what the Flower
+A `Column` says what one result is (its name, whether it is recorded at every evaluation
+or once per run), how it is computed from a finished run (`RunView`: the run's
+[`RunResult`][adcs.sim.RunResult] and its data) and, for per-evaluation columns that need only the
+clients' accuracies, from one evaluation of any runtime (`EvalView`, what the Flower
 strategy's history records), and how a cell of a results file is parsed back.
-:data:`COLUMNS` is the table, in the order the columns appear in ``metrics.csv`` (per
-evaluation) and ``runs.csv`` / ``summary.json`` (per run); :mod:`adcs.experiments.results`
+`COLUMNS` is the table, in the order the columns appear in ``metrics.csv`` (per
+evaluation) and ``runs.csv`` / ``summary.json`` (per run); `adcs.experiments.results`
 writes and reads every file by going over it, and the leaderboard ranks any per-evaluation
 column by its final value. Adding a column is one declaration (docs/design.md §8)::
 
     COLUMNS.add(Column("median_acc", "eval", of_eval=lambda e: float(np.median(e.accuracy))))
 
-The columns a run's record holds as attributes (:class:`~adcs.experiments.report.RunRecord`,
+The columns a run's record holds as attributes (`RunRecord`,
 ``field``) are the built-in ones; any other is kept in the record's ``extra``.
 """
 
@@ -92,7 +92,7 @@ class Column:
     parse : callable
         A cell of a results file → its value (``""`` for a blank or absent cell).
     field : str or None
-        The attribute of :class:`~adcs.experiments.report.RunRecord` it fills (default its
+        The attribute of `RunRecord` it fills (default its
         name); a column declared outside the built-in table goes to the record's ``extra``.
     parts : tuple of str
         Names of the file columns of a block of fixed width (default: one column, ``name``).
@@ -227,7 +227,7 @@ def _is_nan(value: Any) -> bool:
 
 
 class ColumnTable:
-    """The ordered table of columns; :meth:`add` declares one more (names are unique)."""
+    """The ordered table of columns; `add` declares one more (names are unique)."""
 
     def __init__(self, columns: Sequence[Column]) -> None:
         self._columns: list[Column] = []
@@ -358,4 +358,4 @@ COLUMNS = ColumnTable(
                field="client_time", present="all", lower_is_better=True),
     ]
 )  # fmt: skip
-"""The result columns, in file order (:class:`ColumnTable`; ``COLUMNS.add`` declares one more)."""
+"""The result columns, in file order (`ColumnTable`; ``COLUMNS.add`` declares one more)."""

@@ -15,8 +15,8 @@ relative (scale free). Once every remaining residual is below it (the kernel's r
 or items are exact duplicates) the remaining picks go to the highest-weight items (largest L_ii).
 Ties go to the lowest index; an item whose diagonal is zero is only ever chosen by that last rule.
 
-Besides the mode, the k-DPP itself — exact samples and marginals — is in :mod:`adcs.dpp_sampling`
-(its names are still reachable from here).
+Besides the mode, the k-DPP itself — exact samples and marginals — is in
+[`adcs.dpp_sampling`][adcs.dpp_sampling] (its names are still reachable from here).
 """
 
 from __future__ import annotations
@@ -394,7 +394,8 @@ def greedy_map_features(
 
     The Cholesky rows are computed in feature space (Gram–Schmidt on the chosen items' features), so
     memory beyond the features is O(N + m·k) and time O(m·N·k), one pass over F per pick. For ADCS, F holds the normalised updates φ_n (eq. 5) and
-    w = 2αq (eq. 7); the result is the same as :func:`greedy_map` on the dense kernel.
+    w = 2αq (eq. 7); the result is the same as [`greedy_map`][adcs.dpp.greedy_map] on the dense
+    kernel.
 
     Parameters
     ----------
@@ -564,9 +565,9 @@ def exact_map(
 def naive_greedy_map(kernel: ArrayLike, m: int, log_weights: ArrayLike | None = None) -> IntArray:
     """Greedy MAP recomputing every candidate's log det with ``np.linalg.slogdet`` (O(m·N·m³)).
 
-    A transparent reference for :func:`greedy_map` in tests and benchmarks: same objective
-    (Σ w + log det kernel_S), same tie rule (lowest index); it stops at the kernel's rank and then
-    fills with the heaviest remaining items, as the fast path does.
+    A transparent reference for [`greedy_map`][adcs.dpp.greedy_map] in tests and benchmarks: same
+    objective (Σ w + log det kernel_S), same tie rule (lowest index); it stops at the kernel's rank
+    and then fills with the heaviest remaining items, as the fast path does.
     """
     k = _check_kernel(kernel)
     _check_psd(k, PSD_RTOL)

@@ -1,10 +1,12 @@
 """The k-DPP itself: exact samples and marginals (Kulesza & Taskar 2012, Sec. 5.2).
 
-:func:`sample_kdpp` draws an exact sample of the k-DPP P(S) ∝ det L_S, |S| = k (Alg. 1 and 8),
-and :func:`kdpp_inclusion_probabilities` gives its marginals P(i ∈ S); both work from the
-eigendecomposition of L (:func:`kdpp_eigen`) and the elementary symmetric polynomials of its
-eigenvalues, which are computed in the log domain (:func:`log_elementary_symmetric`) so that no
-kernel scale overflows. The mode (MAP inference) is :mod:`adcs.dpp`.
+[`sample_kdpp`][adcs.dpp_sampling.sample_kdpp] draws an exact sample of the k-DPP P(S) ∝ det L_S,
+|S| = k (Alg. 1 and 8), and
+[`kdpp_inclusion_probabilities`][adcs.dpp_sampling.kdpp_inclusion_probabilities] gives its marginals
+P(i ∈ S); both work from the eigendecomposition of L ([`kdpp_eigen`][adcs.dpp_sampling.kdpp_eigen])
+and the elementary symmetric polynomials of its eigenvalues, which are computed in the log domain
+([`log_elementary_symmetric`][adcs.dpp_sampling.log_elementary_symmetric]) so that no kernel scale
+overflows. The mode (MAP inference) is [`adcs.dpp`][adcs.dpp].
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def kdpp_eigen(
     """The eigendecomposition of a symmetric PSD kernel of shape (N, N), or a given one, checked.
 
     Eigenvalues that rounding made slightly negative are set to zero; a kernel with an eigenvalue
-    below −:data:`PSD_RTOL` · trace (as :func:`greedy_map` refuses) raises ``ValueError``.
+    below −[`PSD_RTOL`][adcs.dpp.PSD_RTOL] · trace (as [`greedy_map`][adcs.greedy_map] refuses)
+    raises ``ValueError``.
     """
     if isinstance(kernel_or_eigen, tuple):
         values, vectors = kernel_or_eigen
@@ -111,7 +114,8 @@ def _check_k(k: int, n_items: int) -> None:
 
 
 def _log_normaliser(eig: KernelEigen, k: int) -> tuple[NDArray[np.float64], float]:
-    """The prefix table of :func:`log_elementary_symmetric` and log e_k(λ); rank < k raises."""
+    """The prefix table of [`log_elementary_symmetric`][adcs.dpp_sampling.log_elementary_symmetric]
+    and log e_k(λ); rank < k raises."""
     table = log_elementary_symmetric(eig.values, k)
     log_ek = float(table[-1, k])
     if not np.isfinite(log_ek):
@@ -134,7 +138,7 @@ def kdpp_inclusion_probabilities(
     Parameters
     ----------
     kernel_or_eigen : array_like of shape (N, N), or (values, vectors)
-        The kernel L, or its eigendecomposition (:class:`KernelEigen`).
+        The kernel L, or its eigendecomposition ([`KernelEigen`][adcs.dpp_sampling.KernelEigen]).
     k : int
         Subset size, 1 ≤ k ≤ N; the kernel's rank must be at least k.
     """

@@ -6,10 +6,10 @@
 >>> adcs.load_results("results/leaderboard").leaderboard
 
 ``run`` writes an ordinary results folder (a fresh temporary one unless ``out`` is given, so
-re-running a cell just works) and returns :class:`Results`. ``load_results`` reads any results
-folder, including the leaderboard's (its workloads stacked, with a ``workload`` column). The tables
-are tidy: one row per run (``runs``), per run and evaluation (``metrics``) or per selected client and
-round (``selections``), with every scheduler parameter as a column of its own.
+re-running a cell just works) and returns [`Results`][adcs.notebook.Results]. ``load_results`` reads
+any results folder, including the leaderboard's (its workloads stacked, with a ``workload`` column).
+The tables are tidy: one row per run (``runs``), per run and evaluation (``metrics``) or per
+selected client and round (``selections``), with every scheduler parameter as a column of its own.
 
 pandas is needed (``pip install "adcs[notebook]"``); it is imported here only.
 """
@@ -58,7 +58,7 @@ def _config(
 ) -> tuple[ExperimentConfig, list[SweepAxis]]:
     """The configuration ``run`` was given, and the axes of its file's ``[sweep]`` table: a path
     or a shipped configuration's name is read as ``adcs run`` reads it (one resolution,
-    :func:`~adcs.experiments.config.resolve_config`)."""
+    `adcs.experiments.config.resolve_config`)."""
     if isinstance(config, ExperimentConfig):
         return config, []
     if isinstance(config, Mapping):
@@ -134,8 +134,9 @@ def run(
     progress : bool
         Show a progress bar (in a notebook too).
     sweep : mapping of dotted key to values, optional
-        Beside the file's ``[sweep]`` table, run every combination of the values (``{"data.partition.alpha": [0.1, 1.0]}``) into one
-        sweep folder (:mod:`adcs.experiments.sweep`); the tables then have a column per key.
+        Beside the file's ``[sweep]`` table, run every combination of the values
+        (``{"data.partition.alpha": [0.1, 1.0]}``) into one sweep folder
+        (`adcs.experiments.sweep`); the tables then have a column per key.
     **overrides
         Any key of the configuration, dots written as double underscores: ``m=10``,
         ``sim__rounds=200``, ``data__partition__alpha=0.1``, ``methods__adcs__theta=0.6`` (a method
@@ -321,7 +322,7 @@ def _selection_frame(folder: Path, workload: str | None) -> pd.DataFrame:
 
 
 def load_results(folder: str | Path) -> Results:
-    """Read an adcs results folder (or a leaderboard's) as :class:`Results`.
+    """Read an adcs results folder (or a leaderboard's) as [`Results`][adcs.notebook.Results].
 
     Raises
     ------

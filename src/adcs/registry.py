@@ -1,14 +1,16 @@
 """Name → class tables that also resolve import paths and entry points (docs/design.md §8).
 
-Every table the configuration reads from is a :class:`Table`: the schedulers, availability models,
-system profiles, models, attacks and defences are :class:`Registry` tables of classes; the data sets
-and partitions are tables of rows (:class:`~adcs.data.DatasetEntry`, ...). A name is resolved, in
-order, as
+Every table the configuration reads from is a [`Table`][adcs.registry.Table]: the schedulers,
+availability models, system profiles, models, attacks and defences are
+[`Registry`][adcs.registry.Registry] tables of classes; the data sets and partitions are tables of
+rows (`DatasetEntry`, ...). A name is resolved, in order, as
 
 1. a built-in name of the table (``"adcs"``);
 2. an import path ``"package.module:Name"`` (``"mypkg.selection:MyScheduler"``), imported on
    first use — so it resolves the same way in a TOML file, ``--set``, the leaderboard's entries,
    the Flower app's run configuration and on a Ray worker, wherever the package is importable;
+   the current folder is searched too, as for a model factory (``"myrule:MyScheduler"`` for a
+   ``myrule.py`` in the folder a run starts from, with the ``adcs`` command as with ``python -m``);
 3. an entry point of the table's group (``adcs.schedulers``), which a package declares in its
    ``pyproject.toml``::
 
@@ -22,13 +24,16 @@ import-path form.
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 import typing
 from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry", "Table", "import_path"]
+__all__ = ["Registry", "Table", "current_folder_on_path", "import_path"]
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -36,8 +41,25 @@ V = TypeVar("V")
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
 
 
+@contextmanager
+def current_folder_on_path() -> Iterator[None]:
+    """The current folder on the module path while it lasts, as ``python -m`` puts it there (the
+    ``adcs`` command's own path starts with its script's folder); removed again afterwards."""
+    here = os.getcwd()
+    added = here not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, here)
+    try:
+        yield
+    finally:
+        if added and here in sys.path:
+            sys.path.remove(here)
+
+
 def import_path(path: str) -> Any:
-    """The object at ``"package.module:Name"`` (``Name`` may be dotted: ``"mod:Outer.Inner"``).
+    """The object at ``"package.module:Name"`` (``Name`` may be dotted: ``"mod:Outer.Inner"``),
+    the current folder searched too
+    ([`current_folder_on_path`][adcs.registry.current_folder_on_path]).
 
     Raises
     ------
@@ -49,7 +71,8 @@ def import_path(path: str) -> Any:
         raise ValueError(f"{path!r} is not an import path of the form 'package.module:Name'")
     module_name, _, attr = path.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
+        with current_folder_on_path():
+            obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # the module's own failure (a syntax error, a raise) alike
         reason = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
         raise ValueError(f"cannot import {module_name!r} (from {path!r}): {reason}") from None
@@ -65,11 +88,11 @@ class Table(MutableMapping[str, V], Generic[V]):
     """A table of built-in rows by name that also resolves import paths and entry points.
 
     Iterating, ``len`` and ``in`` see the table's own names only (the suites built from the
-    table, e.g. the leaderboard's entries, stay what the project ships); :meth:`resolve` and
-    ``[]`` accept the other two forms too. ``table[name] = row`` adds a name in this process.
-    A row found by import path or entry point is checked by :meth:`_checked`: here it must be an
-    instance of ``row_type`` (a data set's :class:`~adcs.data.DatasetEntry`, say); a
-    :class:`Registry` of classes checks their protocol instead.
+    table, e.g. the leaderboard's entries, stay what the project ships);
+    [`resolve`][adcs.registry.Table.resolve] and ``[]`` accept the other two forms too.
+    ``table[name] = row`` adds a name in this process. A row found by import path or entry point is
+    checked by `_checked`: here it must be an instance of ``row_type`` (a data set's `DatasetEntry`,
+    say); a [`Registry`][adcs.registry.Registry] of classes checks their protocol instead.
 
     Parameters
     ----------
@@ -99,7 +122,8 @@ class Table(MutableMapping[str, V], Generic[V]):
         return self.resolve(name)
 
     def get(self, name: str, default: Any = None) -> Any:
-        """The row for ``name`` (any form :meth:`resolve` takes), or ``default``."""
+        """The row for ``name`` (any form [`resolve`][adcs.registry.Table.resolve] takes), or
+        ``default``."""
         try:
             return self.resolve(name)
         except ValueError:
@@ -128,8 +152,8 @@ class Table(MutableMapping[str, V], Generic[V]):
         return {ep.name: ep.value for ep in metadata.entry_points(group=self.group)}
 
     def recognises(self, name: object) -> bool:
-        """Whether ``name`` has the form of a name :meth:`resolve` takes: a built-in name, an
-        import path or an entry point's name (it may still fail to import)."""
+        """Whether ``name`` has the form of a name [`resolve`][adcs.registry.Table.resolve] takes: a
+        built-in name, an import path or an entry point's name (it may still fail to import)."""
         return isinstance(name, str) and (
             name in self._builtins or ":" in name or name in self.entry_points()
         )
@@ -173,13 +197,14 @@ class Table(MutableMapping[str, V], Generic[V]):
 
 
 class Registry(Table[type[T]], Generic[T]):
-    """A :class:`Table` of classes: a class found by import path or entry point must have the
-    protocol's methods.
+    """A [`Table`][adcs.registry.Table] of classes: a class found by import path or entry point must
+    have the protocol's methods.
 
     Parameters
     ----------
     what, group, builtins
-        As for :class:`Table` (``"scheduler"``, ``"adcs.schedulers"``, the built-in classes).
+        As for [`Table`][adcs.registry.Table] (``"scheduler"``, ``"adcs.schedulers"``, the built-in
+        classes).
     requires : tuple of str
         Attributes a class found by import path or entry point must have (the protocol's
         methods; the built-ins are known to).

@@ -1,38 +1,40 @@
 """One run's round, written once for every runtime (docs/design.md §1 and §8; paper Algorithm 1).
 
-A round of one run is a small state machine, :class:`RunRound`. A runtime creates it at the
+A round of one run is a small state machine, `RunRound`. A runtime creates it at the
 round's start and answers what it asks; the round holds every rule, the runtime only computes or
 fetches what the round names:
 
-1. **probe** — creating the round calls ``scheduler.probe``; :attr:`RunRound.probe` and
-   :attr:`RunRound.probed` say what to gather at w⁽ᵗ⁾ (minibatch or full losses, or local updates,
+1. **probe** — creating the round calls ``scheduler.probe``; `RunRound.probe` and
+   `RunRound.probed` say what to gather at w⁽ᵗ⁾ (minibatch or full losses, or local updates,
    of which clients). A *blind* round (``ProbeKind.NONE``) selects at once
-   (:attr:`RunRound.selection`), before anything is computed;
-2. **gather** — the runtime hands what came in to :meth:`RunRound.select` as
-   :class:`~adcs.schedulers.ClientStats`; the round counts the clients with non-finite
+   (`RunRound.selection`), before anything is computed;
+2. **gather** — the runtime hands what came in to `RunRound.select` as
+   `ClientStats`; the round counts the clients with non-finite
    statistics and shows the scheduler the updates sketched (``RoundRules.sketch``);
-3. **select** — ``scheduler.select``, held to the contract of :func:`adcs.rounds.check_selection`;
-   simulated dropouts (``RoundRules.dropout``) and, on a simulated clock (``RoundRules.clock``),
-   the deadline and over-commitment decide who is aggregated. :attr:`RunRound.to_train` are then
-   the selected clients whose update the runtime must still compute (returning, not probed);
-4. **train and aggregate** — :meth:`RunRound.trained` takes which of them failed (a live runtime's
+3. **select** — ``scheduler.select``, held to the contract of
+   [`adcs.rounds.check_selection`][adcs.rounds.check_selection]; simulated dropouts
+   (``RoundRules.dropout``) and, on a simulated clock (``RoundRules.clock``), the deadline and
+   over-commitment decide who is aggregated. `RunRound.to_train` are then the selected clients whose
+   update the runtime must still compute (returning, not probed);
+4. **train and aggregate** — `RunRound.trained` takes which of them failed (a live runtime's
    own dropouts) and gives the coefficients c of w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i
-   (:func:`adcs.rounds.aggregation_weights`); with an aggregation rule (``RoundRules.aggregator``:
-   a robust rule, a poison) :meth:`RunRound.aggregate` turns the individual updates into the step;
-5. **observe** — :meth:`RunRound.observe` shows a scheduler that learns from updates the delivered
-   ones and returns the round's :class:`PlayedRound` (who was probed, selected and aggregated,
+   ([`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]); with an aggregation rule
+   (``RoundRules.aggregator``: a robust rule, a poison) `RunRound.aggregate` turns the individual
+   updates into the step;
+5. **observe** — `RunRound.observe` shows a scheduler that learns from updates the delivered
+   ones and returns the round's `PlayedRound` (who was probed, selected and aggregated,
    the weights, dropouts, client computations, non-finite clients, simulated seconds).
 
-How the client work is executed is the runtime's: :func:`play` drives one round over any
-:class:`Gatherer` (losses and updates of some clients, or why there is none) — the Flower
-strategies (:mod:`adcs.flower.round`) over Flower's Grid, the tests' in-process runtime over a
-plain loop; the simulator (:mod:`adcs.sim.lockstep`) drives many runs' rounds in lockstep and
-computes their jobs in batched products (:mod:`adcs.sim.jobs`, :mod:`adcs.sim.lot`).
+How the client work is executed is the runtime's: `play` drives one round over any
+`Gatherer` (losses and updates of some clients, or why there is none) — the Flower
+strategies (`adcs.flower.round`) over Flower's Grid, the tests' in-process runtime over a
+plain loop; the simulator (`adcs.sim.lockstep`) drives many runs' rounds in lockstep and
+computes their jobs in batched products (`adcs.sim.jobs`, `adcs.sim.lot`).
 
 What a live runtime cannot offer: a simulated clock (``RoundRules.clock``: round durations,
 deadline, over-commitment — a live runtime's clock is the wall clock) and simulated dropouts
 (``RoundRules.dropout`` — a live runtime's dropouts are its clients' real failures, handed to
-:meth:`RunRound.trained`).
+`RunRound.trained`).
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ class Available:
 
 class ClientSeconds(Protocol):
     """Seconds each client needs per kind of work, arrays of shape (n_clients,)
-    (:class:`adcs.sim.system.ClientTimes`)."""
+    (`adcs.sim.system.ClientTimes`)."""
 
     @property
     def update(self) -> F64Array: ...
@@ -203,7 +205,7 @@ def training_phase(
 class RoundClock:
     """A simulated clock: the clients' durations and the training phase's deadline.
 
-    Only a simulator has one (:mod:`adcs.sim.system`); a live runtime's round takes wall time.
+    Only a simulator has one (`adcs.sim.system`); a live runtime's round takes wall time.
     """
 
     seconds: ClientSeconds
@@ -222,7 +224,7 @@ class RoundClock:
 
         The probe phase waits for the slowest probed client; in the training phase a client
         whose update the probe already holds answers at once; the phase keeps the first
-        ``target`` successes in time (:func:`training_phase`).
+        ``target`` successes in time (`training_phase`).
         """
         times = self.seconds
         if probe.kind is ProbeKind.UPDATES:
@@ -338,7 +340,7 @@ class RoundRules:
     clock : RoundClock, optional
         A simulated clock (deadline, over-commitment, round seconds).
     aggregator : Aggregator, optional
-        A rule in place of the weighted mean Σ c_i Δ_i (:mod:`adcs.aggregation`).
+        A rule in place of the weighted mean Σ c_i Δ_i (`adcs.aggregation`).
     """
 
     scheduler: Scheduler
@@ -425,7 +427,7 @@ class PlayedRound:
 
     @property
     def aggregated_coef(self) -> F64Array:
-        """The coefficients c of :attr:`aggregated`, (n,)."""
+        """The coefficients c of `aggregated`, (n,)."""
         return self.coef[self.returned]
 
 
@@ -512,7 +514,7 @@ class RunRound:
         return self.stats.clients if self.stats.updates is not None else _NOBODY
 
     def select(self, stats: ClientStats) -> None:
-        """Steps 2–3: take the gathered ``stats`` and select; :attr:`to_train` then says whose
+        """Steps 2–3: take the gathered ``stats`` and select; `to_train` then says whose
         update is still to be computed.
 
         ``stats.available`` is what may be selected (a live runtime drops the clients whose
@@ -566,7 +568,7 @@ class RunRound:
 
     @property
     def delivered_coef(self) -> F64Array:
-        """The coefficients c of :attr:`delivered`, (n,), once :meth:`trained` gave them."""
+        """The coefficients c of `delivered`, (n,), once `trained` gave them."""
         if self.returned is _all_back(self.selected.size):
             return self.coef
         return self.coef[self.returned]
@@ -687,7 +689,7 @@ class Gatherer(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class Played:
-    """One round played over a :class:`Gatherer`: its record and what the runtime got.
+    """One round played over a `Gatherer`: its record and what the runtime got.
 
     Attributes
     ----------
@@ -738,7 +740,7 @@ def play(
         The scheduler's stream.
     gatherer : Gatherer
     feature_dim : int
-        Length of :attr:`Trained.features` (for the empty matrix of a round without updates).
+        Length of `Trained.features` (for the empty matrix of a round without updates).
     """
     rnd = RunRound(rules, state, t, Available.of(available), rng)
     stats, held, failed = _gather(rnd, gatherer, feature_dim)

@@ -1,7 +1,8 @@
 """What every runtime does the same way in a round: the selection contract and aggregation weights.
 
-The simulator (:mod:`adcs.sim`) and the Flower strategy (:mod:`adcs.flower`) both call these, so a
-scheduler is held to one contract and a round's model step is computed by one rule wherever it runs.
+The simulator ([`adcs.sim`][adcs.sim]) and the Flower strategy ([`adcs.flower`][adcs.flower]) both
+call these, so a scheduler is held to one contract and a round's model step is computed by one rule
+wherever it runs.
 
 Selection contract (docs/design.md §4). With ``n_available`` clients available, a scheduler returns exactly
 ``min(m, n_available)`` distinct available client indices (all of them when fewer than ``m`` are

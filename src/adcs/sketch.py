@@ -5,14 +5,14 @@ distances; OCS's norms) can work on y = S g with S a random k × dim projection,
 two updates, inner products, norms and so cosines are kept within ε with k = O(log(n)/ε²)
 (Johnson and Lindenstrauss 1984). The simulator (``SimConfig.sketch_dim``) hands schedulers
 sketched updates and aggregates the true ones; a Flower strategy can do the same with
-:class:`UpdateSketch`.
+`UpdateSketch`.
 
 Two projections, both scaled so that E‖S g‖² = ‖g‖²:
 
-* dense Gaussian, S_ij ~ N(0, 1/k), when dim · k is small enough to hold (≤ :data:`DENSE_MAX`
+* dense Gaussian, S_ij ~ N(0, 1/k), when dim · k is small enough to hold (≤ `DENSE_MAX`
   numbers, 128 MB);
 * otherwise a sparse JL transform (Kane and Nelson 2014): every input coordinate goes to
-  ``s`` = :data:`SPARSE_NONZEROS` of the k outputs with random signs, scaled 1/√s — O(dim · s)
+  ``s`` = `SPARSE_NONZEROS` of the k outputs with random signs, scaled 1/√s — O(dim · s)
   memory, a product costs O(nnz).
 
 The projection is a pure function of (key, dim, k): the same for every run of a seed.
@@ -50,9 +50,9 @@ class UpdateSketch:
     k : int
         Sketch length (≥ 1; a sketch no shorter than the update is the update itself).
     key : int
-        Stream key (e.g. :func:`adcs.streams.stream_key` of the seed).
+        Stream key (e.g. [`adcs.streams.stream_key`][adcs.sim.stream_key] of the seed).
     dense : bool, optional
-        Force the dense (True) or sparse (False) projection; default by size (:data:`DENSE_MAX`).
+        Force the dense (True) or sparse (False) projection; default by size (`DENSE_MAX`).
     """
 
     dim: int

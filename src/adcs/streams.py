@@ -137,7 +137,7 @@ def counter_uniform(
     Parameters
     ----------
     key : int
-        Stream key (:func:`stream_key`).
+        Stream key ([`stream_key`][adcs.sim.stream_key]).
     domain, round_idx, salt : int
         Counters shared by all rows.
     rows : ndarray of shape (n,), int ≥ 0
@@ -171,7 +171,7 @@ def counter_normal(
 ) -> NDArray[np.float32]:
     """Standard normal numbers indexed by (domain, round, salt, row, column), float32.
 
-    The counter-based counterpart of :func:`counter_uniform` for generated data (e.g. a synthetic
+    The counter-based counterpart of `counter_uniform` for generated data (e.g. a synthetic
     client's parameters and samples as a pure function of the client): each 64-bit hash gives two
     24-bit uniforms and, by the Box–Muller transform, two normals. The 24-bit grid bounds the
     values by about 5.9 in absolute value (a tail of probability 4e-9 is cut).
@@ -179,7 +179,7 @@ def counter_normal(
     Parameters
     ----------
     key : int
-        Stream key (:func:`stream_key`).
+        Stream key ([`stream_key`][adcs.sim.stream_key]).
     domain, round_idx, salt : int
         Counters shared by all rows.
     rows : ndarray of shape (n,), int ≥ 0
@@ -218,7 +218,7 @@ def _steps(width: int) -> U64:
 def _hash(
     key: int, domain: int, round_idx: int, salt: int, rows: ArrayLike, width: int | None
 ) -> U64:
-    """64 random bits per (row[, column]): see :func:`counter_uniform`."""
+    """64 random bits per (row[, column]): see `counter_uniform`."""
     base = np.uint64(_fold_int(key, domain, round_idx, salt))
     row_key = np.asarray(rows).astype(np.uint64)
     row_key *= _GOLDEN_U
@@ -233,7 +233,7 @@ def _hash(
 def _hash_rounds(
     key: int, domain: int, first: int, n_rounds: int, rows: NDArray[Any], width: int
 ) -> U64:
-    """:func:`_hash` with ``width`` columns at rounds first, …, first + n_rounds − 1 (salt 0),
+    """`_hash` with ``width`` columns at rounds first, …, first + n_rounds − 1 (salt 0),
     shape (n_rounds, n_rows, width): the same bits, hashed for many rounds at once."""
     bases = np.array(
         [_fold_int(key, domain, first + r, 0) for r in range(n_rounds)], dtype=np.uint64
@@ -277,7 +277,7 @@ def minibatch_indices(
     Parameters
     ----------
     key : int
-        Stream key (:func:`stream_key`).
+        Stream key ([`stream_key`][adcs.sim.stream_key]).
     clients : ndarray of shape (n,), int
         Client indices (any order, repeats allowed).
     round_idx : int
@@ -317,7 +317,7 @@ def _first_distinct(row: NDArray[np.int64], count: int) -> list[int] | None:
 def _draw(
     key: int, clients: NDArray[np.int64], round_idx: int, sizes: NDArray[np.int64], per: int
 ) -> NDArray[np.int64]:
-    """:func:`minibatch_indices` without the checks, shape (n, per)."""
+    """[`minibatch_indices`][adcs.sim.minibatch_indices] without the checks, shape (n, per)."""
     return _draw_rounds(key, clients, round_idx, 1, sizes, per)[0]
 
 
@@ -329,7 +329,7 @@ def _draw_rounds(
     sizes: NDArray[np.int64],
     per: int,
 ) -> NDArray[np.int64]:
-    """:func:`_draw` at rounds first, …, first + n_rounds − 1, shape (n_rounds, n, per).
+    """`_draw` at rounds first, …, first + n_rounds − 1, shape (n_rounds, n, per).
 
     Sequential rejection: a row's uniform draws are scanned in order and repeats skipped, which
     samples without replacement exactly. A client with size ≥ 2·per scans its first

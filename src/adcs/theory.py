@@ -6,10 +6,10 @@ paper's G (dim × N) is ``updates.T`` and its Gram matrix L = GᵀG is ``updates
 representatives c_k default to the centroids. Qualities enter only through the log-weights
 log w_i = 2 α q_i, with α = θ / (2(1 − θ)) (eq. 7), so nothing here overflows however large α q is.
 
-Besides the paper's quantities, :class:`ClusterGeometry` carries one condition derived for this
+Besides the paper's quantities, `ClusterGeometry` carries one condition derived for this
 project (``greedy_condition_holds``): a sufficient condition under which the *greedy* MAP (eq. 9),
 the algorithm ADCS actually runs, picks m distinct clusters. Assumption 1 implies it (see
-:func:`cluster_geometry`), so Theorem 1's bound also covers greedy ADCS, not only the exact MAP.
+`cluster_geometry`), so Theorem 1's bound also covers greedy ADCS, not only the exact MAP.
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def _check_nonneg(name: str, value: float, *, positive: bool = False) -> float:
 
 
 def alpha_from_theta(theta: float) -> float:
-    """α = θ / (2(1 − θ)) (eq. 7), for θ in [0, 1) (θ = 1 has no DPP form); see :func:`adcs.dpp.alpha_of`."""
+    """α = θ / (2(1 − θ)) (eq. 7), for θ in
+    [0, 1) (θ = 1 has no DPP form); see [`adcs.dpp.alpha_of`][adcs.dpp.alpha_of]."""
     if alpha_of(theta) == math.inf:
         raise ValueError(f"theta must be in [0, 1) (theta = 1 has no DPP form), got {theta!r}")
     return alpha_of(theta)
@@ -178,7 +179,7 @@ class ClusterGeometry:
     greedy_condition_holds : bool
         Not in the paper: 16 r² w̄ / κ² < w_(m) ρ² with ρ > 0, m ≤ K and eq. 12, where w_(m) is
         the m-th largest w̄_k. Sufficient for greedy MAP (eq. 9) to pick m distinct clusters; see
-        :func:`cluster_geometry`.
+        `cluster_geometry`.
     """
 
     n_clients: int
@@ -331,7 +332,7 @@ def _greedy_condition(
 ) -> bool:
     """The greedy sufficient condition 4δ² w̄ < w_(m) ρ² in the log domain (δ = 2r/κ).
 
-    ``log_w_m`` is log w_(m), the m-th largest cluster weight; see :func:`cluster_geometry`'s notes.
+    ``log_w_m`` is log w_(m), the m-th largest cluster weight; see `cluster_geometry`'s notes.
     Callers check eq. 12 and m ≤ K first.
     """
     if not (kappa > 0 and r < kappa and rho > 0):
@@ -350,7 +351,7 @@ def _cluster_max(values: FloatArray, clusters: IntArray, n_clusters: int) -> Flo
 def _geometry(
     g: FloatArray, z: IntArray, c: FloatArray, m: int, a: float, q: FloatArray
 ) -> ClusterGeometry:
-    """Eqs. 10–13 and the greedy condition for checked input (see :func:`cluster_geometry`).
+    """Eqs. 10–13 and the greedy condition for checked input (see `cluster_geometry`).
 
     Parameters
     ----------
@@ -501,7 +502,8 @@ def theorem1_bound(
 
 
 def gram_matrix(updates: ArrayLike) -> FloatArray:
-    """L = GᵀG of Sec. 5.1 with clients as rows, shape (N, N) (:func:`adcs.dpp.gram_matrix`)."""
+    """L = GᵀG of Sec. 5.1 with clients as rows, shape (N, N)
+    ([`adcs.dpp.gram_matrix`][adcs.dpp.gram_matrix])."""
     return np.asarray(dpp_gram_matrix(_check_updates(updates)), dtype=np.float64)
 
 
@@ -522,7 +524,7 @@ def rayleigh_bound(gram: ArrayLike, m: int) -> float:
     Parameters
     ----------
     gram : ndarray of shape (n_clients, n_clients)
-        Symmetric positive semi-definite Gram matrix L_ij = ⟨g_i, g_j⟩ (see :func:`gram_matrix`).
+        Symmetric positive semi-definite Gram matrix L_ij = ⟨g_i, g_j⟩ (see `gram_matrix`).
     m : int
         Subset size, 1 ≤ m ≤ N.
     """

@@ -1,6 +1,6 @@
 """Experiment tracking: a run's evaluations as TensorBoard event files or an MLflow store.
 
-A :class:`Tracker` receives, per adcs run, its parameters once and then each evaluation's metrics
+A `Tracker` receives, per adcs run, its parameters once and then each evaluation's metrics
 (``worst_acc``, ``avg_acc``, ``p10_acc``, ``test_loss``, per-group accuracies …) with the round as
 the step. Two backends, each in an extra:
 
@@ -11,7 +11,7 @@ the step. Two backends, each in an extra:
   file store in maintenance mode: adcs opts in to it for the stores it creates), or any
   tracking URI (``sqlite:///mlflow.db``, a server).
 
-:func:`export` writes a finished results folder's ``metrics.csv`` to a backend. Tracking only
+`export` writes a finished results folder's ``metrics.csv`` to a backend. Tracking only
 reads results: the results files are the same whether it is on or off.
 """
 
@@ -66,29 +66,49 @@ class TensorBoardTracker:
     Parameters
     ----------
     logdir : path
+    resume : bool, default False
+        False: a run started here replaces the event files an earlier session left in its folder
+        (a re-run logs every step again, so each step appears once). True: a resumed run keeps
+        them and logs from its checkpoint on, marking its first step as a restart, so TensorBoard
+        drops the steps the interrupted session logged from there on.
     """
 
-    def __init__(self, logdir: str | Path) -> None:
+    def __init__(self, logdir: str | Path, *, resume: bool = False) -> None:
         try:
             from tensorboard.compat.proto import event_pb2, summary_pb2
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError:
             _need("tensorboard")
         self.logdir = Path(logdir)
+        self.resume = resume
         self._event, self._summary, self._writer_cls = event_pb2, summary_pb2, EventFileWriter
         self._writers: dict[str, Any] = {}
+        self._restarting: set[str] = set()  # resumed runs whose first step is still to come
 
     def start(self, run_id: str, params: Mapping[str, Any]) -> None:
         writer = self._writers.get(run_id)
         if writer is None:
+            earlier = sorted((self.logdir / run_id).glob("events.out.tfevents.*"))
+            if earlier and self.resume:
+                self._restarting.add(run_id)
+            for path in [] if self.resume else earlier:
+                path.unlink()
             writer = self._writer_cls(str(self.logdir / run_id))
             self._writers[run_id] = writer
+            if run_id in self._restarting:
+                return  # its parameters are in the earlier session's files
         text = json.dumps(dict(params), sort_keys=True, default=str)
         self._write(run_id, 0, {"params": text})
 
     def log(self, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
         if run_id not in self._writers:
             self.start(run_id, {})
+        if run_id in self._restarting:  # TensorBoard purges the earlier steps >= this one
+            self._restarting.discard(run_id)
+            start = self._event.SessionLog(status=self._event.SessionLog.START)
+            self._writers[run_id].add_event(
+                self._event.Event(wall_time=time.time(), step=int(step), session_log=start)
+            )
         self._write(run_id, step, metrics)
 
     def _write(self, run_id: str, step: int, values: Mapping[str, Any]) -> None:
@@ -165,8 +185,9 @@ TRACKERS = ("tensorboard", "mlflow")
 """The tracking backends by name."""
 
 
-def make_tracker(kind: str, dest: str | Path, experiment: str) -> Tracker:
-    """The tracker of backend ``kind`` writing to ``dest`` (a folder, or an MLflow URI).
+def make_tracker(kind: str, dest: str | Path, experiment: str, *, resume: bool = False) -> Tracker:
+    """The tracker of backend ``kind`` writing to ``dest`` (a folder, or an MLflow URI);
+    ``resume`` for a resumed run (`TensorBoardTracker`'s).
 
     Raises
     ------
@@ -176,7 +197,7 @@ def make_tracker(kind: str, dest: str | Path, experiment: str) -> Tracker:
         The backend's extra is not installed (the message says which).
     """
     if kind == "tensorboard":
-        return TensorBoardTracker(dest)
+        return TensorBoardTracker(dest, resume=resume)
     if kind == "mlflow":
         return MLflowTracker(experiment, dest)
     raise ValueError(f"unknown tracking backend {kind!r}; choose one of {list(TRACKERS)}")
@@ -198,7 +219,7 @@ def run_params(spec: Any) -> dict[str, Any]:
 
 
 def log_evaluations(tracker: Tracker, events: Any) -> None:
-    """Log :class:`~adcs.sim.Evaluation` events (their round as the step)."""
+    """Log [`Evaluation`][adcs.sim.Evaluation] events (their round as the step)."""
     for e in events:
         metrics = {"worst_acc": e.worst_acc, "avg_acc": e.avg_acc, "p10_acc": e.p10_acc,
                    "test_loss": e.test_loss}  # fmt: skip

@@ -1,17 +1,17 @@
 """Clients that game the scheduler, and defences that compose with every scheduler (docs/design.md §7).
 
-* :mod:`~adcs.adversary.attack` — the adversary model: malicious clients that lie in what the
-  scheduler sees (:class:`Lying`) and/or poison what is aggregated (:class:`Poisoned`);
-* :mod:`~adcs.adversary.defence` — screens between the runtime and any scheduler
-  (:class:`Defended`) and robust aggregation (:mod:`adcs.aggregation`);
-* :mod:`~adcs.adversary.crafted` — clients that *send* what they report (:class:`Crafted`);
-* :mod:`~adcs.adversary.liars` — the lies as a configuration writes them (:class:`Liars`);
-* :mod:`~adcs.adversary.kinds` — the ``[sim.attack]`` and ``[sim.defence]`` kinds
-  (:data:`ATTACKS`, :data:`DEFENCES`);
-* :mod:`~adcs.adversary.bound` — bounds by construction: the sliding-window cap, the span screen;
-* :mod:`~adcs.adversary.capture` — selection rates and honest clients' accuracy.
+* `attack` — the adversary model: malicious clients that lie in what the
+  scheduler sees (`Lying`) and/or poison what is aggregated (`Poisoned`);
+* `defence` — screens between the runtime and any scheduler
+  (`Defended`) and robust aggregation (`adcs.aggregation`);
+* `crafted` — clients that *send* what they report (`Crafted`);
+* `liars` — the lies as a configuration writes them (`Liars`);
+* `kinds` — the ``[sim.attack]`` and ``[sim.defence]`` kinds
+  (`ATTACKS`, `DEFENCES`);
+* `bound` — bounds by construction: the sliding-window cap, the span screen;
+* `capture` — selection rates and honest clients' accuracy.
 
-:func:`adversarial` builds a run's scheduler and aggregation hook from an attack and a defence.
+`adversarial` builds a run's scheduler and aggregation hook from an attack and a defence.
 """
 
 from __future__ import annotations

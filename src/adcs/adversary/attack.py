@@ -1,17 +1,17 @@
 """Clients that game the scheduler: the adversary model (lies and poisons).
 
-A set of malicious clients, fixed for a run (:func:`malicious_clients` draws it from the seed, so
+A set of malicious clients, fixed for a run (`malicious_clients` draws it from the seed, so
 every method of a seed faces the same clients), acts on two channels:
 
-* **the lie** — what the scheduler sees. :class:`Lying` wraps any scheduler and rewrites only the
-  malicious clients' rows of the round's :class:`~adcs.schedulers.ClientStats` before the wrapped
+* **the lie** — what the scheduler sees. `Lying` wraps any scheduler and rewrites only the
+  malicious clients' rows of the round's `ClientStats` before the wrapped
   scheduler's ``select``: the reported loss × ``factor`` (``Lie.LOSS``), the reported update's
   norm × ``factor`` (``Lie.NORM``), and/or its direction (``Lie.DIRECTION``): orthogonal to every
   honest client's probed update, uniformly random, or at a given cosine with the honest mean
   direction (the rest orthogonal to every honest update). Nothing else changes: the runtime still
   aggregates the clients' true updates unless there is a poison.
-* **the poison** — what is aggregated. :class:`Poisoned` is the run's aggregation hook
-  (:mod:`adcs.aggregation`): the malicious clients' returned updates are replaced by the direction
+* **the poison** — what is aggregated. `Poisoned` is the run's aggregation hook
+  (`adcs.aggregation`): the malicious clients' returned updates are replaced by the direction
   they last reported scaled to the median honest norm (``Poison.DIRECTION``; a client that never
   reported one, or whose reports were sketches, sends the lie's direction against this round's
   honest updates), by their negation
@@ -19,7 +19,7 @@ every method of a seed faces the same clients), acts on two channels:
   combines them.
 
 **What an adaptive liar knows** (``adaptive=True``). Everything the server does: the defence and
-its parameters (:class:`~adcs.adversary.defence.Defence`); this round's reports of every client
+its parameters (`Defence`); this round's reports of every client
 (it colludes with, or eavesdrops on, the server's view); and what the server last received from
 it (its own updates). It uses that to sit just inside each screen:
 
@@ -100,7 +100,7 @@ class Lie(enum.Enum):
     LOSS = "loss"
     """Reported loss × factor."""
     DIRECTION = "direction"
-    """Reported update direction (norm kept), as :class:`Direction` says."""
+    """Reported update direction (norm kept), as `Direction` says."""
     NORM = "norm"
     """Reported update norm × factor (direction kept)."""
 
@@ -137,7 +137,7 @@ class Attack:
     Parameters
     ----------
     clients : tuple of int
-        The malicious clients (distinct, ≥ 0; :func:`malicious_clients` draws them from a seed).
+        The malicious clients (distinct, ≥ 0; `malicious_clients` draws them from a seed).
     lie : tuple of Lie
         The statistics they falsify (may be empty when they only poison).
     factor : float
@@ -246,7 +246,7 @@ def _unit_float(rows: FloatArray) -> F64Array:
 def lie_directions(
     attack: Attack, reference: FloatArray, clients: IntArray, round_idx: int
 ) -> F64Array:
-    """The unit directions malicious ``clients`` report (:class:`Direction`), shape (k, dim).
+    """The unit directions malicious ``clients`` report (`Direction`), shape (k, dim).
 
     Parameters
     ----------
@@ -380,7 +380,7 @@ def _adapted_directions(
 
 
 LyingState = AttackerState
-"""Per-run state of :class:`Lying` (:class:`~adcs.adversary.wrapper.AttackerState`)."""
+"""Per-run state of `Lying` (`AttackerState`)."""
 
 
 @dataclass(frozen=True)
@@ -390,7 +390,7 @@ class Lying(Wrapping):
     Parameters
     ----------
     scheduler : Scheduler
-        What the lies are told to: a plain scheduler, or a :class:`Defended` one (whose defence
+        What the lies are told to: a plain scheduler, or a `Defended` one (whose defence
         and memory an adaptive liar then reads).
     attack : Attack
     """
@@ -437,13 +437,13 @@ def poison_updates(
     clients: IntArray,
     updates: F32Array,
 ) -> F32Array:
-    """The updates the server receives: malicious clients' rows replaced (:class:`Poison`).
+    """The updates the server receives: malicious clients' rows replaced (`Poison`).
 
     Parameters
     ----------
     attack : Attack
     state : object
-        The run's scheduler state (a :class:`LyingState` holds the reported directions).
+        The run's scheduler state (a `LyingState` holds the reported directions).
     round_idx : int
     clients : ndarray of shape (n,), int
         The returned clients.
@@ -482,14 +482,14 @@ def poison_updates(
 
 @dataclass(frozen=True)
 class Poisoned:
-    """The aggregation hook of an attacked run: the poison, then a rule (an :class:`Aggregator`).
+    """The aggregation hook of an attacked run: the poison, then a rule (an `Aggregator`).
 
     Parameters
     ----------
     attack : Attack
     rule : Aggregator
         What the server does with the received updates: a robust rule (``Robust.MEAN`` by
-        default) or a defence's own :class:`Aggregator`.
+        default) or a defence's own `Aggregator`.
     """
 
     attack: Attack
@@ -518,10 +518,10 @@ def adversarial(
     """A run's scheduler and aggregation hook under an attack and/or a defence.
 
     The scheduler is wrapped as ``Lying(Defended(scheduler))`` — the clients lie to a defended
-    server — keeping only the layers that do something (``Crafting`` for a :class:`Crafted`
-    attack, whose hook :class:`~adcs.adversary.crafted.Sending` always sends the crafted updates); the hook is the poison followed by the
-    defence's rule, the rule alone, or None (the runtime's mean). ``seed`` is the run's, for the
-    defence's own draws.
+    server — keeping only the layers that do something (``Crafting`` for a `Crafted`
+    attack, whose hook `Sending` always sends the crafted updates); the hook is the poison followed
+    by the defence's rule, the rule alone, or None (the runtime's mean). ``seed`` is the run's, for
+    the defence's own draws.
     """
     if attack is not None and not isinstance(attack, Attack | Crafted):
         raise TypeError(

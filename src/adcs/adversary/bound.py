@@ -12,16 +12,16 @@ Two screens that do not rely on a client's report being honest:
   or c < N / (N − m)), the round is filled with the over-budget clients that hold the fewest
   selections, so the contract (exactly min(m, available) clients) holds and the excess is at most
   that fill. With every client available and b ≥ (W − 1) · m / (N − m) a fill is never needed
-  (:func:`cap_budget` says why); under partial availability one may be (a round where the only
+  (`cap_budget` says why); under partial availability one may be (a round where the only
   available clients are over budget).
 * **the span screen** (``Defence.novelty`` ν, the second side of the plausibility test). A
   direction's part outside the span of the other clients' directions, ‖(I − P₋ᵢ) dᵢ‖ ∈ [0, 1]
-  (:func:`outside_span`), is what a determinant or a facility-location gain rewards, and what a
+  (`outside_span`), is what a determinant or a facility-location gain rewards, and what a
   crafted update adds to its sender's true one. A direction whose part outside exceeds ν × the
   round's median is left out of the round's statistics, like an implausible one. A client can
   still send a direction just inside: its novel part is then at most ν × the honest median.
 
-Both compose with every scheduler (they act on what :class:`~adcs.adversary.Defended` hands it).
+Both compose with every scheduler (they act on what `Defended` hands it).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from adcs.streams import Domain, counter_uniform
 __all__ = ["Window", "cap_budget", "capped_availability", "outside_span"]
 
 _FILL = 4
-"""Salt of the cap's tie-break draws (:data:`adcs.streams.Domain` ATTACK)."""
+"""Salt of the cap's tie-break draws (`adcs.streams.Domain` ATTACK)."""
 
 
 def cap_budget(cap: float, window: int, m: int, n_clients: int) -> int:
@@ -90,7 +90,7 @@ def capped_availability(
     available : ndarray of bool, shape (n_clients,)
     window : Window
     budget : int
-        b of :func:`cap_budget`.
+        b of `cap_budget`.
     m : int
     key, round_idx : int
         The run's stream key and the round: ties among the fill's candidates are broken by a

@@ -1,7 +1,7 @@
 """Attackers that send what they report: crafted updates (docs/concepts/threat-model.md).
 
-:class:`~adcs.adversary.Attack` lies in the statistics only, so a server that schedules on what it
-*received* (``Defence.received``) sees through it. A :class:`Crafted` attacker changes the update
+`Attack` lies in the statistics only, so a server that schedules on what it
+*received* (``Defence.received``) sees through it. A `Crafted` attacker changes the update
 it sends as well: each malicious client reports and sends
 
     dᵢ = c · aᵢ + √(1 − c²) · vᵢ,    ‖sent‖ = ``scale`` × ‖its true update‖,
@@ -25,7 +25,7 @@ span at most the span screen's threshold (−0.02) — so its novel part is the 
 lets through. Nothing it reports or sends moves the sliding-window cap.
 
 What the server receives is what the attacker reported last (consistent by construction): the
-hook (:class:`Sending`) replaces a malicious client's returned update by its last reported
+hook (`Sending`) replaces a malicious client's returned update by its last reported
 direction at ``scale`` × its true norm, or, if it reported none (a loss probe), by the direction
 crafted against this round's returned honest updates.
 """
@@ -88,7 +88,7 @@ class Crafted:
     clients : tuple of int, optional
         The malicious clients; or
     n_malicious : int, optional
-        how many to draw from each seed (:func:`adcs.adversary.malicious_clients`).
+        how many to draw from each seed (`adcs.adversary.malicious_clients`).
     cosine : float
         c ∈ [0, 1], the cosine of the crafted direction with its anchor (1: no novel part).
     target : Target or str
@@ -104,7 +104,7 @@ class Crafted:
     adaptive : bool
         Read the active defence (module docstring).
     seed : int
-        ≥ 0, keys the novel directions (set per run by :meth:`build`).
+        ≥ 0, keys the novel directions (set per run by `build`).
     """
 
     clients: tuple[int, ...] | None = None
@@ -145,7 +145,7 @@ class Crafted:
 
     @property
     def members(self) -> tuple[int, ...]:
-        """The malicious clients (after :meth:`build`)."""
+        """The malicious clients (after `build`)."""
         if self.clients is None:
             raise ValueError("a crafted attack drawn per seed must be built for a run first")
         return self.clients
@@ -296,19 +296,19 @@ def craft(
 
 
 CraftingState = AttackerState
-"""Per-run state of :class:`Crafting` (:class:`~adcs.adversary.wrapper.AttackerState`)."""
+"""Per-run state of `Crafting` (`AttackerState`)."""
 
 
 @dataclass(frozen=True)
 class Crafting(Wrapping):
-    """Any scheduler told crafted reports (the Scheduler protocol); pair it with :class:`Sending`.
+    """Any scheduler told crafted reports (the Scheduler protocol); pair it with `Sending`.
 
     Parameters
     ----------
     scheduler : Scheduler
-        A plain scheduler or a :class:`~adcs.adversary.Defended` one (read by the adaptive form).
+        A plain scheduler or a `Defended` one (read by the adaptive form).
     attack : Crafted
-        Built for the run (:meth:`Crafted.build`).
+        Built for the run (`Crafted.build`).
     """
 
     scheduler: Scheduler
@@ -395,7 +395,7 @@ class Sending:
     attack : Crafted
     rule : Aggregator
         What the server does with what it received (a robust rule, or a defence's own
-        :class:`~adcs.aggregation.Aggregator`).
+        `Aggregator`).
     defence : Defence, optional
         The server's defence, read by the adaptive form.
     """

@@ -1,12 +1,12 @@
 """Defences against clients that game the scheduler: a wrapper that composes with every scheduler.
 
 A scheduler ranks clients by what they report — loss, update direction, update norm — so a client
-that lies can capture it (:mod:`adcs.adversary.attack`). :class:`Defended` stands between the
-runtime and any scheduler and rewrites the :class:`~adcs.schedulers.ClientStats` the scheduler
+that lies can capture it (`adcs.adversary.attack`). `Defended` stands between the
+runtime and any scheduler and rewrites the `ClientStats` the scheduler
 sees, using only what the server can check; it changes nothing when every client is honest and
 consistent, up to the screens' small honest cost (measured in ``benchmarks/bench_attacks.py``).
 
-The screens (each optional, :class:`Defence`):
+The screens (each optional, `Defence`):
 
 * **received directions** (``received``). The server keeps, per client, the direction and norm of
   the last update it actually *received and aggregated* from that client (``observe``). A client
@@ -33,10 +33,10 @@ The screens (each optional, :class:`Defence`):
 * **uniform mixture** (``uniform_mix`` λ): with probability λ a round's selection is drawn
   uniformly from the available clients instead (counter-based on the run's seed), so every
   client's selection rate lies in [λ·m/N, λ·m/N + 1 − λ].
-* **robust aggregation** (``aggregation``): a rule of :mod:`adcs.aggregation` in place of the mean
-  (the runtime's aggregation hook; :func:`adcs.adversary.adversarial` installs it).
+* **robust aggregation** (``aggregation``): a rule of `adcs.aggregation` in place of the mean
+  (the runtime's aggregation hook; `adcs.adversary.adversarial` installs it).
 * **the span screen** (``novelty``) and **the sliding-window cap** (``cap``, ``window``): the
-  bounds by construction of :mod:`adcs.adversary.bound`, against clients that *send* what they
+  bounds by construction of `adcs.adversary.bound`, against clients that *send* what they
   report (docs/concepts/threat-model.md).
 
 Memory: the received directions are O(N_received · dim) per run (float32), like DivFL's stale
@@ -116,10 +116,10 @@ class Defence:
     novelty : float
         ν ≥ 1, or 0 (off): leave out of the round a direction whose part outside the span of the
         other clients' directions exceeds ν × the round's median part outside
-        (:func:`adcs.adversary.bound.outside_span`).
+        (`adcs.adversary.bound.outside_span`).
     cap : float
         c > 0, or 0 (off): no client holds more than max(1, ⌊c · window · m / N⌋) selections in
-        any ``window`` consecutive rounds (:mod:`adcs.adversary.bound`).
+        any ``window`` consecutive rounds (`adcs.adversary.bound`).
     window : int
         W ≥ 1, the rounds of the cap's window.
     """
@@ -158,8 +158,8 @@ class Defence:
     def build(self, seed: int, n_clients: int) -> Defence:
         """The defence of one run (of ``seed``, among ``n_clients``): this one, for every run.
 
-        The ``[sim.defence]`` kinds' protocol (:data:`adcs.adversary.DEFENCES`): a user's kind
-        builds a :class:`Defence` per run, a subclass may change :meth:`aggregator`.
+        The ``[sim.defence]`` kinds' protocol (`adcs.adversary.DEFENCES`): a user's kind
+        builds a `Defence` per run, a subclass may change `aggregator`.
         """
         return self
 
@@ -182,13 +182,13 @@ class Defence:
 
     def aggregator(self) -> Aggregator | None:
         """The robust aggregation rule, or None for the runtime's mean (a subclass may give
-        its own :class:`~adcs.aggregation.Aggregator`)."""
+        its own `Aggregator`)."""
         if self.aggregation is Robust.MEAN:
             return None
         return RobustAggregation(self.aggregation, self.trim)
 
     def rule(self) -> Aggregator | None:
-        """:meth:`aggregator`, checked (TypeError unless None or an Aggregator)."""
+        """`aggregator`, checked (TypeError unless None or an Aggregator)."""
         rule = self.aggregator()
         if rule is not None and not isinstance(rule, Aggregator):
             raise TypeError(
@@ -281,12 +281,12 @@ def cosines(directions: FloatArray, usable: BoolArray) -> FloatArray:
 
 
 def best_cosines(cos: FloatArray) -> FloatArray:
-    """max_{j ≠ i} cos_ij of a :func:`cosines` matrix, shape (n,) (−inf without another row)."""
+    """max_{j ≠ i} cos_ij of a `cosines` matrix, shape (n,) (−inf without another row)."""
     return cos.max(axis=1, initial=-np.inf)
 
 
 def nearest_peers(cos: FloatArray, usable: BoolArray, peers: int) -> IntArray:
-    """The ``peers`` usable rows nearest each usable row by a :func:`cosines` matrix, shape (n, p).
+    """The ``peers`` usable rows nearest each usable row by a `cosines` matrix, shape (n, p).
 
     −1 pads rows with fewer candidates and the rows that are not usable (p is
     min(peers, n_usable − 1), at least 1 so the shape is never empty).
@@ -305,7 +305,7 @@ def nearest_peers(cos: FloatArray, usable: BoolArray, peers: int) -> IntArray:
 def neighbourhood_medians(values: FloatArray, peers: IntArray) -> FloatArray:
     """median({v_i} ∪ {v_j : j ∈ peers_i}) for each row, shape (n,).
 
-    ``peers`` (n, p) as :func:`nearest_peers` returns (−1 padding); non-finite values are
+    ``peers`` (n, p) as `nearest_peers` returns (−1 padding); non-finite values are
     ignored (a row whose own value is not finite stays so).
 
     Why the median of the neighbourhood and not a cap at the peers' values: a liar's value is
@@ -349,7 +349,7 @@ def too_novel(novelty: float, directions: FloatArray, usable: BoolArray) -> Bool
 
 @dataclass(frozen=True, eq=False)
 class Screening:
-    """What :func:`screen` did to one round's statistics.
+    """What `screen` did to one round's statistics.
 
     Attributes
     ----------
@@ -395,7 +395,7 @@ def _reported(stats: ClientStats) -> tuple[F32Array | None, FloatArray | None, B
 
 @dataclass(frozen=True, eq=False)
 class _Known:
-    """What the server knows of one round's probed clients, the input of :func:`screen`'s steps.
+    """What the server knows of one round's probed clients, the input of `screen`'s steps.
 
     Attributes
     ----------
@@ -606,7 +606,7 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
 
 @dataclass(frozen=True, eq=False)
 class DefendedState:
-    """Per-run state of :class:`Defended`: the inner scheduler's state and what was received.
+    """Per-run state of `Defended`: the inner scheduler's state and what was received.
 
     Attributes
     ----------
@@ -626,7 +626,7 @@ class DefendedState:
 
 
 _TIES, _MIX, _DRAW = 1, 2, 3
-"""Salts of the defence's counter-based draws (:data:`adcs.streams.Domain` ATTACK)."""
+"""Salts of the defence's counter-based draws (`adcs.streams.Domain` ATTACK)."""
 
 
 def _uniform_choice(key: int, round_idx: int, available: BoolArray, m: int) -> IntArray:
@@ -638,12 +638,12 @@ def _uniform_choice(key: int, round_idx: int, available: BoolArray, m: int) -> I
 
 @dataclass(frozen=True)
 class Defended:
-    """Any scheduler behind the defences of :class:`Defence` (the Scheduler protocol).
+    """Any scheduler behind the defences of `Defence` (the Scheduler protocol).
 
     Parameters
     ----------
     scheduler : Scheduler
-        The wrapped scheduler; it sees the screened statistics (:func:`screen`).
+        The wrapped scheduler; it sees the screened statistics (`screen`).
     defence : Defence
     seed : int
         The run's seed: the defence's own draws (tie-breaks, the uniform mixture) are

@@ -5,9 +5,9 @@ group (``adcs.attacks``, ``adcs.defences``); the table's other keys are the clas
 arguments. Both protocols build one run's object:
 
 * an attack kind has ``malicious(seed, n_clients)`` (the run's malicious clients) and
-  ``build(seed, n_clients)``, giving an :class:`~adcs.adversary.Attack` or a
-  :class:`~adcs.adversary.Crafted`;
-* a defence kind has ``build(seed, n_clients)``, giving a :class:`~adcs.adversary.Defence` (a
+  ``build(seed, n_clients)``, giving an `Attack` or a
+  `Crafted`;
+* a defence kind has ``build(seed, n_clients)``, giving a `Defence` (a
   subclass may bring its own aggregation rule through ``aggregator()``).
 """
 
@@ -28,7 +28,7 @@ ATTACKS: Registry[Any] = Registry(
     {"lie": Liars, "crafted": Crafted},
     requires=("build", "malicious"),
 )
-"""``[sim.attack] kind`` → its class: ``"lie"`` (the default, :class:`Liars`) or ``"crafted"``."""
+"""``[sim.attack] kind`` → its class: ``"lie"`` (the default, `Liars`) or ``"crafted"``."""
 
 DEFENCES: Registry[Any] = Registry(
     "defence",
@@ -36,5 +36,5 @@ DEFENCES: Registry[Any] = Registry(
     {"standard": Defence},
     requires=("build",),
 )
-"""``[sim.defence] kind`` → its class: ``"standard"`` (the default, :class:`Defence`: the screens
-and a robust rule of :mod:`adcs.aggregation`)."""
+"""``[sim.defence] kind`` → its class: ``"standard"`` (the default, `Defence`: the screens
+and a robust rule of `adcs.aggregation`)."""

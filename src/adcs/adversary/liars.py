@@ -1,9 +1,9 @@
 """Clients that lie in what they report, as a configuration writes them (``[sim.attack]``).
 
-:class:`Liars` is the ``kind = "lie"`` row of :data:`adcs.adversary.ATTACKS`: the attack of every
+`Liars` is the ``kind = "lie"`` row of `adcs.adversary.ATTACKS`: the attack of every
 seed, its clients named or drawn per seed, its values in a configuration's words (a lie by name,
-a direction as ``"orthogonal"``, ``"random"`` or a cosine). :meth:`Liars.build` gives one run's
-:class:`~adcs.adversary.Attack`, whose own checks are the ones that apply (docs/design.md §7).
+a direction as ``"orthogonal"``, ``"random"`` or a cosine). `Liars.build` gives one run's
+`Attack`, whose own checks are the ones that apply (docs/design.md §7).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Liars:
     clients : tuple of int, optional
         The malicious clients (give exactly one of ``clients`` and ``n_malicious``); or
     n_malicious : int, optional
-        how many of them :func:`adcs.adversary.malicious_clients` draws from each seed.
+        how many of them `adcs.adversary.malicious_clients` draws from each seed.
     lie : tuple of Lie or str
         Any of "loss", "direction", "norm" (may be empty with a poison).
     factor : float
@@ -44,7 +44,7 @@ class Liars:
     poison : Poison or str
         "none", "direction", "sign_flip" or "scaled".
     adaptive : bool
-        Adapt the lie to the active defence (:mod:`adcs.adversary.attack`).
+        Adapt the lie to the active defence (`adcs.adversary.attack`).
     """
 
     clients: tuple[int, ...] | None = None
@@ -67,7 +67,7 @@ class Liars:
         return members_of(self.clients, self.n_malicious, seed, n_clients)
 
     def build(self, seed: int, n_clients: int) -> Attack:
-        """The :class:`~adcs.adversary.Attack` of one run of ``seed`` among ``n_clients``."""
+        """The `Attack` of one run of ``seed`` among ``n_clients``."""
         return self._attack(self.malicious(seed, n_clients), seed)
 
     def _attack(self, clients: tuple[int, ...], seed: int) -> Attack:

@@ -1,7 +1,7 @@
 """Who is malicious: the clients an attack names, or k of them drawn from each seed.
 
-:class:`~adcs.adversary.Liars` and :class:`~adcs.adversary.Crafted` both take exactly one of
-``clients`` (fixed indices) and ``n_malicious`` (drawn per seed by :func:`malicious_clients`, so
+`Liars` and `Crafted` both take exactly one of
+``clients`` (fixed indices) and ``n_malicious`` (drawn per seed by `malicious_clients`, so
 every method of a seed faces the same clients); the checks below are theirs (docs/design.md §7).
 """
 
@@ -19,7 +19,7 @@ __all__ = ["check_members", "malicious_clients", "members_of"]
 def malicious_clients(seed: int, n_clients: int, k: int) -> tuple[int, ...]:
     """The ``k`` malicious clients of ``seed``, ascending.
 
-    A counter-based draw (:class:`adcs.streams.Domain` ATTACK) of a permutation of the clients,
+    A counter-based draw (`adcs.streams.Domain` ATTACK) of a permutation of the clients,
     the first ``k`` taken: the same for every method of a seed, and nested in ``k`` (the single
     liar of k = 1 is one of the three of k = 3).
     """

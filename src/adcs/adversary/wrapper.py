@@ -1,7 +1,7 @@
-"""What the attackers' scheduler wrappers share (:class:`~adcs.adversary.Lying`, ``Crafting``).
+"""What the attackers' scheduler wrappers share (`Lying`, ``Crafting``).
 
 A wrapper stands between the runtime and a scheduler (plain or
-:class:`~adcs.adversary.Defended`), rewrites the malicious clients' rows of a round's statistics
+`Defended`), rewrites the malicious clients' rows of a round's statistics
 before ``select``, and remembers the direction each malicious client last reported, which the
 run's aggregation hook then sends.
 """

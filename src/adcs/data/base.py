@@ -1,6 +1,6 @@
-"""A labelled data set in memory (:class:`Dataset`) and the error of a malformed data file.
+"""A labelled data set in memory (`Dataset`) and the error of a malformed data file.
 
-The types every loader returns and raises (:mod:`adcs.data.datasets`, the Hugging Face loader), kept
+The types every loader returns and raises (`adcs.data.datasets`, the Hugging Face loader), kept
 below them so that no loader and the table that names them import one another.
 """
 

@@ -1,9 +1,9 @@
-"""Array helpers of the partitions (:mod:`adcs.data.partition`): class counts, draws, checks.
+"""Array helpers of the partitions (`adcs.data.partition`): class counts, draws, checks.
 
 How many samples of each class each client gets (apportioning totals to shares, equal sizes,
 quantity skew, splitting a class's samples), drawing those samples from the label arrays, and the
 checks of the partitions' arguments. Pure functions of arrays; the partitions themselves, and
-their name table, are in :mod:`adcs.data.partition`.
+their name table, are in `adcs.data.partition`.
 """
 
 from __future__ import annotations

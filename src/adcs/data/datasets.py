@@ -1,21 +1,21 @@
 """Data sets by name (docs/design.md §7): the table behind ``[data] dataset = "..."``.
 
 =================  ===========================================================================
-``fashion-mnist``  the paper's data (:func:`adcs.data.load_fashion_mnist`: lookup, download, MD5)
+``fashion-mnist``  the paper's data (`adcs.data.load_fashion_mnist`: lookup, download, MD5)
 ``digits``         scikit-learn's bundled 8×8 digits (1 797 images; the ``adcs[sklearn]`` extra)
 ``arrays``         a user ``.npz`` with ``x_train, y_train, x_test, y_test`` (inputs of any shape)
 ``cifar10``        the official ``cifar-10-python.tar.gz`` from a user path, MD5-checked
 ``femnist``        LEAF's JSON shards (``train/*.json``, ``test/*.json``), one client per writer
 ``synthetic``      Synthetic(α, β), any number of clients generated on demand
-                   (:mod:`adcs.data.synthetic`)
+                   (`adcs.data.synthetic`)
 ``huggingface``    a Hugging Face data set saved with ``save_to_disk`` or from the Hub
-                   (:mod:`adcs.data.huggingface`; the ``adcs[huggingface]`` extra)
+                   (`adcs.data.huggingface`; the ``adcs[huggingface]`` extra)
 =================  ===========================================================================
 
-A loader returns a :class:`Dataset` (samples in memory, split among clients by a partition of
-:data:`adcs.data.partition.PARTITIONS`) or, for ``synthetic``, a :class:`~adcs.data.synthetic.Synthetic`
+A loader returns a `Dataset` (samples in memory, split among clients by a partition of
+`adcs.data.partition.PARTITIONS`) or, for ``synthetic``, a `Synthetic`
 whose only partition is its own clients. Missing files raise ``FileNotFoundError``, files with the
-wrong checksum :class:`~adcs.data.ChecksumError`, malformed files :class:`DataError` — each naming
+wrong checksum `ChecksumError`, malformed files `DataError` — each naming
 the file and what is wrong.
 """
 
@@ -114,7 +114,7 @@ def _class_labels(name: str, array: NDArray[Any]) -> IntArray:
 
 
 def load_fashion_mnist_dataset(path: str | os.PathLike[str] | None = None) -> Dataset:
-    """Fashion-MNIST through :func:`adcs.data.load_fashion_mnist` (lookup, download, MD5)."""
+    """Fashion-MNIST through `adcs.data.load_fashion_mnist` (lookup, download, MD5)."""
     fm = load_fashion_mnist(path)
     return Dataset(
         "fashion-mnist", fm.train_images, fm.train_labels, fm.test_images, fm.test_labels,
@@ -361,12 +361,12 @@ def load_femnist(path: str | os.PathLike[str]) -> Dataset:
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """One row of :data:`DATASETS`: everything the configuration knows of a data set.
+    """One row of `DATASETS`: everything the configuration knows of a data set.
 
     Attributes
     ----------
     load : callable
-        ``load(**options)`` → :class:`Dataset` or :class:`~adcs.data.synthetic.Synthetic`.
+        ``load(**options)`` → `Dataset` or `Synthetic`.
     keys : frozenset of str
         The options it takes (the ``[data]`` keys besides ``dataset``).
     required : frozenset of str
@@ -378,7 +378,7 @@ class DatasetEntry:
     title : str
         Its name in reports (default: the table's name).
     checks : mapping of str to callable
-        ``check(name, value)`` of an option (:mod:`adcs._validate`; ``ValueError`` naming it),
+        ``check(name, value)`` of an option (`adcs._validate`; ``ValueError`` naming it),
         run when a configuration is read, before anything is loaded.
     folders : callable, optional
         ``folders(path)`` → every folder the loader may read (results folders are kept clear of
@@ -461,7 +461,7 @@ DATASETS: Table[DatasetEntry] = Table(
 
 
 def load_dataset(name: str, /, **options: Any) -> Dataset | Synthetic:
-    """Load the data set ``name`` of :data:`DATASETS` with its options.
+    """Load the data set ``name`` of `DATASETS` with its options.
 
     Raises
     ------

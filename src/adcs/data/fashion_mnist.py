@@ -10,7 +10,7 @@ The data set of the paper's experiment (Sec. 6; Xiao, Rasul and Vollgraf 2017) i
 5. a download from the official source into the user cache, each file MD5-checked before it is
    moved into place;
 6. offline, the small real subset shipped with the package (with a logged warning; the returned
-   :class:`FashionMNIST` has ``is_subset=True``).
+   `FashionMNIST` has ``is_subset=True``).
 
 A location counts as found when it holds all four official ``.gz`` files, itself or in
 torchvision's layout below it (``FashionMNIST/raw/`` or ``raw/``, as
@@ -167,7 +167,7 @@ class FashionMNIST:
     train_images : ndarray of shape (n_train, 784), uint8
         Training images, each 28×28 flattened row-major, pixel values 0–255.
     train_labels : ndarray of shape (n_train,), uint8
-        Training labels in 0–9 (see :data:`CLASS_NAMES`).
+        Training labels in 0–9 (see `CLASS_NAMES`).
     test_images : ndarray of shape (n_test, 784), uint8
     test_labels : ndarray of shape (n_test,), uint8
     source : str
@@ -537,7 +537,7 @@ def _find(path: str | os.PathLike[str] | None) -> tuple[str, Path] | None:
 
 
 def data_folders(path: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Every folder :func:`load_fashion_mnist` may read, present or not (the shipped subset last).
+    """Every folder `load_fashion_mnist` may read, present or not (the shipped subset last).
 
     With ``path`` that folder is the only one looked in; else the lookup locations. Nothing is
     checked or logged (results folders are kept clear of these).
@@ -549,7 +549,7 @@ def data_folders(path: str | os.PathLike[str] | None = None) -> list[Path]:
 def find_fashion_mnist(path: str | os.PathLike[str] | None = None) -> Path | None:
     """The first folder, in lookup order, that holds all four official files.
 
-    Only presence is checked here; :func:`load_fashion_mnist` verifies the MD5 sums.
+    Only presence is checked here; `load_fashion_mnist` verifies the MD5 sums.
 
     Parameters
     ----------
@@ -608,13 +608,13 @@ def download_fashion_mnist(
     """Download the official files missing from ``directory`` (default: the user cache).
 
     Each file is streamed into a temporary file in ``directory``, MD5-checked against
-    :data:`OFFICIAL_MD5` and only then atomically renamed to its final name, so an interrupted or
+    `OFFICIAL_MD5` and only then atomically renamed to its final name, so an interrupted or
     corrupt download never leaves a file that later passes for good.
 
     Parameters
     ----------
     directory : str or path-like, optional
-        Target folder, created if needed; default :func:`cache_dir`.
+        Target folder, created if needed; default `cache_dir`.
     opener : callable, optional
         ``opener(url)`` returns a readable binary file object (a context manager);
         default ``urllib.request.urlopen`` with a timeout.
@@ -665,7 +665,7 @@ def load_fashion_mnist(
         When the full data set cannot be had (not found, download off or failing for lack of a
         network), fall back to the shipped subset with a logged warning instead of raising.
     opener : callable, optional
-        URL opener for the download (see :func:`download_fashion_mnist`).
+        URL opener for the download (see `download_fashion_mnist`).
 
     Returns
     -------

@@ -46,7 +46,7 @@ def _partitioner_class(name: str) -> type:
 
 
 def flwr_partition_kind(kind: str) -> PartitionKind:
-    """The :class:`~adcs.data.partition.PartitionKind` of ``"flwr:NAME"``.
+    """The `adcs.data.partition.PartitionKind` of ``"flwr:NAME"``.
 
     Its keys are the partitioner's constructor arguments, with ``n_clients`` for
     ``num_partitions`` (required); ``partition_by`` defaults to the label column; ``seed``, when

@@ -4,7 +4,7 @@
 ``datasets.DatasetDict.save_to_disk`` (``path``, offline) or from the Hub by ``name`` (online), with
 its input and label columns named (``features``, ``label``) and its two splits (``train_split``,
 ``test_split``). Inputs become arrays of any shape (images as uint8 pixels). Flower Datasets'
-partitioners are :mod:`adcs.data.flwr_partitions`.
+partitioners are `adcs.data.flwr_partitions`.
 
 It needs the ``huggingface`` extra (``datasets``), imported here only.
 """
@@ -61,7 +61,7 @@ def load_huggingface(
     train_split: str = "train",
     test_split: str = "test",
 ) -> Dataset:
-    """A Hugging Face data set as a :class:`~adcs.data.Dataset`.
+    """A Hugging Face data set as a `Dataset`.
 
     Parameters
     ----------

@@ -9,22 +9,22 @@ c gets round(n·p_c) samples of class c (largest-remainder rounding, so the coun
 each is within one of n·p_c); the samples of a class are then drawn uniformly without replacement.
 This is i.i.d. sampling from the client's distribution with the label counts stratified.
 
-* :func:`paper_groups` — the paper's experiment (Sec. 6): groups of clients sharing one
+* `paper_groups` — the paper's experiment (Sec. 6): groups of clients sharing one
   distribution, group k dominated by class k mod C (our reading; docs/design.md §3). Equal sizes.
-* :func:`iid` — uniform random split; equal sizes, or log-normal sizes (quantity skew).
-* :func:`dirichlet` — Dirichlet(α) label skew (Hsu, Qi and Brown 2019) over all the data, with
+* `iid` — uniform random split; equal sizes, or log-normal sizes (quantity skew).
+* `dirichlet` — Dirichlet(α) label skew (Hsu, Qi and Brown 2019) over all the data, with
   optional quantity skew; or, given a size, equal sizes.
-* :func:`dirichlet_per_class` — each class split among the clients by Dirichlet(α·1_N) shares
+* `dirichlet_per_class` — each class split among the clients by Dirichlet(α·1_N) shares
   (Yurochkin et al. 2019; the split of PowerOfChoice's experiments): sizes differ widely.
-* :func:`shards` — McMahan et al.'s pathological split: the data sorted by label, cut into
+* `shards` — McMahan et al.'s pathological split: the data sorted by label, cut into
   shards, k shards per client.
-* :func:`classes_per_client` — each client holds k classes, each class split evenly among its
+* `classes_per_client` — each client holds k classes, each class split evenly among its
   holders.
-* :func:`natural` — the data set's own clients (FEMNIST's writers).
+* `natural` — the data set's own clients (FEMNIST's writers).
 
 A client's *group* is the partition's own where it has one (paper_groups, classes_per_client);
 otherwise its majority training label (ties to the lowest class), so ``n_groups = C``.
-:data:`adcs.data.partition_table.PARTITIONS` is the name → partition table used by
+`adcs.data.partition_table.PARTITIONS` is the name → partition table used by
 configurations.
 """
 
@@ -93,12 +93,12 @@ PARAMETER_CHECKS: Mapping[str, Callable[[str, Any], object]] = {
 
 @dataclass(frozen=True)
 class PartitionKind:
-    """One row of the partitions' table (:data:`adcs.data.partition_table.PARTITIONS`).
+    """One row of the partitions' table (`adcs.data.partition_table.PARTITIONS`).
 
     Attributes
     ----------
     split : callable
-        ``split(data, rng, **params)`` → :class:`Partition`, with ``data`` the labelled splits.
+        ``split(data, rng, **params)`` → `Partition`, with ``data`` the labelled splits.
     keys : frozenset of str
         Its parameters (the ``[data.partition]`` keys besides ``kind``).
     required : frozenset of str
@@ -149,7 +149,7 @@ class Partition:
     groups : ndarray of shape (n_clients,), int
         Client i's group in ``[0, n_groups)`` (clients of a group share a data distribution).
     n_groups : int
-        Number of groups (some may be empty, e.g. for :func:`dirichlet`).
+        Number of groups (some may be empty, e.g. for `dirichlet`).
 
     Notes
     -----
@@ -317,7 +317,7 @@ def dirichlet(
 ) -> Partition:
     """Dirichlet label skew: client i's class shares q_i ~ Dirichlet(α·1_C).
 
-    Small α gives clients dominated by few classes, large α approaches :func:`iid`. Each client's
+    Small α gives clients dominated by few classes, large α approaches `iid`. Each client's
     test set has the class proportions of its training set; its group is its majority class.
 
     By default every sample is used and sizes differ: class c's samples are split among the

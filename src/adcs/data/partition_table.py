@@ -1,8 +1,8 @@
-"""The partitions by name: :class:`PartitionKind` rows of :data:`PARTITIONS`, and
-:func:`partition_data`, which checks a configuration's parameters and splits the data.
+"""The partitions by name: `PartitionKind` rows of `PARTITIONS`, and
+`partition_data`, which checks a configuration's parameters and splits the data.
 
-The partitions themselves are in :mod:`adcs.data.partition`; a user's partition is a
-:class:`PartitionKind` given by import path or entry point (group ``adcs.partitions``).
+The partitions themselves are in `adcs.data.partition`; a user's partition is a
+`PartitionKind` given by import path or entry point (group ``adcs.partitions``).
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ PARTITIONS: Table[PartitionKind] = Table("partition", "adcs.partitions", {
 
 
 def partition_kind(kind: str) -> PartitionKind:
-    """The partition named ``kind``: a row of :data:`PARTITIONS`, or ``"flwr:NAME"`` for a
-    partitioner of Flower Datasets (:mod:`adcs.data.flwr_partitions`).
+    """The partition named ``kind``: a row of `PARTITIONS`, or ``"flwr:NAME"`` for a
+    partitioner of Flower Datasets (`adcs.data.flwr_partitions`).
 
     Raises
     ------
@@ -96,13 +96,13 @@ def partition_kind(kind: str) -> PartitionKind:
 def partition_data(
     kind: str, data: LabelledSplits, rng: np.random.Generator, **params: Any
 ) -> Partition:
-    """Split ``data`` with the partition ``kind`` (:func:`partition_kind`).
+    """Split ``data`` with the partition ``kind`` (`partition_kind`).
 
     Raises
     ------
     ValueError
         Unknown kind or parameter, a missing parameter, a split the data cannot give, or a split
-        that returns no :class:`Partition`.
+        that returns no `Partition`.
     """
     entry = partition_kind(kind)
     unknown = sorted(set(params) - entry.keys)

@@ -9,7 +9,7 @@ how much the clients' models differ, β how much their inputs do; Synthetic(1, 1
 heterogeneous setting. (The published generators draw u_k and B_k with standard deviation α and
 β; so does this one.)
 
-Every number is a counter-based function (:func:`adcs.streams.counter_normal`) of the data key,
+Every number is a counter-based function (`adcs.streams.counter_normal`) of the data key,
 the client and the sample: a client's parameters of (key, k), sample i of (key, k, i). Nothing is
 generated for a client until a round uses it, so a population of 10⁶ clients costs O(N) memory
 (its sizes) and no time until then; the same client always holds the same data, whoever else is
@@ -61,7 +61,7 @@ class Synthetic:
 
     Notes
     -----
-    It has a natural partition only (each client's own data): see :meth:`clients`.
+    It has a natural partition only (each client's own data): see `clients`.
     """
 
     n_clients: int
@@ -102,7 +102,8 @@ def _offsets(sizes: NDArray[np.int64]) -> NDArray[np.int64]:
 
 
 class SyntheticClients:
-    """The clients of :class:`Synthetic`, generated on demand (a :class:`adcs.sim.ClientData`).
+    """The clients of `Synthetic`, generated on demand (a
+    [`adcs.sim.ClientData`][adcs.sim.ClientData]).
 
     Rows: training row ``train_offsets[k] + i`` is client k's training sample i; test row
     ``test_offsets[k] + j`` its test sample j (its sample ⌊0.9 n_k⌋ + j).

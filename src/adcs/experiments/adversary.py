@@ -1,8 +1,8 @@
 """``[sim.attack]`` and ``[sim.defence]``: the adversary and the defences of an experiment.
 
 Both apply to every method of the configuration (docs/design.md §7). Each is a
-:class:`~adcs.experiments.schema.KindTable` onto a library registry — :data:`adcs.adversary.ATTACKS`
-and :data:`adcs.adversary.DEFENCES` — so the table's keys are the constructor arguments of the
+`KindTable` onto a library registry — `adcs.adversary.ATTACKS`
+and `adcs.adversary.DEFENCES` — so the table's keys are the constructor arguments of the
 kind's class, which checks them itself::
 
     [sim.attack]              # kind = "lie" (the default): adcs.adversary.Liars
@@ -32,9 +32,9 @@ kind's class, which checks them itself::
     window = 100              # ... window of this many rounds
 
 A user's kind is named by import path (``kind = "mypkg.attacks:Mine"``) or an entry point of
-``adcs.attacks`` / ``adcs.defences`` (:mod:`adcs.adversary.kinds` gives the protocols). The
+``adcs.attacks`` / ``adcs.defences`` (`adcs.adversary.kinds` gives the protocols). The
 tables are written back without ``kind`` when it is the default, as earlier manifests have them.
-:func:`adversarial_run` turns them into each run's scheduler and aggregation hook.
+`adversarial_run` turns them into each run's scheduler and aggregation hook.
 """
 
 from __future__ import annotations
@@ -51,15 +51,15 @@ __all__ = ["ATTACK_TABLE", "DEFENCE_TABLE", "adversarial_run"]
 ATTACK_TABLE = KindTable(
     "sim.attack", ATTACKS, "lie", frozenset({"seed"}), sort_keys=False, write_default=False
 )
-"""``[sim.attack]``: a row of :data:`adcs.adversary.ATTACKS` (``seed`` is set per run)."""
+"""``[sim.attack]``: a row of `adcs.adversary.ATTACKS` (``seed`` is set per run)."""
 DEFENCE_TABLE = KindTable("sim.defence", DEFENCES, "standard", sort_keys=False, write_default=False)
-"""``[sim.defence]``: a row of :data:`adcs.adversary.DEFENCES`."""
+"""``[sim.defence]``: a row of `adcs.adversary.DEFENCES`."""
 
 
 def adversarial_run(
     scheduler: Scheduler, seed: int, n_clients: int, attack: Any, defence: Any
 ) -> tuple[Scheduler, Aggregator | None]:
-    """One run's scheduler and aggregation hook (:func:`adcs.adversary.adversarial`) under the
+    """One run's scheduler and aggregation hook (`adcs.adversary.adversarial`) under the
     configuration's attack and defence (either may be None)."""
     run_attack = None if attack is None else ATTACK_TABLE.build(attack, seed, n_clients)
     if isinstance(run_attack, Attack | Crafted) and run_attack.clients is not None:

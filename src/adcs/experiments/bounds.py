@@ -3,8 +3,8 @@
 A run keeps, for its whole length, the record of every round (who was selected and who returned:
 ``rounds × m``), every evaluation (``n_evals × n_eval_clients`` client accuracies), per seed the
 availability counts, and O(N) bookkeeping per run; the runner holds every run's records at once
-to write the results. :func:`record_bytes` is a lower bound of those arrays' size (nothing else a
-run allocates is counted), and :func:`check_counts` refuses a configuration whose lower bound
+to write the results. `record_bytes` is a lower bound of those arrays' size (nothing else a
+run allocates is counted), and `check_counts` refuses a configuration whose lower bound
 already exceeds the memory this process may use, naming the count to lower and the largest value
 that fits. It is called before any work: before the seeds are listed (``--seeds 1000000000``),
 before the data are read and before any array is allocated.
@@ -135,11 +135,11 @@ _KNOBS: dict[str, tuple[str, bool]] = {
     "eval_clients": ("sim.eval_clients", True),
     "eval_every": ("sim.eval_every", False),
 }
-"""Field of :class:`Counts` → (its configuration key, whether fewer is smaller)."""
+"""Field of `Counts` → (its configuration key, whether fewer is smaller)."""
 
 
 def check_fit(c: Counts, names: Mapping[str, str], source: str, limit: int | None = None) -> None:
-    """Refuse counts whose records cannot fit in ``limit`` bytes (default :func:`memory_limit`).
+    """Refuse counts whose records cannot fit in ``limit`` bytes (default `memory_limit`).
 
     Parameters
     ----------
@@ -208,7 +208,7 @@ def config_counts(
     n_clients: int | None = None,
 ) -> Counts:
     """The counts of ``config`` with the given overrides (N: given, or what the config fixes);
-    ``runs_per_seed`` its distinct runs of one seed (:func:`adcs.experiments.plan.runs_per_seed`)."""
+    ``runs_per_seed`` its distinct runs of one seed (`adcs.experiments.plan.runs_per_seed`)."""
     sim = config.sim
     rounds = sim.rounds if rounds is None else rounds
     n = n_clients if n_clients is not None else config.data.total_clients
@@ -237,7 +237,7 @@ def check_counts(
     Raises
     ------
     ConfigError
-        See :func:`check_fit`.
+        See `check_fit`.
     """
     names = {k: f"--{k}" for k, v in (("rounds", rounds), ("seeds", seeds)) if v is not None}
     counts = config_counts(config, runs_per_seed=runs_per_seed, rounds=rounds, seeds=seeds)

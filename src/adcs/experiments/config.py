@@ -29,14 +29,15 @@ Example (``experiments/fig2.toml``)::
     refresh_every = 20
     sweep = { theta = [0.2, 0.4, 0.6, 0.8, 1.0] }
 
-The ``[data]`` table is :mod:`adcs.experiments.data_config`'s; ``[sim]`` is the library's
-:class:`~adcs.sim.engine.SimConfig` itself (its arguments are the keys, its checks the ones that
+The ``[data]`` table is `adcs.experiments.data_config`'s; ``[sim]`` is the library's
+`SimConfig` itself (its arguments are the keys, its checks the ones that
 apply); the ``kind`` tables (``[sim.availability]``, ``[sim.system]``, ``[sim.attack]``,
 ``[sim.defence]``, ``[model]``) are the library's objects, named through their registries and
-mapped by :class:`~adcs.experiments.schema.KindTable` (docs/design.md §8). The attack and the
-defence apply per run, so :class:`ExperimentConfig` holds them beside the simulator's settings.
+mapped by `KindTable` (docs/design.md §8). The attack and the
+defence apply per run, so `ExperimentConfig` holds them beside the simulator's settings.
 
-Schedulers are built only through the name → class table :data:`adcs.schedulers.SCHEDULERS`.
+Schedulers are built only through the name → class table
+[`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS].
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ __all__ = [
 ]
 
 PARTITIONS = tuple(PARTITION_TABLE)
-"""Partition kinds of :data:`adcs.data.PARTITIONS`."""
+"""Partition kinds of `adcs.data.PARTITIONS`."""
 
 PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 """Configurations shipped with the project (``experiments/<name>.toml``)."""
@@ -120,17 +121,17 @@ PAPER_CONFIGS = ("fig1", "fig2", "fig3", "table1", "quick")
 
 AVAILABILITY_TABLE = KindTable("sim.availability", AVAILABILITY, "always")
 """``[sim.availability]``: which clients can be selected each round (docs/design.md §4); its
-kinds are the rows of :data:`adcs.sim.availability.AVAILABILITY`."""
+kinds are the rows of `adcs.sim.availability.AVAILABILITY`."""
 SYSTEM_TABLE = KindTable("sim.system", SYSTEM_PROFILES, "lognormal", frozenset({"profile"}))
-"""``[sim.system]``: client devices and the simulated clock (:mod:`adcs.sim.system`); its kinds
-are the rows of :data:`adcs.sim.system.SYSTEM_PROFILES`."""
+"""``[sim.system]``: client devices and the simulated clock (`adcs.sim.system`); its kinds
+are the rows of `adcs.sim.system.SYSTEM_PROFILES`."""
 TABLES = {"attack": ATTACK_TABLE, "defence": DEFENCE_TABLE}
-"""``[sim.attack]`` and ``[sim.defence]`` (:mod:`adcs.experiments.adversary`): per run, not the
-simulator's, so :class:`ExperimentConfig` holds them."""
+"""``[sim.attack]`` and ``[sim.defence]`` (`adcs.experiments.adversary`): per run, not the
+simulator's, so `ExperimentConfig` holds them."""
 
 
 SIM_KEYS = frozenset(f.name for f in dataclasses.fields(SimConfig)) | {"attack", "defence"}
-"""The keys of ``[sim]``: :class:`~adcs.sim.engine.SimConfig`'s arguments (``availability`` and
+"""The keys of ``[sim]``: `SimConfig`'s arguments (``availability`` and
 ``system`` as sub-tables) and the per-run ``attack`` and ``defence`` sub-tables."""
 
 
@@ -149,7 +150,7 @@ def sim_config(base: SimConfig | None = None, **values: Any) -> SimConfig:
 
 
 def sim_for_clients(sim: SimConfig, n_clients: int) -> SimConfig:
-    """:meth:`SimConfig.for_clients <adcs.sim.engine.SimConfig.for_clients>` (a trace or a
+    """`SimConfig.for_clients` (a trace or a
     device file read for N clients), its refusal naming the key (``sim.availability: ...``)."""
     try:
         return sim.for_clients(n_clients)
@@ -192,7 +193,7 @@ def _sim_to_dict(config: ExperimentConfig) -> dict[str, Any]:
 
 MODEL_TABLE = KindTable("model", MODELS, "logistic", sort_keys=False)
 """``[model]``: the model every run trains; its kinds are the rows of
-:data:`adcs.sim.models.MODELS` (docs/design.md §4 "Models")."""
+`adcs.sim.models.MODELS` (docs/design.md §4 "Models")."""
 MODEL_KINDS = tuple(MODELS)
 """Model kinds of the ``[model]`` table; all but ``logistic`` need the extra ``adcs[torch]``."""
 
@@ -217,8 +218,8 @@ class MethodConfig:
     Attributes
     ----------
     name : str
-        A name :data:`adcs.schedulers.SCHEDULERS` resolves: built-in, ``"package.module:Name"``
-        or an entry point of ``adcs.schedulers``.
+        A name [`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS] resolves: built-in,
+        ``"package.module:Name"`` or an entry point of ``adcs.schedulers``.
     params : tuple of (str, value)
         Fixed hyperparameters passed to the scheduler's constructor (``m`` is the config's).
     sweep : tuple of (str, tuple of values)
@@ -270,21 +271,21 @@ class ExperimentConfig:
         Training seeds; each (method, hyperparameters) point runs once per seed.
     data : DataConfig
     sim : SimConfig
-        The ``[sim]`` table (:class:`adcs.sim.engine.SimConfig`; a trace or device file is read
-        for N clients by :func:`sim_for_clients`).
+        The ``[sim]`` table (`adcs.sim.engine.SimConfig`; a trace or device file is read
+        for N clients by `sim_for_clients`).
     methods : tuple of MethodConfig
     outputs : tuple of str
-        Figures/tables to produce, from :func:`~adcs.experiments.outputs.output_names`.
+        Figures/tables to produce, from `output_names`.
     model : object
-        The ``[model]`` table: a row of :data:`adcs.sim.models.MODELS` (default
-        :class:`~adcs.sim.models.Logistic`, the paper's).
+        The ``[model]`` table: a row of `adcs.sim.models.MODELS` (default
+        `Logistic`, the paper's).
     attack : object or None
-        The ``[sim.attack]`` table, for every method: a row of :data:`adcs.adversary.ATTACKS`
-        (:class:`~adcs.adversary.Liars`, :class:`~adcs.adversary.Crafted`, ...); None: all
+        The ``[sim.attack]`` table, for every method: a row of `adcs.adversary.ATTACKS`
+        (`Liars`, `Crafted`, ...); None: all
         honest.
     defence : object or None
-        The ``[sim.defence]`` table, for every method: a row of :data:`adcs.adversary.DEFENCES`
-        (:class:`~adcs.adversary.Defence`, ...); None: none.
+        The ``[sim.defence]`` table, for every method: a row of `adcs.adversary.DEFENCES`
+        (`Defence`, ...); None: none.
     source : str
         Where the configuration came from (a file path or ``"<dict>"``), for messages.
     """
@@ -522,7 +523,7 @@ def load_config(path: str | Path, *, data_path: str | None = None) -> Experiment
     path : str or Path
     data_path : str, optional
         A data path given in place of the file's ``data.path`` (``--data``): the file's own
-        path is then neither checked nor used (set it with :func:`with_overrides`).
+        path is then neither checked nor used (set it with `with_overrides`).
 
     Raises
     ------
@@ -536,7 +537,7 @@ def load_config(path: str | Path, *, data_path: str | None = None) -> Experiment
 def config_from_file(
     doc: Mapping[str, Any], path: Path, *, data_path: str | None = None
 ) -> ExperimentConfig:
-    """:func:`load_config` of a document already read from ``path`` (its tables resolved
+    """`load_config` of a document already read from ``path`` (its tables resolved
     against the file's folder)."""
     if isinstance(doc.get("suite"), dict):
         raise ConfigError(
@@ -588,7 +589,7 @@ def shipped_configs_folder() -> Path:
 
 
 def shipped_configs() -> tuple[str, ...]:
-    """Names of the shipped configurations: their paths in :func:`shipped_configs_folder`
+    """Names of the shipped configurations: their paths in `shipped_configs_folder`
     without ``.toml`` (``fig1``, ``quick``, ``successor/paper``, ``leaderboard/m6``), sorted."""
     root = shipped_configs_folder()
     return tuple(
@@ -597,7 +598,7 @@ def shipped_configs() -> tuple[str, ...]:
 
 
 def packaged_config_path(name: str) -> Path:
-    """Path of a shipped configuration by name (one of :func:`shipped_configs`)."""
+    """Path of a shipped configuration by name (one of `shipped_configs`)."""
     known = shipped_configs()
     if name not in known:
         raise ConfigError(f"no shipped configuration {name!r}; known: {', '.join(known)}")
@@ -612,10 +613,10 @@ def packaged_config(name: str) -> ExperimentConfig:
 
 def resolve_config(config: str | os.PathLike[str]) -> Path:
     """The file a configuration argument names: the command line's ``adcs run CONFIG`` and
-    :func:`adcs.run` both resolve it here.
+    `adcs.run` both resolve it here.
 
     An existing path is that file. Otherwise a shipped configuration's name (one of
-    :func:`shipped_configs`: ``fig1``, ``successor/paper``), also written as its path in a
+    `shipped_configs`: ``fig1``, ``successor/paper``), also written as its path in a
     source checkout (``experiments/fig1.toml``), is the shipped file, so a name works from an
     installed wheel as from a checkout.
 

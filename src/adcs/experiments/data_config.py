@@ -1,7 +1,7 @@
 """The ``[data]`` table: which data set, and how it is split over clients (docs/design.md §3, §7).
 
-A data set is a row of :data:`adcs.data.DATASETS` and a partition a row of
-:data:`adcs.data.PARTITIONS`: each row names its keys and checks their values, so the
+A data set is a row of `adcs.data.DATASETS` and a partition a row of
+`adcs.data.PARTITIONS`: each row names its keys and checks their values, so the
 configuration layer holds no table of its own (docs/design.md §8, "A new dataset"). Two forms::
 
     [data]
@@ -53,7 +53,7 @@ def _partition(key: str, kind: Any) -> PartitionKind:
 
 
 def _dataset(key: str, name: Any) -> DatasetEntry:
-    """The row of :data:`adcs.data.DATASETS` named ``name``, or a ConfigError naming ``key``."""
+    """The row of `adcs.data.DATASETS` named ``name``, or a ConfigError naming ``key``."""
     if not DATASETS.recognises(name):
         _choice(key, name, sorted(DATASETS))
     try:
@@ -77,14 +77,14 @@ class DataConfig:
     Attributes
     ----------
     dataset : str
-        A key of :data:`adcs.data.DATASETS` (default ``fashion-mnist``, the paper's).
+        A key of `adcs.data.DATASETS` (default ``fashion-mnist``, the paper's).
     path : str or None
         The data set's file or folder; ``None`` for Fashion-MNIST uses its lookup
-        (:func:`adcs.data.load_fashion_mnist`).
+        (`adcs.data.load_fashion_mnist`).
     options : tuple of (str, value)
         The data set's other options (``synthetic``: ``n_clients``, ``alpha``, ``beta``).
     partition : str
-        A key of :data:`adcs.data.PARTITIONS`; default ``paper_groups`` (``natural`` for a
+        A key of `adcs.data.PARTITIONS`; default ``paper_groups`` (``natural`` for a
         generated data set, whose clients come with it).
     params : tuple of (str, value)
         The partition's parameters (e.g. ``n_groups``, ``clients_per_group``, ``dominance`` of

@@ -2,7 +2,7 @@
 
 An experiment's runs are independent per seed (docs/design.md §4: a run's numbers depend only on its
 seed, never on which other runs share its batch or process), so the runner can cut each batch of
-runs into *shards* — the runs of one seed — and hand them to an executor. :class:`RayExecutor`
+runs into *shards* — the runs of one seed — and hand them to an executor. `RayExecutor`
 runs each shard as a task on an existing Ray cluster (``ray.init(address=...)``) and gives the
 results back to the runner, which writes the same results folder, byte for byte, as a local run:
 every file but ``manifest.json`` (wall times, sessions, where each shard ran) and ``report.md``
@@ -13,7 +13,7 @@ NumPy and SciPy (checked: a task refuses to run under other versions) and the sa
 (NumPy's SIMD kernels of exp and log differ in the last bit between instruction sets; recorded in
 the manifest per shard, and a difference from the driver's is logged as a warning).
 
-Ray is imported here only, and only when a :class:`RayExecutor` is made (the ``ray`` extra, or
+Ray is imported here only, and only when a `RayExecutor` is made (the ``ray`` extra, or
 ``flower``, which brings it with Flower's simulation engine).
 """
 
@@ -139,7 +139,7 @@ def simulate_shard(
     Parameters
     ----------
     runs, data, config, model
-        As :func:`adcs.sim.simulate` takes them; one process (``workers=1``).
+        As [`adcs.sim.simulate`][adcs.sim.simulate] takes them; one process (``workers=1``).
     versions : mapping
         The driver's versions of adcs, NumPy and SciPy; the shard refuses to run under others.
 
@@ -193,7 +193,7 @@ def _check_listening(address: str) -> None:
     Raises
     ------
     ExecutorError
-        Nothing answers on HOST:PORT within :data:`_CONNECT_TIMEOUT_S`.
+        Nothing answers on HOST:PORT within `_CONNECT_TIMEOUT_S`.
     """
     match = re.fullmatch(r"(?:ray://)?\[?([^\]\s]+?)\]?:(\d+)", address)
     if match is None:
@@ -251,7 +251,7 @@ class RayExecutor:
         elsewhere, or ``"auto"``.
 
     Use it as a context manager: the connection is opened on entry (an unreachable cluster is an
-    :class:`ExecutorError`) and closed on exit when this executor opened it.
+    `ExecutorError`) and closed on exit when this executor opened it.
     """
 
     def __init__(self, address: str) -> None:

@@ -1,9 +1,9 @@
 """Execute a planned experiment: its batches here, or its shards on an executor, resumably.
 
-Locally each batch is one :func:`~adcs.sim.engine.simulate` call with its own checkpoints. With a
-:class:`~adcs.experiments.distributed.ShardExecutor` the batches are cut into *shards* (the runs
+Locally each batch is one [`simulate`][adcs.sim.simulate] call with its own checkpoints. With a
+`ShardExecutor` the batches are cut into *shards* (the runs
 of one seed of one batch), all submitted at once; each finished shard is saved, so an interrupted
-run resumes with the shards not yet done. :class:`_Progress` is where an experiment stands, as its
+run resumes with the shards not yet done. `_Progress` is where an experiment stands, as its
 checkpoint in the results folder keeps it.
 """
 
@@ -176,7 +176,7 @@ def _simulate_all(
 ) -> _Simulated:
     """Advance every batch (finished ones are read back from the checkpoint), in plan order.
 
-    Locally each batch is one :func:`simulate` call with its own checkpoints. With an
+    Locally each batch is one [`simulate`][adcs.sim.simulate] call with its own checkpoints. With an
     ``executor`` the batches are cut into shards (the runs of one seed), all submitted at once;
     each finished shard is saved, so an interrupted run resumes with the shards not yet done.
     A run's results do not depend on the runs it was simulated with, so either way gives the

@@ -2,9 +2,10 @@
 
 Each curve is the mean over seeds with a shaded 95 % t-interval over seeds (none with a single
 seed). The ``curves`` figure has one curve per variant of the experiment, so every swept
-hyperparameter shows; runs on a simulated clock also get accuracy against simulated time; named figures (the paper's Figures 1–3, :data:`adcs.experiments.paper.FIGURES`)
-are given by the caller as a title and their series. matplotlib is imported here only, with the
-non-interactive Agg backend, and only when a figure is drawn.
+hyperparameter shows; runs on a simulated clock also get accuracy against simulated time; named
+figures (the paper's Figures 1–3, `adcs.experiments.paper.FIGURES`) are given by the caller as a
+title and their series. matplotlib is imported here only, with the non-interactive Agg backend, and
+only when a figure is drawn.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def plot_accuracy_against_time(
 
     Each curve is one variant's mean over seeds with a shaded 95 % t-interval; on the time axis a
     point is at the seeds' mean simulated time of that evaluation. The targets of the report's
-    time-to-accuracy table (default :func:`adcs.experiments.timing.default_targets`) are dashed.
+    time-to-accuracy table (default `adcs.experiments.timing.default_targets`) are dashed.
     Returns the variants drawn.
     """
     plt = pyplot()
@@ -162,9 +163,9 @@ def write_figures(
 
     ``curves`` draws every variant; any other name is looked up in ``named`` (title, series) and
     draws its series and, after them, every variant that no figure of ``named`` shows (a user's own
-    scheduler beside the paper's methods: :func:`~adcs.experiments.records.with_every_variant`).
+    scheduler beside the paper's methods: `adcs.experiments.records.with_every_variant`).
     A figure none of whose runs exist is skipped (with a warning). Runs with a simulated clock (a
-    system profile) also get ``time.png`` (:func:`plot_accuracy_against_time`).
+    system profile) also get ``time.png`` (`plot_accuracy_against_time`).
     """
     written = []
     covered = [s for _, group in (named or {}).values() for s in group]

@@ -14,8 +14,8 @@ leaves its partial folder only when it holds a checkpoint (it can then be resume
 A partial folder whose writer is gone is *stale*: the next run on ``OUT`` names it and refuses to
 start until it is resumed or discarded (``force``).
 
-Every check that can be made before any work is made by :meth:`ResultsFolder.check`; every OS
-failure surfaces as :class:`RunError` with a one-line message.
+Every check that can be made before any work is made by `ResultsFolder.check`; every OS
+failure surfaces as `RunError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class OutputBusy(RunError):
 
 
 def os_error(action: str, exc: OSError, folder: Path | None = None) -> RunError:
-    """A one-line :class:`RunError` for an OS failure: what was being done, and why it failed.
+    """A one-line `RunError` for an OS failure: what was being done, and why it failed.
 
     The file is named when the error names one, else ``folder`` (a write to an open file, such
     as one that fills the disk, names none).
@@ -562,7 +562,7 @@ class ResultsFolder:
 
 def _pickled(value: Any) -> bytes:
     """``value`` pickled; any failure (a lambda or an open file in a run's state) is a
-    :class:`pickle.PicklingError` naming it."""
+    `pickle.PicklingError` naming it."""
     try:
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:

@@ -2,25 +2,25 @@
 
 The question users bring is *which scheduler should I use on my problem?* The leaderboard answers
 it the way a careful researcher would: the same workloads, every method of
-:data:`adcs.schedulers.SCHEDULERS` (a new row joins automatically), several seeds with common
-random numbers (the methods of a seed see the same minibatches, availability and dropouts), and
-statistics that say when two methods cannot be told apart.
+[`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS] (a new row joins automatically), several
+seeds with common random numbers (the methods of a seed see the same minibatches, availability and
+dropouts), and statistics that say when two methods cannot be told apart.
 
 **Workloads** are ordinary experiment configurations without methods
-(``experiments/leaderboard/*.toml``); :func:`leaderboard_methods` supplies the methods: every
+(``experiments/leaderboard/*.toml``); `leaderboard_methods` supplies the methods: every
 scheduler at its defaults, or at the points it declares for the leaderboard
-(:class:`adcs.schedulers.variants.Variants`, its ``leaderboard_variants``: ADCS at several θ and
+(`adcs.schedulers.variants.Variants`, its ``leaderboard_variants``: ADCS at several θ and
 with fresh quality). Each workload is run by the experiment runner into an ordinary results
 folder, ``OUT/<workload>/``, checkpointed and resumable like any other.
 
 **Scores** of an entry (a variant: a method and its hyperparameters) on a workload, per seed: the
 final worst, 10th-percentile and average client accuracy (*final*: the mean of a run's last 10 %
 of evaluations), the rounds to reach the workload's target worst accuracy
-(:data:`~adcs.experiments.timing.TARGET_FRACTION` of the final worst accuracy of random selection,
+(`TARGET_FRACTION` of the final worst accuracy of random selection,
 the scheduler that declares itself so, Uniform — what random selection reaches, as Oort sets its
 targets), client computations and TV to uniform selection.
 
-**Ranks** (:func:`rank_workload`, :func:`rank_table`), on the final worst accuracy (the paper's
+**Ranks** (`rank_workload`, `rank_table`), on the final worst accuracy (the paper's
 fairness metric) and likewise on the others:
 
 * the *rank* of an entry on a workload is its place by mean over seeds, 1 the highest; entries
@@ -137,10 +137,11 @@ SUMMARY_FILES = ("report.md", "leaderboard.csv", "ranks.csv", "summary.json", "s
 
 
 def leaderboard_methods(entries: Sequence[str] = ()) -> tuple[MethodConfig, ...]:
-    """Every scheduler of :data:`~adcs.schedulers.SCHEDULERS`, each at its leaderboard points.
+    """Every scheduler of [`SCHEDULERS`][adcs.schedulers.SCHEDULERS], each at its leaderboard
+    points.
 
     In the table's order, each scheduler at its defaults (the published forms) or, when it
-    declares ``leaderboard_variants`` (:class:`~adcs.schedulers.variants.Variants`), at those
+    declares ``leaderboard_variants`` (`Variants`), at those
     points in their order (for ADCS: θ swept at R = 20, then fresh quality); then ``entries``,
     more schedulers likewise (a built-in name, ``"package.module:Name"`` or an entry point's
     name; one already listed is not repeated).
@@ -198,9 +199,9 @@ def workload_paths(names: Sequence[str] | None = None) -> list[Path]:
 
 
 def load_workload(path: str | Path, entries: Sequence[str] = ()) -> ExperimentConfig:
-    """A workload file as an experiment configuration running :func:`leaderboard_methods`.
+    """A workload file as an experiment configuration running `leaderboard_methods`.
 
-    ``entries`` are schedulers added to the ranked entries (:func:`leaderboard_methods`).
+    ``entries`` are schedulers added to the ranked entries (`leaderboard_methods`).
 
     Raises
     ------
@@ -224,7 +225,7 @@ def load_workload(path: str | Path, entries: Sequence[str] = ()) -> ExperimentCo
 
 
 def quick_workload(config: ExperimentConfig) -> ExperimentConfig:
-    """``config`` with the :data:`QUICK` rounds, evaluation period and seeds."""
+    """``config`` with the `QUICK` rounds, evaluation period and seeds."""
     return with_overrides(
         config, rounds=QUICK["rounds"], eval_every=QUICK["eval_every"], seeds=QUICK["seeds"]
     )
@@ -236,7 +237,7 @@ def quick_workload(config: ExperimentConfig) -> ExperimentConfig:
 
 @dataclass(frozen=True, eq=False)
 class LeaderboardOutcome:
-    """What :func:`run_leaderboard` produced.
+    """What `run_leaderboard` produced.
 
     Attributes
     ----------
@@ -330,7 +331,7 @@ def run_leaderboard(
     quick : bool
         Recorded (and said in the report).
     force, resume : bool
-        As for :func:`~adcs.experiments.runner.run_experiment`, for the whole leaderboard.
+        As for `run_experiment`, for the whole leaderboard.
     workers, checkpoint_every : int, optional
         Passed to each workload's run.
     executor : ShardExecutor, optional
@@ -346,18 +347,18 @@ def run_leaderboard(
     command : str
     kind : str
         What the folder is, recorded in its manifest (``"sweep"`` for
-        :func:`~adcs.experiments.sweep.run_sweep`, whose points are the workloads).
+        `run_sweep`, whose points are the workloads).
     finalize : callable, optional
         Called with the partial folder once the summary is written; what it returns is added to
         the manifest.
     metrics : sequence of str
         Result columns ranked beside the accuracies (any of
-        :func:`~adcs.experiments.ranking.rankable_columns`, e.g. ``"test_loss"``).
+        `rankable_columns`, e.g. ``"test_loss"``).
 
     Raises
     ------
     ConfigError, RunError, RunInterrupted
-        As :func:`~adcs.experiments.runner.run_experiment` does; an interrupted leaderboard keeps
+        As `run_experiment` does; an interrupted leaderboard keeps
         its partial folder (``resume=True`` continues it).
     """
     options = _Options(
@@ -371,7 +372,7 @@ def run_leaderboard(
 
 @dataclass(frozen=True, eq=False)
 class _Options:
-    """:func:`run_leaderboard`'s arguments beside the workloads (documented there)."""
+    """`run_leaderboard`'s arguments beside the workloads (documented there)."""
 
     out: str | Path
     quick: bool
@@ -390,7 +391,7 @@ class _Options:
 
 
 def _run(workloads: Sequence[ExperimentConfig], options: _Options) -> LeaderboardOutcome:
-    """:func:`run_leaderboard`: the folder's life (check, lock, resume, finish) around the runs."""
+    """`run_leaderboard`: the folder's life (check, lock, resume, finish) around the runs."""
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     names = _checked_names(workloads)

@@ -3,8 +3,8 @@
 Everything here is computed from the workloads' results folders (read back from disk, so a
 resumed or remote run gives the same bytes), never hard-coded: which entry wins where, by how
 much, and whom a scheduler's reference entry loses to are all found in the numbers
-(:mod:`adcs.experiments.ranking` defines the scores, ranks and the tie test; the sections on
-each scheduler's declared variants are :mod:`adcs.experiments.leaderboard_variants`'s). No
+(`adcs.experiments.ranking` defines the scores, ranks and the tie test; the sections on
+each scheduler's declared variants are `adcs.experiments.leaderboard_variants`'s). No
 wall-clock time is written to these files; the leaderboard's ``manifest.json`` holds those.
 """
 
@@ -89,7 +89,7 @@ def same_selections(folder: Path) -> str | None:
     read from its ``selections.npz``; None when they are not.
 
     Said when every variant selected the same clients in every round of every seed, or when in
-    at least :data:`NO_CHOICE_SHARE` of the rounds no more than ``m`` clients were available
+    at least `NO_CHOICE_SHARE` of the rounds no more than ``m`` clients were available
     (e.g. m = 18 with about 15 available): every scheduler then selects every available client.
     """
     if not (folder / "selections.npz").is_file():
@@ -153,9 +153,9 @@ def write_summary(
     ``kind`` is what ran them: ``"leaderboard"`` (every row of the name table) or ``"sweep"``
     (a configuration's methods), as the report describes the entries. A workload whose entries
     all selected the same clients (e.g. m at least the clients available) is warned of, in the
-    log and the report (:func:`same_selections`).
+    log and the report (`same_selections`).
 
-    ``metrics`` are columns ranked beside :data:`METRICS` (:func:`check_metrics`): they join
+    ``metrics`` are columns ranked beside `METRICS` (`check_metrics`): they join
     ``leaderboard.csv``, ``ranks.csv`` and ``summary.json``. Returns the overall rank table on
     the final worst accuracy and every workload's scores.
     """

@@ -1,13 +1,13 @@
 """The leaderboard report's sections on the variants of one scheduler (docs/design.md §8).
 
 A scheduler may declare the points it runs on the leaderboard
-(:class:`adcs.schedulers.variants.Variants`, its ``leaderboard_variants``): a lever swept at
+(`adcs.schedulers.variants.Variants`, its ``leaderboard_variants``): a lever swept at
 fixed hyperparameters, the lever's published value, and extras. For every scheduler that
-declares some (a :class:`Family`), the report says where its *reference* entry (the lever at
+declares some (a `Family`), the report says where its *reference* entry (the lever at
 its published value, no extra) wins and where it loses and to whom, what tuning the lever per
 workload would gain, what each extra changes, and gives a table of the best lever value per
 workload; ``summary.json`` holds the numbers under ``<method>_<lever>``
-(:func:`lever_doc`). Nothing here names a scheduler: everything comes from the declarations.
+(`lever_doc`). Nothing here names a scheduler: everything comes from the declarations.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Family:
     Attributes
     ----------
     method : str
-        Its name in the runs (a row of :data:`adcs.schedulers.SCHEDULERS`).
+        Its name in the runs (a row of [`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS]).
     variants : Variants
         Its declaration.
     """

@@ -2,10 +2,10 @@
 
 The generic outputs are ``curves`` (every variant's accuracy curves), ``time.png`` (with a
 simulated clock) and the neutral ``report.md``. A *study* — a plug-in such as the paper's
-(:mod:`adcs.experiments.paper`) — registers itself with :func:`register_study`: it says how a
+(`adcs.experiments.paper`) — registers itself with `register_study`: it says how a
 configuration departs from its setting, and provides its own figures (by output name), tables
 and, for a configuration of its setting, its report with verdicts. The runner calls them
-(:func:`write_tables`, :func:`figures_by_name`, :func:`write_study_report`); it never names a
+(`write_tables`, `figures_by_name`, `write_study_report`); it never names a
 study or its outputs itself.
 """
 
@@ -75,7 +75,7 @@ class Study:
     figures : mapping of output name to (title, series)
     tables : mapping of output name to TableWriter
     report : callable
-        ``report(path, records, context)`` → :class:`StudyReport`: the study's ``report.md``,
+        ``report(path, records, context)`` → `StudyReport`: the study's ``report.md``,
         written for a configuration of its setting.
     """
 

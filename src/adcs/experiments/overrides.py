@@ -7,8 +7,8 @@ An override is a dotted key and a TOML value: ``data.partition.alpha=0.1``,
 (``methods.0.theta=0.9``) or by scheduler name (``methods.adcs.theta=0.9``: every method of that
 name; quote a name holding dots, ``methods."mypkg.sel:Mine".k=1``).
 
-The configuration is written back to its document (:func:`~adcs.experiments.config.config_to_dict`),
-edited, and validated again by :func:`~adcs.experiments.config.config_from_dict`, so an override
+The configuration is written back to its document (`config_to_dict`),
+edited, and validated again by `config_from_dict`, so an override
 meets exactly the checks of the file it edits, and a bad key or value is refused naming its key.
 The result is an ordinary configuration: the manifest records it, and ``--resume`` compares it.
 """
@@ -195,7 +195,7 @@ def target_paths(
 def apply_assignments(doc: dict[str, Any], assignments: Sequence[Assignment]) -> dict[str, Any]:
     """A copy of the configuration document ``doc`` with the assignments made, in order.
 
-    Keys of the flat ``[data]`` form are accepted too (:func:`_canonical`).
+    Keys of the flat ``[data]`` form are accepted too (`_canonical`).
     """
     out = copy.deepcopy(doc)
     for parts, value in assignments:

@@ -1,10 +1,10 @@
 """The ADCS paper's experiment (Sec. 6): its constants, its figures' series, its claims, its report.
 
-The generic experiment layer (:mod:`adcs.experiments.report`, :mod:`adcs.experiments.figures`,
-:mod:`adcs.experiments.runner`) knows nothing of the paper; everything the paper says — the
+The generic experiment layer (`adcs.experiments.report`, `adcs.experiments.figures`,
+`adcs.experiments.runner`) knows nothing of the paper; everything the paper says — the
 setting of its experiment, the curves of Figures 1–3, Table 1's numbers, the claims of Sec. 6 and
 how they read as numbers — is here. The runner uses this module's report only for a configuration
-of the paper's setting (:func:`differences` is empty); any other configuration gets the neutral
+of the paper's setting (`differences` is empty); any other configuration gets the neutral
 report. Each claim is a computed comparison whose verdict follows from the numbers shown next to
 it; nothing is decided in advance.
 """
@@ -215,8 +215,8 @@ ALL_FIGURE_SERIES: tuple[Series, ...] = tuple(s for group in FIGURE_SERIES.value
 
 def figure_series(records: Sequence[RunRecord], fig: str) -> tuple[Series, ...]:
     """A figure's curves: its series that have runs, then every variant that no figure of the
-    paper shows (a user's own scheduler, MD, Oort), as :func:`~adcs.experiments.figures.
-    write_figures` draws them (:func:`~adcs.experiments.records.with_every_variant`)."""
+    paper shows (a user's own scheduler, MD, Oort), as `adcs.experiments.figures.write_figures`
+    draws them (`adcs.experiments.records.with_every_variant`)."""
     return with_every_variant(records, FIGURE_SERIES[fig], ALL_FIGURE_SERIES)
 
 
@@ -267,7 +267,7 @@ class Claim:
     test : str
         The comparison computed to check it.
     verdict : {"holds", "does not hold", "not tested", "not evaluated"}
-        "not tested": the runs are there but cannot test the claim (see :data:`CLAIMS_NEED`);
+        "not tested": the runs are there but cannot test the claim (see `CLAIMS_NEED`);
         "not evaluated": the runs it compares are missing.
     evidence : str
         The numbers the verdict follows from (or would).
@@ -567,7 +567,7 @@ def table1_rows(
     records: Sequence[RunRecord], *, paper_columns: bool = True
 ) -> list[dict[str, Any]]:
     """Mean group shares and TV per method (the runs of Fig. 1), with the paper's beside, then
-    every variant that no figure of the paper shows (:func:`figure_series`).
+    every variant that no figure of the paper shows (`figure_series`).
 
     Returns
     -------
@@ -668,10 +668,10 @@ def write_report(
     """Write the paper's ``report.md``: the neutral report (every variant that ran), then the
     claims with verdicts, Figs 1–3 and Table 1.
 
-    Only for a configuration of the paper's setting (see :func:`differences`). The paper's
-    sections are added to the neutral report (:func:`~adcs.experiments.report.report_body`), and
-    each figure and table shows, beside the paper's series, every variant no figure of the paper
-    shows (:func:`figure_series`). Returns the evaluated claims.
+    Only for a configuration of the paper's setting (see `differences`). The paper's sections
+    are added to the neutral report (`adcs.experiments.report.report_body`), and each figure and
+    table shows, beside the paper's series, every variant no figure of the paper shows
+    (`figure_series`). Returns the evaluated claims.
     """
     tol = tolerances or ClaimTolerances()
     claims = evaluate_claims(records, tol)
@@ -739,4 +739,4 @@ def _table1(folder: Path, records: Sequence[RunRecord], in_setting: bool) -> Non
 
 
 STUDY = register_study(Study("paper", differences, FIGURES, {"table1": _table1}, _report))
-"""The paper as a study (:mod:`adcs.experiments.outputs`): its figures, Table 1 and report."""
+"""The paper as a study (`adcs.experiments.outputs`): its figures, Table 1 and report."""

@@ -1,14 +1,14 @@
 """Plan an experiment: its configuration → distinct runs, the data they run on, batches.
 
-:func:`expand_runs` turns a configuration into distinct runs — one :class:`~adcs.sim.RunSpec` per
+`expand_runs` turns a configuration into distinct runs — one [`RunSpec`][adcs.sim.RunSpec] per
 (method, hyperparameters, seed); the same run asked for twice (e.g. ADCS θ = 0.8, R = 20 by
-Figures 1, 2 and 3) is made once. :func:`_prepare` loads and partitions the data, checks the
+Figures 1, 2 and 3) is made once. `_prepare` loads and partitions the data, checks the
 simulator's settings against them, builds the model and cuts the runs into *batches* (runs
-simulated together by one :func:`~adcs.sim.engine.simulate` call: the runs of one seed share
-minibatches, and memory bounds a batch's size). :func:`resume_identity` and
-:func:`config_differences` say what a resume compares.
+simulated together by one [`simulate`][adcs.sim.simulate] call: the runs of one seed share
+minibatches, and memory bounds a batch's size). `resume_identity` and
+`config_differences` say what a resume compares.
 
-Words: a *batch* is what one ``simulate`` call advances; a *shard* (:mod:`adcs.experiments.execute`)
+Words: a *batch* is what one ``simulate`` call advances; a *shard* (`adcs.experiments.execute`)
 is one seed of one batch, the unit an executor runs elsewhere.
 """
 
@@ -154,7 +154,7 @@ def _check_told_apart(
     points: dict[tuple[str, str], str], key: str, name: str, identity: str, point: Mapping[str, Any]
 ) -> None:
     """Refuse two different hyperparameter points of a scheduler that is no dataclass: its
-    hyperparameters cannot be read back (:func:`_resolved_params`), so both would be one run and
+    hyperparameters cannot be read back (`_resolved_params`), so both would be one run and
     the second would silently not run."""
     given = json.dumps({k: _canonical(v) for k, v in point.items()}, sort_keys=True, default=str)
     earlier = points.setdefault((name, identity), given)
@@ -192,7 +192,7 @@ def make_partition(
 ) -> Partition:
     """The clients' shares of ``dataset`` that ``data`` describes, drawn with ``rng``.
 
-    The partition of :data:`adcs.data.PARTITIONS` named by ``data.partition``, with its
+    The partition of `adcs.data.PARTITIONS` named by ``data.partition``, with its
     parameters.
     """
     return partition_data(str(data.partition), dataset, rng, **data.partition_params)
@@ -243,7 +243,7 @@ def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int |
 
 
 def _runs_per_batch(data: ClientData, config: SimConfig, m: int, dim: int) -> int:
-    """How many runs fit one batch under :data:`MEMORY_BUDGET_BYTES` (a rough, generous estimate).
+    """How many runs fit one batch under `MEMORY_BUDGET_BYTES` (a rough, generous estimate).
 
     Per run: its weights, the updates of a probe of every client available in a round and their
     gradients (n_available × dim each, float32, the worst case; ``dim`` is the model's; cost

@@ -1,9 +1,9 @@
 """Scores and ranks of the leaderboard's entries (docs/design.md §7).
 
-An entry's :class:`Score` on a workload holds its per-seed final values; :func:`rank_workload`
-and :func:`rank_table` rank the entries by their means with paired ties
-(:func:`adcs.experiments.stats.tied`). :mod:`adcs.experiments.leaderboard` runs the
-workloads and :mod:`adcs.experiments.leaderboard_report` writes the summary; both use this
+An entry's `Score` on a workload holds its per-seed final values; `rank_workload`
+and `rank_table` rank the entries by their means with paired ties
+(`adcs.experiments.stats.tied`). `adcs.experiments.leaderboard` runs the
+workloads and `adcs.experiments.leaderboard_report` writes the summary; both use this
 module, and neither imports the other's way back.
 """
 
@@ -76,7 +76,7 @@ class Score:
         Mean over seeds of the updates and loss evaluations computed, and of the TV distance of
         the selection shares to uniform selection.
     columns : dict of str to (dict of int to float)
-        Per seed, every column of :func:`rankable_columns`: a per-evaluation one by its final
+        Per seed, every column of `rankable_columns`: a per-evaluation one by its final
         value, a per-run one as it is (NaN where the run has none).
     """
 
@@ -95,7 +95,7 @@ class Score:
     columns: dict[str, dict[int, float]] = field(default_factory=dict)
 
     def values(self, metric: str) -> dict[int, float]:
-        """The per-seed values of ``metric`` (one of :data:`METRICS`, or a column's name)."""
+        """The per-seed values of ``metric`` (one of `METRICS`, or a column's name)."""
         if metric in METRICS:
             values: dict[int, float] = getattr(self, metric)
             return values
@@ -161,7 +161,7 @@ def baseline_label() -> str:
 
 
 def target_worst(records: Sequence[RunRecord]) -> float:
-    """The workload's target worst accuracy: :data:`TARGET_FRACTION` × random selection's final.
+    """The workload's target worst accuracy: `TARGET_FRACTION` × random selection's final.
 
     The final worst accuracy (mean over seeds) of the first variant of a scheduler that declares
     itself random selection (``random_baseline``: Uniform) is what random selection reaches;
@@ -184,10 +184,10 @@ def variants_of(method: str) -> Variants | None:
 
 def entry_labels(records: Sequence[RunRecord]) -> dict[str, str]:
     """A display name per variant, the name of its entry in every table, figure and file of the
-    leaderboard: a scheduler's leaderboard variants by its declaration (:meth:`Variants.label`,
-    e.g. ``ADCS θ=0.8, fresh q``), the others by the table. Two entries never share a name: one
-    that would is followed by the hyperparameters that tell it apart
-    (:func:`~adcs.experiments.records.tell_apart`), so none merges into another's row."""
+    leaderboard: a scheduler's leaderboard variants by its declaration (`Variants.label`, e.g.
+    ``ADCS θ=0.8, fresh q``), the others by the table. Two entries never share a name: one that
+    would is followed by the hyperparameters that tell it apart
+    (`adcs.experiments.records.tell_apart`), so none merges into another's row."""
     labels = variant_labels(records)
     params: dict[str, Mapping[str, Any]] = {}
     for r in records:
@@ -205,7 +205,7 @@ def rankable_columns() -> list[Column]:
 
 
 def check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
-    """``metrics`` if each is one of :data:`METRICS` or a rankable column's name.
+    """``metrics`` if each is one of `METRICS` or a rankable column's name.
 
     Raises
     ------
@@ -234,7 +234,7 @@ def scores_of(
     client_acc: Mapping[str, NDArray[Any]],
     labels: Mapping[str, str] | None = None,
 ) -> tuple[list[Score], float]:
-    """Every entry's :class:`Score` on one workload, in the order of ``records``, and the target.
+    """Every entry's `Score` on one workload, in the order of ``records``, and the target.
 
     Parameters
     ----------
@@ -245,7 +245,7 @@ def scores_of(
         Per-client accuracies (``client_acc.npz``), for the 10th percentile; a run without one
         gets NaN.
     labels : mapping, optional
-        Display names by variant (default :func:`entry_labels` of ``records``).
+        Display names by variant (default `entry_labels` of ``records``).
     """
     labels = dict(labels or entry_labels(records))
     target = target_worst(records)
@@ -295,7 +295,7 @@ class Placing:
     best : bool
         It has the highest mean.
     tied : bool
-        It is the best or tied with the best (:func:`tied`).
+        It is the best or tied with the best (`tied`).
     """
 
     rank: float

@@ -1,6 +1,6 @@
 """Run records and series: the numbers of finished runs, and which runs make one curve.
 
-Everything downstream of a simulation works on :class:`RunRecord` values — plain numbers of
+Everything downstream of a simulation works on `RunRecord` values — plain numbers of
 finished runs — so the same code serves a fresh run and a results folder read back from disk,
 and tests can feed it constructed numbers. Nothing here knows the paper or any method's
 hyperparameters: a series is a method and whichever of its hyperparameters identify it.
@@ -56,7 +56,7 @@ class RunRecord:
     variant : str
         The run's method and identifying hyperparameters, without the seed (one curve's runs).
     method : str
-        A key of :data:`adcs.schedulers.SCHEDULERS`.
+        A key of [`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS].
     seed : int
     params : dict
         Every hyperparameter of the scheduler but ``m`` (JSON-able).
@@ -92,7 +92,7 @@ class RunRecord:
         Worst, 10th-percentile and mean accuracy of the evaluated honest clients (runs with
         malicious clients, ``[sim.attack]``; empty otherwise).
     extra : dict
-        The values of the columns declared beyond the built-in ones (:data:`adcs.columns.COLUMNS`),
+        The values of the columns declared beyond the built-in ones (`adcs.columns.COLUMNS`),
         by name.
     """
 
@@ -284,7 +284,7 @@ def variant_labels(records: Sequence[RunRecord]) -> dict[str, str]:
 
     Only the hyperparameters whose value differs between the variants of the same method in
     ``records`` are named (``ADCS gamma=0.25`` beside ``ADCS gamma=0``, not every fixed setting);
-    a method with one variant is its name alone. Labels are unique (:func:`tell_apart`;
+    a method with one variant is its name alone. Labels are unique (`tell_apart`;
     docs/design.md §8).
     """
     firsts = _firsts(records)
@@ -309,7 +309,7 @@ def with_every_variant(
     A chosen series keeps its label, followed by the hyperparameters of the variant it shows that
     tell it apart from its method's other variants and that it does not fix itself (``ADCS (θ=0.8,
     R=20) quality=loss`` beside ``ADCS quality=grad_norm``); every other variant is labelled as by
-    :func:`variant_labels`. No two series returned share a label.
+    `variant_labels`. No two series returned share a label.
     """
     varying, labels, firsts = _varying(records), variant_labels(records), _firsts(records)
     chosen: dict[str, Series] = {}  # by the variant each shows

@@ -1,9 +1,9 @@
 """Series summaries over seeds and the neutral ``report.md``.
 
-Works on :class:`~adcs.experiments.records.RunRecord` values (re-exported here with the
+Works on `RunRecord` values (re-exported here with the
 series and the statistics they use). Nothing here knows the paper or any method's
-hyperparameters; the paper's series, claims and text live in :mod:`adcs.experiments.paper`.
-*Final* and the intervals are those of :mod:`adcs.experiments.stats`.
+hyperparameters; the paper's series, claims and text live in `adcs.experiments.paper`.
+*Final* and the intervals are those of `adcs.experiments.stats`.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class SeriesSummary:
         partitions differ in their groups' sizes (shares of different groups do not average).
     tv : float
         Mean over seeds of each run's TV distance to uniform selection — against its own groups'
-        real sizes (:func:`adcs.sim.metrics.tv_to_uniform`, the one definition).
+        real sizes ([`adcs.sim.metrics.tv_to_uniform`][adcs.sim.tv_to_uniform], the one definition).
     client_updates, loss_evals : float
         Mean over seeds.
     dropped, non_finite : float

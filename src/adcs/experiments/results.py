@@ -1,9 +1,9 @@
 """Write and read back the data files of a results folder.
 
-The runs' records (:class:`~adcs.experiments.report.RunRecord`, one per run, from its
-:class:`~adcs.sim.RunResult`) become ``metrics.csv``, ``runs.csv``, ``group_share.csv``,
+The runs' records (`RunRecord`, one per run, from its
+[`RunResult`][adcs.sim.RunResult]) become ``metrics.csv``, ``runs.csv``, ``group_share.csv``,
 ``client_acc.npz``, ``selections.npz``, ``summary.json`` and, with a system profile,
-``clock.npz`` and ``system.csv`` (:func:`write_data_files`); :func:`load_records` reads the
+``clock.npz`` and ``system.csv`` (`write_data_files`); `load_records` reads the
 records back. None of these files holds a wall-clock time or a timestamp, so a run gives the
 same bytes whether it ran at once or was interrupted and resumed.
 """
@@ -39,7 +39,7 @@ _CLOCK_ARRAYS = ("round_time/", "busy_time/")
 
 
 def _record(spec: RunSpec, result: RunResult, data: ClientData) -> RunRecord:
-    """The run's record: its identity, and every column of :data:`~adcs.columns.COLUMNS`."""
+    """The run's record: its identity, and every column of `COLUMNS`."""
     meta = spec.meta
     view = RunView(result, data)
     own = {f.name for f in dataclasses.fields(RunRecord)}

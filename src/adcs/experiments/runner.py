@@ -1,18 +1,18 @@
 """Run an experiment configuration and write its results folder (docs/design.md §3, §4, §6).
 
-:func:`run_experiment` goes plan → execute → results → outputs:
-:mod:`~adcs.experiments.plan` turns the configuration into distinct runs (:func:`expand_runs`:
-one :class:`~adcs.sim.RunSpec` per (method, hyperparameters, seed); the same run asked for twice,
+`run_experiment` goes plan → execute → results → outputs:
+`plan` turns the configuration into distinct runs (`expand_runs`:
+one [`RunSpec`][adcs.sim.RunSpec] per (method, hyperparameters, seed); the same run asked for twice,
 e.g. ADCS θ = 0.8, R = 20 by Figures 1, 2 and 3, is made once), loads and partitions the data and
-cuts the runs into batches; :mod:`~adcs.experiments.execute` advances the batches with
-:func:`adcs.sim.engine.simulate` here, or their shards on an executor, checkpointing as it goes;
-:mod:`~adcs.experiments.results` writes the data files; this module adds the outputs (tables,
+cuts the runs into batches; `execute` advances the batches with
+[`adcs.sim.engine.simulate`][adcs.sim.simulate] here, or their shards on an executor, checkpointing
+as it goes; `results` writes the data files; this module adds the outputs (tables,
 figures, report) and the manifest, in the results folder::
 
     metrics.csv      one row per run × evaluation: run_id, method, seed, the hyperparameters
                      the runs' schedulers name (their ``named_params``), any other that
                      varies between runs, round, then the
-                     per-evaluation columns of :data:`adcs.columns.COLUMNS`: worst_acc,
+                     per-evaluation columns of `adcs.columns.COLUMNS`: worst_acc,
                      avg_acc, test_loss, p10_acc (the 10th-percentile client accuracy), acc_g<k>
                      (the mean accuracy of group k's evaluated clients); with [sim.attack],
                      honest_worst_acc, honest_p10_acc, honest_avg_acc (the malicious left out)
@@ -35,7 +35,7 @@ figures, report) and the manifest, in the results folder::
                      sessions that ran it (start time, wall time) and each run's wall time
     report.md, figures (curves.png, or the paper's fig1–3.png), table1.md/.csv when asked
 
-With a ``[sim.system]`` table (client devices and the simulated clock, :mod:`adcs.sim.system`)
+With a ``[sim.system]`` table (client devices and the simulated clock, `adcs.sim.system`)
 metrics.csv gains ``clock_s`` (simulated seconds at the evaluation), runs.csv and summary.json
 ``sim_time_s`` and ``client_time_s``, and three files are added::
 
@@ -52,7 +52,7 @@ whether it ran at once or was interrupted and resumed. Times are in ``manifest.j
 
 The folder is written as ``.OUT.partial`` beside the target, locked, checkpointed every
 ``checkpoint_every`` rounds (default about every 30 s of simulation), and renamed at the end
-(:mod:`adcs.experiments.folder`); ``resume=True`` continues an interrupted run.
+(`adcs.experiments.folder`); ``resume=True`` continues an interrupted run.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ class RunInterrupted(RunError):
 
 @dataclass(frozen=True, eq=False)
 class ExperimentOutcome:
-    """What :func:`run_experiment` produced.
+    """What `run_experiment` produced.
 
     Attributes
     ----------
@@ -184,7 +184,7 @@ class ExperimentOutcome:
         A study's claims as checked in ``report.md`` (empty off every study's setting).
     setting : str or None
         The study whose setting the configuration is (its report, columns and verdicts:
-        :mod:`adcs.experiments.outputs`), e.g. ``"paper"``; None for none.
+        `adcs.experiments.outputs`), e.g. ``"paper"``; None for none.
     figures : list of str
         File names of the figures written.
     wall_s : float
@@ -215,7 +215,7 @@ def check_output(
     resume: bool = False,
     dataset: DataSource | None = None,
 ) -> ResultsFolder:
-    """Check ``out`` for a run of ``config`` before any work (see :meth:`ResultsFolder.check`).
+    """Check ``out`` for a run of ``config`` before any work (see `ResultsFolder.check`).
 
     Raises
     ------
@@ -236,9 +236,9 @@ class PlannedExperiment:
     ----------
     config : ExperimentConfig
     folder : ResultsFolder
-        Checked (:func:`check_output`), not yet locked.
+        Checked (`check_output`), not yet locked.
     runs : list of RunSpec
-        The distinct runs (:func:`expand_runs`).
+        The distinct runs (`expand_runs`).
     sim_config : SimConfig
     """
 
@@ -258,13 +258,13 @@ def plan_experiment(
 ) -> PlannedExperiment:
     """Check ``out`` and expand the runs of ``config`` before any work (the plan step).
 
-    The command line shows the plan, then hands it to :func:`run_experiment`, which does not
+    The command line shows the plan, then hands it to `run_experiment`, which does not
     check or expand again.
 
     Raises
     ------
     ConfigError, RunError
-        As :func:`run_experiment`, before any work.
+        As `run_experiment`, before any work.
     """
     folder = check_output(config, out, force=overwrite, resume=resume, dataset=dataset)
     return PlannedExperiment(config, folder, expand_runs(config), sim_settings(config))
@@ -325,10 +325,10 @@ def run_experiment(
         Run the shards (the runs of one seed) there instead (e.g. a ``RayExecutor``), each
         checkpointed once gathered; the files are a local run's, byte for byte.
     on_eval : callable, optional
-        Each evaluation as it happens (:class:`~adcs.sim.Evaluation`; runs simulated here, not
+        Each evaluation as it happens ([`Evaluation`][adcs.sim.Evaluation]; runs simulated here, not
         shards on an executor), e.g. for live tracking. It changes no result.
     planned : PlannedExperiment, optional
-        :func:`plan_experiment` of these arguments, already made (not repeated).
+        `plan_experiment` of these arguments, already made (not repeated).
 
     Raises
     ------
@@ -374,7 +374,7 @@ def _locked(
 
 @dataclass(frozen=True, eq=False)
 class _Options:
-    """How :func:`run_experiment` was asked to run (its keyword arguments) and when it began."""
+    """How `run_experiment` was asked to run (its keyword arguments) and when it began."""
 
     quick: bool
     progress: ProgressFn | None

@@ -1,14 +1,14 @@
 """TOML tables ↔ the library's objects, through name → class registries (docs/design.md §8).
 
-A table with a ``kind`` (``[sim.availability]``, ``[sim.system]``) is a :class:`KindTable`: the
-kind names a row of a :class:`~adcs.registry.Registry` (a built-in name, ``"package.module:Name"``
-or an entry point of the registry's group), the other keys are the row's constructor arguments,
-and the object built *is* the configuration: its own ``__post_init__`` checks the values, and a
-``ValueError`` it raises comes back as a :class:`ConfigError` naming the dotted key. The object
-writes itself back to the table (:meth:`KindTable.to_dict`) for ``manifest.json`` and for the
+A table with a ``kind`` (``[sim.availability]``, ``[sim.system]``) is a `KindTable`: the
+kind names a row of a [`Registry`][adcs.registry.Registry] (a built-in name,
+``"package.module:Name"`` or an entry point of the registry's group), the other keys are the row's
+constructor arguments, and the object built *is* the configuration: its own ``__post_init__`` checks
+the values, and a ``ValueError`` it raises comes back as a `ConfigError` naming the dotted key. The
+object writes itself back to the table (`KindTable.to_dict`) for ``manifest.json`` and for the
 comparison ``--resume`` makes.
 
-The small checkers below raise :class:`ConfigError` naming the dotted key, for the keys the
+The small checkers below raise `ConfigError` naming the dotted key, for the keys the
 configuration layer owns itself (``m``, ``seeds``, ``outputs``).
 """
 
@@ -70,7 +70,7 @@ def freeze(value: Any) -> Any:
 
 
 def value_to_toml(value: Any) -> Any:
-    """Tuples → TOML arrays (the inverse of :func:`freeze`), enum members → their values."""
+    """Tuples → TOML arrays (the inverse of `freeze`), enum members → their values."""
     if isinstance(value, tuple):
         return [value_to_toml(v) for v in value]
     if isinstance(value, enum.Enum):
@@ -106,7 +106,7 @@ class KindTable:
         The kind of a table without one.
     hidden : frozenset of str
         Constructor arguments that are not keys of the table (``profile`` of
-        :class:`~adcs.sim.system.SystemConfig`, which a ``csv`` row reads).
+        `SystemConfig`, which a ``csv`` row reads).
     sort_keys : bool
         Write the table back with its keys sorted (else ``kind`` first, then the constructor's
         order), as the manifests of earlier versions have it.

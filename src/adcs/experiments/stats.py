@@ -1,10 +1,10 @@
 """Statistics of results, in one place: the final window, t-intervals over seeds, paired tests.
 
 **Final** has one meaning in every file and on the console: the mean over a run's last
-:data:`FINAL_FRACTION` of evaluations (at least one), steadier than the single last evaluation,
+`FINAL_FRACTION` of evaluations (at least one), steadier than the single last evaluation,
 which is kept as ``last_*``. Over seeds: the mean, with a 95 % Student-t interval
-(:func:`t_interval`); two methods run on the same seeds are compared by a paired t-test over the
-seeds (:func:`paired_difference`, :func:`tied`), which the common random numbers make fair.
+(`t_interval`); two methods run on the same seeds are compared by a paired t-test over the
+seeds (`paired_difference`, `tied`), which the common random numbers make fair.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ over data, partition, simulator, model or a method's parameter alike — into on
   (the leaderboard's tables: a point is a workload there).
 
 It is run, locked, resumed and sharded on Ray as a leaderboard is
-(:func:`~adcs.experiments.leaderboard.run_leaderboard`), so a killed sweep resumes.
+(`run_leaderboard`), so a killed sweep resumes.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class SweepAxis:
 
 
 def parse_sweep(text: str) -> SweepAxis:
-    """``"data.partition.alpha=0.1,0.3,1"`` (or ``KEY=[…]``, a TOML array) → :class:`SweepAxis`."""
+    """``"data.partition.alpha=0.1,0.3,1"`` (or ``KEY=[…]``, a TOML array) → `SweepAxis`."""
     key, sep, raw = split_assignment(text)
     parts = parse_key(key) if sep and raw else None
     if parts is None:
@@ -124,7 +124,7 @@ def load_with_sweep(
     path: str | Path, *, data_path: str | None = None
 ) -> tuple[ExperimentConfig, list[SweepAxis]]:
     """A configuration file and the axes of its ``[sweep]`` table (none without one);
-    ``data_path`` as for :func:`~adcs.experiments.config.load_config`."""
+    ``data_path`` as for `load_config`."""
     path = Path(path)
     raw = read_toml(path)
     table = raw.pop("sweep", {})
@@ -151,7 +151,7 @@ def sweep_points(
     """Every point of the sweep: its values by dotted key, and the configuration it runs.
 
     Each point's configuration is named after the point (``03-alpha=0.3-p=0.5``) and checked like
-    the file (its records' size too, :func:`~adcs.experiments.bounds.check_counts`), so a value
+    the file (its records' size too, `check_counts`), so a value
     the configuration refuses is named with its key before anything runs.
     """
     names = [a.name for a in axes]
@@ -191,7 +191,7 @@ def check_swept_keys(
     Raises
     ------
     ConfigError
-        See :func:`check_overlaps`.
+        See `check_overlaps`.
     """
     swept = [(f"sweep {a.name}", a.key, a.values[0]) for a in axes]
     check_overlaps(config_to_dict(config), swept, fixed)
@@ -228,7 +228,7 @@ def run_sweep(
 ) -> LeaderboardOutcome:
     """Run every point of the sweep into ``out`` and write its summary.
 
-    ``options`` are :func:`~adcs.experiments.leaderboard.run_leaderboard`'s (``force``,
+    ``options`` are `run_leaderboard`'s (``force``,
     ``resume``, ``workers``, ``executor``, ``progress``, …).
     """
     points = sweep_points(config, axes)
@@ -252,7 +252,7 @@ def write_sweep_summary(
     ----------
     folder : Path
         The sweep's folder, holding one results folder per point.
-    points : as :func:`sweep_points` returns them
+    points : as `sweep_points` returns them
     """
     keys = list(points[0][0])
     rows = []

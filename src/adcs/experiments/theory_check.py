@@ -8,7 +8,7 @@ MAP (eq. 8, N ≤ 16), Uniform (its expected bias) and quality only (top m by q)
 Assumption 1 holds are counted, with how often each method then takes m distinct clusters.
 
 Optionally the same is reported for real Fashion-MNIST client updates (paper's setting, groups as
-clusters); :func:`fashion_mnist_probe` computes them.
+clusters); `fashion_mnist_probe` computes them.
 
 Outputs (written to a temporary folder, moved into place only when complete): ``report.md``,
 ``grid.csv`` (one row per synthetic case), ``summary.json``, and PNG figures.
@@ -125,12 +125,12 @@ def fashion_mnist_probe(
     """Train the paper's model for a few rounds, then probe every client's update.
 
     The paper's setting (Sec. 6): Fashion-MNIST, N = 30 clients in 10 groups of 3
-    (:func:`adcs.data.paper_groups`), multinomial logistic regression (784 → 10 with bias, zero
+    (`adcs.data.paper_groups`), multinomial logistic regression (784 → 10 with bias, zero
     initialisation), one local SGD step of batch 16 with η_ℓ = 10⁻³, server step η_s = 1. Training
     uses full participation (every client, uniform average) for ``rounds_trained`` rounds; then
     every client computes one more update at the resulting model.
 
-    The model and local step are :mod:`adcs.sim.model`'s (float32).
+    The model and local step are `adcs.sim.model`'s (float32).
 
     Parameters
     ----------
@@ -139,7 +139,7 @@ def fashion_mnist_probe(
     seed : int
         Seeds the partition and the minibatches.
     data_path : str or Path, optional
-        Folder with the official files (default: :func:`adcs.data.load_fashion_mnist`'s lookup).
+        Folder with the official files (default: `adcs.data.load_fashion_mnist`'s lookup).
     batch_size : int or None
         Minibatch size of every local step (16 in the paper); ``None`` uses each client's whole
         training set (full-batch gradients; clients then differ only by their data sample).
@@ -187,7 +187,7 @@ def fashion_mnist_probe(
 
 
 def fashion_mnist_updates(rounds_trained: int, seed: int) -> tuple[FloatArray, IntArray]:
-    """``(updates, groups)`` of :func:`fashion_mnist_probe` with the paper's settings."""
+    """``(updates, groups)`` of `fashion_mnist_probe` with the paper's settings."""
     probe = fashion_mnist_probe(rounds_trained, seed)
     return probe.updates, probe.groups
 
@@ -640,7 +640,7 @@ def write_theory_check(
     """Write the theory check's files — report, figures, tables, manifest — into ``folder``.
 
     ``folder`` is created if absent; nothing about atomicity is done here (see
-    :func:`run_theory_check`). Parameters as there. Returns the path of ``report.md``.
+    `run_theory_check`). Parameters as there. Returns the path of ``report.md``.
     """
     _check_real(real_updates, real_groups, real_quality)
     started = time.perf_counter()
@@ -709,13 +709,13 @@ def run_theory_check(
     out_dir : Path
         Folder to create: new, empty, or (with ``overwrite``) an earlier adcs results folder.
         It is locked while written, and written as a partial sibling first, moved into place
-        only when complete (:class:`~adcs.experiments.folder.ResultsFolder`).
+        only when complete (`ResultsFolder`).
     quick : bool
         Small grid (seconds) instead of the full one (minutes).
     seed : int
         Seeds every synthetic case (each case's stream is SeedSequence([seed, case index])).
     real_updates : ndarray of shape (n_clients, dim), optional
-        Real client updates, e.g. from :func:`fashion_mnist_probe`.
+        Real client updates, e.g. from `fashion_mnist_probe`.
     real_groups : ndarray of int, shape (n_clients,), optional
         Their groups, used as the clusters; required with ``real_updates``.
     real_quality : ndarray of shape (n_clients,), optional

@@ -1,9 +1,9 @@
 """The theory check's synthetic cases: cluster structures with known geometry, one case measured.
 
-Each case (:class:`CaseSpec`) places client updates around equicorrelated cluster centres, then
-compares the bias of greedy MAP, exact MAP (N ≤ :data:`EXACT_MAX_N`) and top-quality selection
+Each case (`CaseSpec`) places client updates around equicorrelated cluster centres, then
+compares the bias of greedy MAP, exact MAP (N ≤ `EXACT_MAX_N`) and top-quality selection
 with the paper's bounds (Theorem 1, eq. 14–15) and with uniform sampling; the check itself, its
-real-data section and its report are in :mod:`adcs.experiments.theory_check`.
+real-data section and its report are in `adcs.experiments.theory_check`.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def evaluate_selection(
     -------
     dict
         Flat record: geometry (r, mu, kappa, r_star, ...), ``eq15``, and for each method in
-        :data:`METHODS` its ``*_bias``, ``*_distinct`` (number of distinct clusters taken) and
+        `METHODS` its ``*_bias``, ``*_distinct`` (number of distinct clusters taken) and
         ``*_eq14`` (eq. 14 for its set; NaN if m > K); ``uniform_mean``/``uniform_rms``.
     """
     geo = theory.cluster_geometry(updates, clusters, quality, m, theta=theta, centers=centers)

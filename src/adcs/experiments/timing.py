@@ -1,11 +1,11 @@
 """Time to accuracy on the simulated clock (docs/design.md §7, *Systems*): numbers and the report section.
 
-Works on :class:`~adcs.experiments.report.RunRecord` values that carry a clock (runs made with a
+Works on `RunRecord` values that carry a clock (runs made with a
 ``[sim.system]`` table): ``eval_clock`` (simulated seconds at each evaluation), ``total_time`` and
 ``client_time``. One *curve* is one variant (a method and its hyperparameters) over its seeds; the
 first curve (the first method of the configuration) is the *reference*.
 
-* **Targets**: unless given, :data:`TARGET_FRACTION` of the reference's *final* worst and average
+* **Targets**: unless given, `TARGET_FRACTION` of the reference's *final* worst and average
   accuracy (final: the mean of a run's last 10 % of evaluations, then the mean over seeds). Oort
   (Lai et al., OSDI 2021, Sec. 7.1) likewise sets the target to what random selection reaches.
 * **Time to a target** of a run: the simulated time of the first evaluation at which its accuracy
@@ -85,12 +85,12 @@ def _client(record: RunRecord) -> float:
 
 
 def _final(values: np.ndarray) -> float:
-    """The final value of an evaluation series: the report's one definition (:func:`tail_length`)."""
+    """The final value of an evaluation series: the report's one definition (`tail_length`)."""
     return float(np.mean(values[-tail_length(values.size) :]))
 
 
 def default_targets(records: Sequence[RunRecord]) -> tuple[float, float]:
-    """Worst- and average-accuracy targets: :data:`TARGET_FRACTION` × the reference's final."""
+    """Worst- and average-accuracy targets: `TARGET_FRACTION` × the reference's final."""
     reference = next(iter(curves(records).values()))
     worst = float(np.mean([_final(r.worst_acc) for r in reference]))
     avg = float(np.mean([_final(r.avg_acc) for r in reference]))
@@ -169,7 +169,7 @@ def _paired(
 def time_summaries(
     records: Sequence[RunRecord], targets: tuple[float, float] | None = None
 ) -> list[TimeSummary]:
-    """One :class:`TimeSummary` per curve (``targets`` default: :func:`default_targets`)."""
+    """One `TimeSummary` per curve (``targets`` default: `default_targets`)."""
     if not is_timed(records):
         raise ValueError("time summaries need runs with a simulated clock ([sim.system])")
     worst_target, avg_target = default_targets(records) if targets is None else targets

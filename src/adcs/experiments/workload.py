@@ -1,10 +1,10 @@
 """From a configuration's ``[data]`` to the clients' data the simulator runs on (docs/design.md §7).
 
-:func:`load_data` loads the named data set (:data:`adcs.data.DATASETS`); :func:`federate` splits
-it with the named partition (:data:`adcs.data.PARTITIONS`) — once, or once per training seed
-with ``resample_per_seed`` — into :class:`~adcs.sim.data.ClientData`: a
-:class:`~adcs.sim.FederatedData` over the samples in memory, or a generated population
-(:class:`~adcs.data.synthetic.SyntheticClients`) for ``synthetic``.
+`load_data` loads the named data set (`adcs.data.DATASETS`); `federate` splits
+it with the named partition (`adcs.data.PARTITIONS`) — once, or once per training seed
+with ``resample_per_seed`` — into [`ClientData`][adcs.sim.ClientData]: a
+[`FederatedData`][adcs.sim.FederatedData] over the samples in memory, or a generated population
+(`SyntheticClients`) for ``synthetic``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """Run any adcs scheduler in a Flower deployment (the optional extra ``adcs[flower]``).
 
-:class:`SchedulerStrategy` runs the simulator's round (probe → gather → select → train and
-aggregate → observe) over Flower's Grid, with any adcs scheduler choosing the participants;
-:func:`make_client_app` builds the matching ClientApp, which computes its update with
-:func:`adcs.sim.model.local_update` so a Flower run and adcs's simulator compute the same thing.
-It runs on Flower's Simulation and Deployment Runtimes alike.
+[`SchedulerStrategy`][adcs.flower.SchedulerStrategy] runs the simulator's round (probe → gather →
+select → train and aggregate → observe) over Flower's Grid, with any adcs scheduler choosing the
+participants; [`make_client_app`][adcs.flower.make_client_app] builds the matching ClientApp, which
+computes its update with [`adcs.sim.model.local_update`][adcs.sim.local_update] so a Flower run and
+adcs's simulator compute the same thing. It runs on Flower's Simulation and Deployment Runtimes
+alike.
 
-:class:`ScheduledFedAvg` is the drop-in for any Flower app: Flower's ``FedAvg`` with an adcs
-scheduler choosing who trains, speaking only the app's own ``train`` and ``evaluate`` messages.
+[`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg] is the drop-in for any Flower app: Flower's
+``FedAvg`` with an adcs scheduler choosing who trains, speaking only the app's own ``train`` and
+``evaluate`` messages.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""A ServerApp that resumes: :class:`ServerCheckpoint`, written atomically (docs/design.md §7).
+"""A ServerApp that resumes: `ServerCheckpoint`, written atomically (docs/design.md §7).
 
-:class:`~adcs.flower.ScheduledFedAvg` saves one every k rounds (and after the last) to the path
-the app configures; a ServerApp started again with the same path loads it and continues with the
-next round. It holds everything the next round depends on — the model's arrays, the scheduler's
-state, the scheduler's and the evaluation sampler's random streams, which node is which client,
-the round — so, given the same client replies, the resumed run ends with the same arrays as one
-that never stopped.
+[`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg] saves one every k rounds (and after the last) to
+the path the app configures; a ServerApp started again with the same path loads it and continues
+with the next round. It holds everything the next round depends on — the model's arrays, the
+scheduler's state, the scheduler's and the evaluation sampler's random streams, which node is which
+client, the round — so, given the same client replies, the resumed run ends with the same arrays as
+one that never stopped.
 
 The file is a pickle: load checkpoints only from a path the server itself wrote.
 """
@@ -45,7 +45,7 @@ class ServerCheckpoint:
     rng_states : dict of str to dict
         ``bit_generator.state`` of each random stream, by name.
     nodes : list of int
-        Node ids in client-index order (:class:`~adcs.flower.nodes.NodeIndex`).
+        Node ids in client-index order (`NodeIndex`).
     metrics : dict of str to dict of int to dict
         The Result's metrics so far (``train``, ``evaluate``, ``server``): round → metrics.
     history : list

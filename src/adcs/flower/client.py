@@ -1,6 +1,6 @@
 """The client side of the adcs Flower protocol: a ClientApp computing what the simulator computes.
 
-The strategy (:mod:`adcs.flower.strategy`) and a ClientApp talk through four message types. Every
+The strategy (`adcs.flower.strategy`) and a ClientApp talk through four message types. Every
 request carries the global model as an ``ArrayRecord`` under ``"arrays"`` (one array, the model's
 parameters w⁽ᵗ⁾) and a ``ConfigRecord`` under ``"config"`` holding at least ``"server-round"``
 (Flower's round, from 1) and ``"adcs-seed"``. Every reply carries one ``MetricRecord`` with the
@@ -21,10 +21,10 @@ message type           reply
 Each request's type, round and partition id is logged (logger ``adcs.flower.client``, INFO), so a
 node's own log says what it was asked to do.
 
-The local update is :func:`adcs.sim.model.local_update` (E local SGD steps, batch B, rate η_ℓ;
-docs/design.md §2), on minibatches drawn by :func:`minibatch_indices`, a pure function of
-(``adcs-seed``, round, partition id) shared with the simulator, so anyone holding the same data can
-recompute it.
+The local update is [`adcs.sim.model.local_update`][adcs.sim.local_update] (E local SGD steps, batch
+B, rate η_ℓ; docs/design.md §2), on minibatches drawn by
+[`minibatch_indices`][adcs.flower.minibatch_indices], a pure function of (``adcs-seed``, round,
+partition id) shared with the simulator, so anyone holding the same data can recompute it.
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ class ClientData:
 class TrainDefaults:
     """Local-training hyperparameters used when the server's config does not set them.
 
-    The simulator's defaults (:class:`adcs.sim.SimConfig`, the paper's Sec. 6): E = 1 local
-    step, B = 16, η_ℓ = 0.001.
+    The simulator's defaults ([`adcs.sim.SimConfig`][adcs.sim.SimConfig], the paper's Sec. 6): E = 1
+    local step, B = 16, η_ℓ = 0.001.
     """
 
     local_steps: int = defaults.LOCAL_STEPS
@@ -135,10 +135,11 @@ def minibatch_indices(
 ) -> NDArray[np.intp]:
     """The minibatches a client trains on in one round, as indices into its training data.
 
-    The simulator's own draw (:func:`adcs.streams.minibatch_indices` for the stream of ``seed``,
-    at simulator round t = server_round − 1): E·B distinct examples (whole shuffles back to back
-    when the client holds fewer), a pure function of (seed, round, partition id), so a Flower run
-    and an ``adcs.sim`` run of the same seed train every client on the same rows.
+    The simulator's own draw ([`adcs.streams.minibatch_indices`][adcs.sim.minibatch_indices] for the
+    stream of ``seed``, at simulator round t = server_round − 1): E·B distinct examples (whole
+    shuffles back to back when the client holds fewer), a pure function of (seed, round, partition
+    id), so a Flower run and an ``adcs.sim`` run of the same seed train every client on the same
+    rows.
 
     Returns
     -------
@@ -203,13 +204,15 @@ def _reply(message: Message, metrics: dict[str, Any], arrays: ArrayRecord | None
 
 
 _LoadData = Callable[[int, Context], ClientData]
-"""``load_data(partition_id, context) -> ClientData``, as given to :func:`make_client_app`."""
+"""``load_data(partition_id, context) -> ClientData``, as given to
+[`make_client_app`][adcs.flower.make_client_app]."""
 
 
 def _batches(
     data: ClientData, config: Mapping[str, Any], pid: int, hyper: TrainDefaults
 ) -> NDArray[np.intp]:
-    """The request's minibatches (:func:`minibatch_indices`), shape (local_steps, batch_size)."""
+    """The request's minibatches ([`minibatch_indices`][adcs.flower.minibatch_indices]), shape
+    (local_steps, batch_size)."""
     return minibatch_indices(
         _int_config(config, SEED, 0),
         _int_config(config, SERVER_ROUND),
@@ -314,7 +317,7 @@ def make_client_app(
         loading is costly (the example app keeps each node's partition in a file).
     model : Model, optional
         Any simulator model (default: the paper's 784 → 10 logistic regression), e.g. a PyTorch
-        module as :class:`adcs.sim.torch.TorchModel` (``adcs.sim.torch.model_for("cnn", (784,),
+        module as `adcs.sim.torch.TorchModel` (``adcs.sim.torch.model_for("cnn", (784,),
         10)`` is the ``[model] kind = "cnn"`` of an experiment configuration). The server's
         initial parameters must be that model's ``init_params(1)[0]``.
     defaults : TrainDefaults, optional

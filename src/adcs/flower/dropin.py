@@ -1,8 +1,8 @@
-"""What :class:`~adcs.flower.ScheduledFedAvg` needs beyond the round: settings, the model's layout,
-the checks of a standard app's replies, and the scheduler named by a string.
+"""What [`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg] needs beyond the round: settings, the
+model's layout, the checks of a standard app's replies, and the scheduler named by a string.
 
 A standard Flower app exchanges an ``ArrayRecord`` of any number of arrays of any dtypes (a
-PyTorch ``state_dict()``) and one ``MetricRecord`` per reply. :class:`Template` is that layout as
+PyTorch ``state_dict()``) and one ``MetricRecord`` per reply. `Template` is that layout as
 the server first sent it: every ``train`` reply must return the same keys, shapes and dtypes, and
 the update Δ the scheduler sees is the returned arrays minus the sent ones, flattened in the
 template's key order (docs/design.md §7).
@@ -39,7 +39,7 @@ F32Array = NDArray[np.float32]
 
 @dataclass(frozen=True)
 class DropInSettings:
-    """Settings of :class:`~adcs.flower.ScheduledFedAvg`, validated on construction.
+    """Settings of [`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg], validated on construction.
 
     Attributes
     ----------
@@ -61,7 +61,7 @@ class DropInSettings:
     accuracy_key : str or None
         MetricRecord key of the accuracy in ``evaluate`` replies (Flower's quickstart apps'
         ``eval_acc``): each evaluated client's, from which the evaluation's result columns are
-        computed (:attr:`~adcs.flower.round.EvaluationRecord.columns`); a reply without it
+        computed ([`columns`][adcs.flower.EvaluationRecord.columns]); a reply without it
         counts as not reported. None: the app reports none.
     train_loss_key : str or None
         MetricRecord key of the loss in ``train`` replies (an update probe's quality, e.g.
@@ -69,10 +69,11 @@ class DropInSettings:
     seed : int
         Seeds the scheduler's stream (with ``run_id``), the evaluation sample and the sketch.
     run_id : str
-        Names the scheduler's stream, :func:`adcs.streams.scheduler_rng` (seed, run_id).
+        Names the scheduler's stream, [`adcs.streams.scheduler_rng`][adcs.sim.scheduler_rng] (seed,
+        run_id).
     sketch_dim : int or None
         Updates longer than this reach the scheduler as a seeded JL sketch of this length
-        (:class:`adcs.sketch.UpdateSketch`); None: never sketched.
+        (`adcs.sketch.UpdateSketch`); None: never sketched.
     checkpoint_path : str or None
         Where the server's state is saved and, at start, resumed from.
     checkpoint_every : int
@@ -174,7 +175,8 @@ class Template:
         return np.concatenate([np.asarray(v, dtype=np.float32).ravel() for v in values])
 
     def check(self, record: ArrayRecord) -> list[NDArray[Any]]:
-        """A reply's arrays in key order; :class:`RejectedReply` unless they match the layout."""
+        """A reply's arrays in key order; [`RejectedReply`][adcs.flower.RejectedReply] unless they
+        match the layout."""
         if set(record.keys()) != set(self.keys):
             raise RejectedReply(
                 f"arrays {sorted(record.keys())} differ from the model's {sorted(self.keys)}"
@@ -259,7 +261,8 @@ def read_train_reply(
 
 
 def _weight_of(metrics: Any, settings: DropInSettings) -> float:
-    """A reply's ``weighted_by_key``, FedAvg's weight (:class:`RejectedReply` unless >= 0)."""
+    """A reply's ``weighted_by_key``, FedAvg's weight ([`RejectedReply`][adcs.flower.RejectedReply]
+    unless >= 0)."""
     size = finite_metric(metrics, settings.weighted_by_key)
     if size < 0:
         raise RejectedReply(f"'{settings.weighted_by_key}' is negative ({size})")
@@ -267,13 +270,14 @@ def _weight_of(metrics: Any, settings: DropInSettings) -> float:
 
 
 def read_evaluate_loss(reply: Message, settings: DropInSettings) -> float:
-    """An ``evaluate`` reply's ``loss_key`` (:class:`RejectedReply` unless finite)."""
+    """An ``evaluate`` reply's ``loss_key`` ([`RejectedReply`][adcs.flower.RejectedReply] unless
+    finite)."""
     return finite_metric(one_metric_record(reply), settings.loss_key)
 
 
 def read_evaluation(reply: Message, settings: DropInSettings) -> tuple[float, float]:
-    """An ``evaluate`` reply's loss (:class:`RejectedReply` unless finite, or without a
-    ``weighted_by_key`` >= 0, FedAvg's weight of its metrics) and accuracy, the
+    """An ``evaluate`` reply's loss ([`RejectedReply`][adcs.flower.RejectedReply] unless finite, or
+    without a ``weighted_by_key`` >= 0, FedAvg's weight of its metrics) and accuracy, the
     ``accuracy_key`` (NaN when the app reports none, or not a finite number)."""
     metrics = one_metric_record(reply)
     loss = finite_metric(metrics, settings.loss_key)
@@ -289,8 +293,8 @@ def read_evaluation(reply: Message, settings: DropInSettings) -> tuple[float, fl
 def resolve_scheduler(
     scheduler: Scheduler | str, params: Mapping[str, Any] | None, n_clients: int
 ) -> Scheduler:
-    """The scheduler object: given, or built from a name of :data:`adcs.SCHEDULERS` (or an
-    import path ``"package.module:Class"``) and its constructor arguments ``params``."""
+    """The scheduler object: given, or built from a name of [`adcs.SCHEDULERS`][adcs.SCHEDULERS] (or
+    an import path ``"package.module:Class"``) and its constructor arguments ``params``."""
     if isinstance(scheduler, str):
         cls = _scheduler_class(scheduler)
         if params is not None and not isinstance(params, Mapping):

@@ -1,6 +1,6 @@
 """Requests to Flower nodes and their replies, matched by the message they answer (docs/design.md §7).
 
-:class:`Link` is the only place where :class:`~adcs.flower.SchedulerStrategy` touches Flower's
+`Link` is the only place where [`SchedulerStrategy`][adcs.flower.SchedulerStrategy] touches Flower's
 ``Grid``. One *exchange* pushes one request per node and waits until each is settled:
 
 * a reply arrived — it is matched to its request by ``reply_to_message_id``, never by sender: the
@@ -16,7 +16,7 @@ reply.
 
 Requests may also be left open *in the background* (the strategy's handshakes with nodes whose
 answer is not needed at once): their replies (or timeouts) are pulled along with every later
-exchange and kept in :attr:`Link.late` until the strategy reads them.
+exchange and kept in `Link.late` until the strategy reads them.
 
 ``max_in_flight`` caps the requests open at once (further ones wait their turn). A real deployment needs no cap; many SuperNodes sharing a few CPUs do: Flower
 starts a new ClientApp process for every message, and one that has not started within 30 s
@@ -159,7 +159,7 @@ class Link:
 
     def send_in_background(self, requests: Mapping[int, Message]) -> None:
         """Queue ``requests``; they are pushed as the window allows, their outcomes go to
-        :attr:`late`."""
+        `late`."""
         self._queued.extend(requests.items())
         self._push([], {})
 

@@ -1,7 +1,7 @@
 """Which Flower node serves which client, and which clients are available (docs/design.md §7).
 
 Flower's node ids are random and change when a SuperNode restarts; a client's index is the
-partition id its node reports in the handshake (``query.adcs_hello``). :class:`NodeMap` keeps
+partition id its node reports in the handshake (``query.adcs_hello``). `NodeMap` keeps
 that mapping across reconnects and decides each round's availability mask:
 
 * client c is **available** when its node is connected to the SuperLink and *responsive*;
@@ -144,10 +144,10 @@ def _claim(outcome: Outcome, n_clients: int) -> tuple[int, float | None]:
 class NodeIndex:
     """Client index = order of first appearance of a Flower node, up to N (no handshake).
 
-    For apps that know nothing of adcs (:class:`~adcs.flower.ScheduledFedAvg`): the first N node
-    ids the Grid lists get indices 0..N−1 in the order they appear (nodes that appear together
-    in ascending node id); later nodes are not used. A client is available while its node is
-    connected. The mapping is saved with a checkpoint, so a restarted ServerApp on the same
+    For apps that know nothing of adcs ([`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg]): the first
+    N node ids the Grid lists get indices 0..N−1 in the order they appear (nodes that appear
+    together in ascending node id); later nodes are not used. A client is available while its node
+    is connected. The mapping is saved with a checkpoint, so a restarted ServerApp on the same
     SuperNodes (their node ids survive a ServerApp restart) keeps every client's index.
 
     Parameters

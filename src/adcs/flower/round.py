@@ -1,8 +1,8 @@
 """What both Flower strategies share around the round: reply checks, exchanges, the records.
 
-The round itself is :mod:`adcs.roundplay`'s, the one the simulator plays: a strategy builds its
-:class:`~adcs.roundplay.RoundRules` and hands :func:`adcs.roundplay.play` a
-:class:`~adcs.roundplay.Gatherer` that asks clients for a loss or an update over the Grid and
+The round itself is `adcs.roundplay`'s, the one the simulator plays: a strategy builds its
+`RoundRules` and hands `adcs.roundplay.play` a
+`Gatherer` that asks clients for a loss or an update over the Grid and
 checks their replies; the round decides whom to ask, what the scheduler sees, whom it selected,
 whose update is reused and the aggregation weights, and the strategy aggregates what came back
 its own way (docs/design.md §1, §7).
@@ -10,10 +10,11 @@ its own way (docs/design.md §1, §7).
 Replies are untrusted: whatever a gatherer could not use comes back as a string saying why
 (``"train: no reply within 30 s"``, ``"loss probe: malformed reply: ..."``). A client whose probe
 failed is not selectable this round; a selected client whose training failed is a dropout (its
-update is not aggregated, :func:`adcs.rounds.aggregation_weights` renormalises over the others).
+update is not aggregated, [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]
+renormalises over the others).
 
 What Flower's runtime does not offer of the round: a simulated clock (round seconds, deadline,
-over-commitment — :attr:`RoundRecord.wall_s` is the wall clock) and simulated dropouts (a
+over-commitment — `RoundRecord.wall_s` is the wall clock) and simulated dropouts (a
 dropout is a client's real failure).
 """
 
@@ -66,7 +67,8 @@ def is_unanswered(outcome: Outcome) -> bool:
 
 
 def finite_metric(metrics: Mapping[str, Any], key: str) -> float:
-    """``metrics[key]`` as a float; :class:`RejectedReply` unless it is a finite number."""
+    """``metrics[key]`` as a float; [`RejectedReply`][adcs.flower.RejectedReply] unless it is a
+    finite number."""
     value = metrics.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise RejectedReply(f"missing or non-finite metric '{key}' (got {value!r})")
@@ -74,7 +76,8 @@ def finite_metric(metrics: Mapping[str, Any], key: str) -> float:
 
 
 def one_metric_record(reply: Message) -> Any:
-    """The reply's one MetricRecord (:class:`RejectedReply` unless there is exactly one)."""
+    """The reply's one MetricRecord ([`RejectedReply`][adcs.flower.RejectedReply] unless there is
+    exactly one)."""
     records = list(reply.content.metric_records.values())
     if len(records) != 1:
         raise RejectedReply(f"expected one MetricRecord, got {len(records)}")
@@ -208,7 +211,7 @@ class EvaluationRecord:
 
     @property
     def columns(self) -> dict[str, float]:
-        """The per-evaluation result columns of :data:`adcs.columns.COLUMNS` a runtime can give
+        """The per-evaluation result columns of `adcs.columns.COLUMNS` a runtime can give
         (those computed from the clients' accuracies), over the clients that reported."""
         return eval_values(self.accuracy)
 

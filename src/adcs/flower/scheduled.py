@@ -8,14 +8,14 @@ the same ``start(grid, initial_arrays, num_rounds, timeout, train_config, evalua
 evaluate_fn)``. Only Flower's two standard messages reach the clients, with the app's own keys:
 
 * **clients are nodes**: indices 0..N−1 in order of first appearance
-  (:class:`~adcs.flower.nodes.NodeIndex`); a client is available while its node is connected;
+  (`NodeIndex`); a client is available while its node is connected;
   a node lost mid-round is a dropout;
 * a **loss probe** (PowerOfChoice, Oort) is an ``evaluate`` message; the probed loss is the
   reply's ``loss_key`` (``eval_loss``, the app's evaluation loss at w⁽ᵗ⁾);
 * an **update probe** (ADCS at a refresh, DivFL, OCS, StaticDPP) is a ``train`` message; the
   update is the returned arrays minus the sent ones, flattened in the ArrayRecord's key order,
   any number of arrays and dtypes; the scheduler sees it as float32, sketched to ``sketch_dim``
-  numbers by a seeded Johnson–Lindenstrauss projection (:class:`adcs.sketch.UpdateSketch`)
+  numbers by a seeded Johnson–Lindenstrauss projection (`adcs.sketch.UpdateSketch`)
   when longer — the round's own sketch (``RoundRules.sketch``, as in the simulator), so a
   large model does not make the kernel cost O(n · dim); its quality loss is the reply's
   ``train_loss_key``. A probed client that is selected is not asked again: its training is
@@ -23,23 +23,23 @@ evaluate_fn)``. Only Flower's two standard messages reach the clients, with the 
 * the **aggregate** is FedAvg's (Flower's ``aggregate_arrayrecords``, weighted by
   ``weighted_by_key``) over the selected clients that returned, or, when the scheduler gives its
   own weights (unbiased samplers), w + Σ c_i (w_i − w) with the c of
-  :func:`adcs.rounds.aggregation_weights`;
+  [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights];
 * each **federated evaluation** (FedAvg's, on a ``fraction_evaluate`` sample) is recorded in
-  :attr:`ScheduledFedAvg.evaluations`: each evaluated client's loss and accuracy (the reply's
-  ``accuracy_key``), and the result columns of :data:`adcs.columns.COLUMNS` computed from
-  them (:attr:`~adcs.flower.round.EvaluationRecord.columns`: worst, 10th-percentile and
+  `ScheduledFedAvg.evaluations`: each evaluated client's loss and accuracy (the reply's
+  ``accuracy_key``), and the result columns of `adcs.columns.COLUMNS` computed from
+  them ([`columns`][adcs.flower.EvaluationRecord.columns]: worst, 10th-percentile and
   average accuracy, and any column declared with ``of_eval``), also added to the round's
-  evaluation metrics in the ``Result`` — the columns :class:`~adcs.flower.SchedulerStrategy`
-  and the simulator give.
+  evaluation metrics in the ``Result`` — the columns
+  [`SchedulerStrategy`][adcs.flower.SchedulerStrategy] and the simulator give.
 
-The round itself (probe, gather, select, train, observe) is :mod:`adcs.roundplay`'s, the one
-:class:`~adcs.flower.SchedulerStrategy` and the simulator play too. Replies are untrusted: an error
-reply, no reply within ``timeout``, a node that disconnects, a missing record or key, an array of
-another key set, shape or dtype than the one sent, a NaN or inf, excludes that client with its
-reason (logged as Flower's strategies do, counted in the round's ``failures`` metric and in
-:attr:`ScheduledFedAvg.history`). With ``checkpoint_path`` the server saves its state
+The round itself (probe, gather, select, train, observe) is `adcs.roundplay`'s, the one
+[`SchedulerStrategy`][adcs.flower.SchedulerStrategy] and the simulator play too. Replies are
+untrusted: an error reply, no reply within ``timeout``, a node that disconnects, a missing record or
+key, an array of another key set, shape or dtype than the one sent, a NaN or inf, excludes that
+client with its reason (logged as Flower's strategies do, counted in the round's ``failures`` metric
+and in `ScheduledFedAvg.history`). With ``checkpoint_path`` the server saves its state
 atomically every ``checkpoint_every`` rounds and a restarted ServerApp continues from it
-(:mod:`adcs.flower.checkpoint`).
+(`adcs.flower.checkpoint`).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class ScheduledFedAvg(Strategy):
     Parameters
     ----------
     scheduler : Scheduler or str
-        An adcs scheduler object, or a name of :data:`adcs.SCHEDULERS` (or
+        An adcs scheduler object, or a name of [`adcs.SCHEDULERS`][adcs.SCHEDULERS] (or
         ``"package.module:Class"``) built with ``scheduler_params`` (which must give ``m``).
     n_clients : int
         N: the first N nodes to appear are the clients (module docstring).
@@ -123,7 +123,7 @@ class ScheduledFedAvg(Strategy):
 arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_fn
         As in Flower's ``FedAvg`` (training is the scheduler's: no ``fraction_train``).
     **settings
-        The other fields of :class:`~adcs.flower.dropin.DropInSettings` (``loss_key``,
+        The other fields of `DropInSettings` (``loss_key``,
         ``accuracy_key``, ``train_loss_key``, ``seed``, ``run_id``, ``sketch_dim``,
         ``checkpoint_path``, ``checkpoint_every``, ``connect_timeout_s``, ``wait_for_all_s``).
 
@@ -193,12 +193,14 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Not used: a round may probe before it knows whom to train, so :meth:`start` runs it.
+        """Not used: a round may probe before it knows whom to train, so
+        [`start`][adcs.flower.ScheduledFedAvg.start] runs it.
 
         Raises
         ------
         NotImplementedError
-            Always; call :meth:`start`, which sends the ``train`` messages itself.
+            Always; call [`start`][adcs.flower.ScheduledFedAvg.start], which sends the ``train``
+            messages itself.
         """
         raise NotImplementedError(
             "ScheduledFedAvg chooses its clients inside start() (a round may probe them first); "
@@ -539,7 +541,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
 
 
 class _Exchanges:
-    """The :class:`~adcs.flower.round.Gatherer` of one round of :class:`ScheduledFedAvg`."""
+    """The `Gatherer` of one round of [`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg]."""
 
     def __init__(
         self,

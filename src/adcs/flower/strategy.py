@@ -1,10 +1,10 @@
 """A Flower strategy that runs any adcs scheduler: the simulator's round, over Flower's Grid.
 
-:meth:`SchedulerStrategy.start` owns the round loop and all messaging. Round t = server_round − 1
-is the simulator's round, the same :mod:`adcs.roundplay` object (docs/design.md §1, §7) played over
-the Grid (:func:`adcs.roundplay.play`):
+[`SchedulerStrategy.start`][adcs.flower.SchedulerStrategy.start] owns the round loop and all
+messaging. Round t = server_round − 1 is the simulator's round, the same `adcs.roundplay` object
+(docs/design.md §1, §7) played over the Grid (`adcs.roundplay.play`):
 
-0. **availability** — the clients whose node is connected and responsive (:class:`NodeMap`;
+0. **availability** — the clients whose node is connected and responsive (`NodeMap`;
    new and unresponsive nodes are greeted with ``query.adcs_hello`` in the background, so a node
    that joins or comes back is available from the round after it answered). The first round
    waits until m clients are there, then up to ``wait_for_all_s`` longer for all N;
@@ -12,18 +12,21 @@ the Grid (:func:`adcs.roundplay.play`):
 2. **gather** — ``query.adcs_loss`` (losses) or ``train`` (updates) to the probed clients;
    probes that fail make their client unselectable this round;
 3. **select** — ``scheduler.select``, held to the one contract of
-   :func:`adcs.rounds.check_selection` (min(m, available) distinct available clients);
+   [`adcs.rounds.check_selection`][adcs.rounds.check_selection] (min(m, available) distinct
+   available clients);
 4. **train and aggregate** — ``train`` to the selected clients not probed for their update; the
-   updates Δ_i of those that returned are combined with :func:`adcs.rounds.aggregation_weights`:
-   w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i, in float32 like the simulator — or by an aggregation rule
-   (``aggregator``, :mod:`adcs.aggregation`);
+   updates Δ_i of those that returned are combined with
+   [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R}
+   c_i Δ_i, in float32 like the simulator — or by an aggregation rule (``aggregator``,
+   `adcs.aggregation`);
 5. **observe** — schedulers that learn from updates see the returned selected clients' ones; the
-   round is recorded in :attr:`SchedulerStrategy.history`.
+   round is recorded in `SchedulerStrategy.history`.
 
-The model is one flat float32 array (the simulator's :class:`~adcs.sim.model.Model` protocol),
+The model is one flat float32 array (the simulator's [`Model`][adcs.sim.Model] protocol),
 sent as the only array of an ``ArrayRecord``. The scheduler's generator is
-:func:`adcs.streams.scheduler_rng` of (seed, run_id) and clients draw their minibatches from the
-seed's stream, so a run equals an :func:`adcs.sim.simulate` run of the same seed and run id.
+[`adcs.streams.scheduler_rng`][adcs.sim.scheduler_rng] of (seed, run_id) and clients draw their
+minibatches from the seed's stream, so a run equals an [`adcs.sim.simulate`][adcs.sim.simulate] run
+of the same seed and run id.
 
 Replies are untrusted: an error reply, no reply within the timeout, a node that disconnects, a
 missing or wrong partition id, a missing or non-finite loss, or an update of another key, shape or
@@ -36,7 +39,7 @@ train), which Flower's ``configure_*``/``aggregate_*`` hooks cannot express. ``s
 Flower's arguments and returns Flower's ``Result``.
 
 What the simulator's round has and Flower's runtime cannot offer: a simulated clock (round
-seconds, deadline, over-commitment; :attr:`RoundRecord.wall_s` is the wall clock) and simulated
+seconds, deadline, over-commitment; `RoundRecord.wall_s` is the wall clock) and simulated
 dropouts (here a dropout is a client's real failure). Non-finite statistics never reach the
 scheduler: such replies are rejected as failures.
 """
@@ -127,7 +130,8 @@ _CONNECT_SLICE_S = 1.0
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """Server-side hyperparameters of :class:`SchedulerStrategy`, validated on construction.
+    """Server-side hyperparameters of [`SchedulerStrategy`][adcs.flower.SchedulerStrategy],
+    validated on construction.
 
     Attributes
     ----------
@@ -139,10 +143,12 @@ class ServerSettings:
         p_n: uniform, or the client's reported number of training examples.
     seed : int
         Seeds the scheduler's generator (with ``run_id``) and is sent to clients as ``adcs-seed``
-        (their minibatch stream, :func:`adcs.flower.client.minibatch_indices`).
+        (their minibatch stream,
+        [`adcs.flower.client.minibatch_indices`][adcs.flower.minibatch_indices]).
     run_id : str
-        Names the scheduler's stream, :func:`adcs.streams.scheduler_rng` (seed, run_id): a
-        simulator :class:`~adcs.sim.RunSpec` with the same seed and run id draws the same.
+        Names the scheduler's stream, [`adcs.streams.scheduler_rng`][adcs.sim.scheduler_rng] (seed,
+        run_id): a simulator [`RunSpec`][adcs.sim.RunSpec] with the same seed and run id draws the
+        same.
     connect_timeout_s : float
         How long the first round waits for m clients to connect (a later round: for one) before
         the run fails.
@@ -152,7 +158,7 @@ class ServerSettings:
         Federated evaluation (``evaluate`` to every available client) every this many rounds and
         after the last; 0 turns it off.
     max_in_flight : int
-        At most this many requests open at once, 0 for no limit (:mod:`adcs.flower.link`: a
+        At most this many requests open at once, 0 for no limit (`adcs.flower.link`: a
         limit near the number of CPUs keeps many SuperNodes on one machine within Flower's 30 s
         ClientApp start window; a real deployment needs none).
     """
@@ -198,28 +204,29 @@ class SchedulerStrategy:
     Parameters
     ----------
     scheduler : Scheduler
-        Any scheduler of :mod:`adcs.schedulers` (or one following its protocol).
+        Any scheduler of [`adcs.schedulers`][adcs.schedulers] (or one following its protocol).
     n_clients : int
         N; the nodes must report partition ids in 0..N−1.
     aggregator : Aggregator, optional
-        A rule in place of the weighted mean (:mod:`adcs.aggregation`: a robust rule), given the
+        A rule in place of the weighted mean (`adcs.aggregation`: a robust rule), given the
         delivered updates one by one, as in the simulator (``RunSpec.aggregator``).
     **settings
-        The other fields of :class:`ServerSettings`.
+        The other fields of [`ServerSettings`][adcs.flower.ServerSettings].
 
     Attributes
     ----------
     history : list of RoundRecord
-        One record per round of the last :meth:`start`.
+        One record per round of the last [`start`][adcs.flower.SchedulerStrategy.start].
     evaluations : list of EvaluationRecord
-        One record per federated evaluation of the last :meth:`start`.
+        One record per federated evaluation of the last
+        [`start`][adcs.flower.SchedulerStrategy.start].
     node_of : dict of int to int
         Client index → the Flower node id that served it last.
 
     Notes
     -----
-    The ClientApp must speak the protocol of :mod:`adcs.flower.client` (that module's
-    :func:`~adcs.flower.client.make_client_app` does). Clients send updates Δ_n, not models.
+    The ClientApp must speak the protocol of `adcs.flower.client` (that module's
+    [`make_client_app`][adcs.flower.make_client_app] does). Clients send updates Δ_n, not models.
     """
 
     def __init__(
@@ -555,7 +562,7 @@ _PHASE = {
 
 @dataclass(frozen=True, eq=False)
 class _Exchanges:
-    """The :class:`~adcs.flower.round.Gatherer` of one round of :class:`SchedulerStrategy`."""
+    """The `Gatherer` of one round of [`SchedulerStrategy`][adcs.flower.SchedulerStrategy]."""
 
     strategy: SchedulerStrategy
     link: Link
@@ -573,7 +580,7 @@ class _Exchanges:
 
 
 def _step(model: _Model, step: F32Array | None, server_lr: float) -> _Model:
-    """w + η_s · step (Σ c_i Δ_i, or the aggregation rule's), in float32 as :mod:`adcs.sim.lot`
+    """w + η_s · step (Σ c_i Δ_i, or the aggregation rule's), in float32 as `adcs.sim.lot`
     forms it; None: nobody delivered, the model is kept."""
     if step is None:
         logger.warning("no selected client returned a valid update; the model is kept")

@@ -1,6 +1,6 @@
 """A Flower Deployment Runtime on this machine: a SuperLink and SuperNodes as child processes.
 
-:class:`LocalFederation` starts ``flower-superlink`` and ``flower-supernode`` processes on
+`LocalFederation` starts ``flower-superlink`` and ``flower-supernode`` processes on
 127.0.0.1 (free ports, a private ``FLWR_HOME``, Flower's telemetry, update check and runtime
 dependency installation off, so nothing leaves the machine), submits an app with ``flwr run``,
 follows it with ``flwr list`` and reads its log with ``flwr log``. It is what adcs's tests and
@@ -12,7 +12,7 @@ fails.
 ``flwr run`` exits 0 once the run is *submitted*, whatever becomes of it (``flwr run --stream``
 too, after the run's log has ended); what became of it is the run's status in ``flwr list --run-id
 ID --format json``: ``finished:completed``, ``finished:failed`` or ``finished:stopped``.
-:meth:`wait` follows the log until the run ends and then checks that status.
+`wait` follows the log until the run ends and then checks that status.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class NodeProcess:
 
 @dataclass
 class LocalFederation:
-    """A SuperLink and SuperNodes on 127.0.0.1 (module docstring). Build with :meth:`start`.
+    """A SuperLink and SuperNodes on 127.0.0.1 (module docstring). Build with `start`.
 
     Attributes
     ----------
@@ -108,7 +108,7 @@ class LocalFederation:
         folder : path
             An empty folder for homes and logs.
         n_nodes : int
-            SuperNodes to start now (more with :meth:`start_node`).
+            SuperNodes to start now (more with `start_node`).
         node_config : mapping, optional
             Node config entries every SuperNode gets besides its ``partition-id``.
         env : mapping, optional
@@ -275,7 +275,7 @@ class LocalFederation:
         Follows the run's log with ``flwr log ID --stream``, which returns when the run has
         finished (one CLI process for the whole wait: each ``flwr`` call costs a second or two
         of CPU), then reads the final status with ``flwr list``. The streamed log is kept for
-        :meth:`log`.
+        `log`.
         """
         try:
             self._run_logs[run_id] = self.flwr(
@@ -295,7 +295,7 @@ class LocalFederation:
         return status
 
     def log(self, run_id: int) -> str:
-        """The run's log: what its ServerApp wrote (streamed by :meth:`wait`, else ``flwr log
+        """The run's log: what its ServerApp wrote (streamed by `wait`, else ``flwr log
         ID --show``)."""
         if run_id in self._run_logs:
             return self._run_logs[run_id]

@@ -1,9 +1,9 @@
 """Client schedulers: ADCS, the paper's five baselines and the rivals, behind one protocol (``base``).
 
-Your own scheduler: subclass :class:`SchedulerBase` (a frozen dataclass with ``m``) and implement
-the protocol of :mod:`adcs.schedulers.base`; name it anywhere a scheduler is named by its import
-path ``"package.module:Name"``, or declare an entry point of the group ``adcs.schedulers``
-(:mod:`adcs.registry`).
+Your own scheduler: subclass [`SchedulerBase`][adcs.schedulers.SchedulerBase] (a frozen dataclass
+with ``m``) and implement the protocol of [`adcs.schedulers.base`][adcs.schedulers.base]; name it
+anywhere a scheduler is named by its import path ``"package.module:Name"``, or declare an entry
+point of the group ``adcs.schedulers`` ([`adcs.registry`][adcs.registry]).
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ SCHEDULERS: Registry[Scheduler] = Registry(
     requires=("init", "probe", "select", "observe"),
 )
 """The one name → class table used by configs and the command line; it also resolves
-``"package.module:Name"`` and the ``adcs.schedulers`` entry points (:class:`adcs.registry.Registry`)."""
+``"package.module:Name"`` and the ``adcs.schedulers`` entry points
+([`adcs.registry.Registry`][adcs.registry.Registry])."""
 
 __all__ = [
     "ADCS",

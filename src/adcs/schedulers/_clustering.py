@@ -5,18 +5,18 @@ up to the clients' shares: Σ_r r_r(i) = k p_i (p_i the aggregation weight, Σ p
 drawn from each row and the aggregate is (1/k) Σ_r Δ_{X_r}; since each draw X_r has marginal r_r,
 E[(1/k) Σ_r Δ_{X_r}] = Σ_i p_i Δ_i, whatever the joint law of the draws (the paper's Prop. 1).
 
-Two departures from the paper, both forced by the selection contract of :mod:`adcs.rounds` (exactly
-k *distinct* clients per round) and neither touching unbiasedness:
+Two departures from the paper, both forced by the selection contract of [`adcs.rounds`][adcs.rounds]
+(exactly k *distinct* clients per round) and neither touching unbiasedness:
 
 * **Distinct draws.** The paper draws the rows independently, so a client whose share was split
   across two rows can be drawn twice (fewer than k distinct clients). Here the rows are drawn in
   order and a row that shares a client i with earlier rows is drawn from the conditional law
-  that keeps its marginal exactly r_r and never repeats i (:func:`sample_rows`). By construction
-  every row shares at most one client with the rows before it (:func:`allocate`), and a client's
+  that keeps its marginal exactly r_r and never repeats i (`sample_rows`). By construction
+  every row shares at most one client with the rows before it (`allocate`), and a client's
   total share k p_i is below 1, so such a law exists.
 * **Clients of share k p_i ≥ 1** would fill a whole row (and be drawn in several): they are taken
   for certain, with weight p_i, and the others are clustered into the remaining rows with their
-  shares renormalised (:func:`certain_clients`) — the standard treatment of "certainty units" in
+  shares renormalised (`certain_clients`) — the standard treatment of "certainty units" in
   survey sampling; Fraboni et al. assume no such client.
 
 The weights are then p_i for a certain client and P_rest / k' for every row's draw (P_rest the

@@ -59,7 +59,7 @@ class SchedulerBase(Generic[StateT]):
     """Whether it is random selection, the baseline a leaderboard's targets are set from (what
     random selection reaches, as Oort sets its targets): Uniform."""
     leaderboard_variants: ClassVar[Variants | None] = None
-    """The points the leaderboard runs in place of the defaults (:mod:`adcs.schedulers.variants`);
+    """The points the leaderboard runs in place of the defaults (`adcs.schedulers.variants`);
     None: the defaults alone."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -80,7 +80,7 @@ class SchedulerBase(Generic[StateT]):
     @property
     def observes_updates(self) -> bool:
         """False: runtimes need not compute individual updates for rounds without a probe, and
-        do not call :meth:`observe`. A subclass that overrides ``observe`` must say True."""
+        do not call `observe`. A subclass that overrides ``observe`` must say True."""
         return False
 
     def _check_init(self, n_clients: int, data_sizes: FloatArray | None) -> FloatArray | None:
@@ -116,7 +116,8 @@ KERNEL_RTOL = 1e-5
 client's update direction counts as dependent; float32 Gram matrices are accurate to about 1e-6."""
 DENSE_KERNEL_MAX = 4096
 """Largest pool for which a scheduler may keep the dense kernel (n × n float64, ≤ 134 MB);
-beyond it, the unit features and :func:`adcs.dpp.greedy_map_features` (the same picks)."""
+beyond it, the unit features and [`adcs.dpp.greedy_map_features`][adcs.dpp.greedy_map_features] (the
+same picks)."""
 
 
 def probed_updates(stats: ClientStats) -> tuple[FloatArray, BoolArray]:
@@ -180,7 +181,7 @@ class Pool:
     clients : ndarray of shape (n,), int
         The pool's clients, ascending.
     kernel : ndarray of shape (n, n) or None
-        C, kept while the pool is small (n ≤ :data:`DENSE_KERNEL_MAX`).
+        C, kept while the pool is small (n ≤ `DENSE_KERNEL_MAX`).
     features : ndarray of shape (n, dim), float32, or None
         The unit updates φ, kept instead of the kernel for larger pools (no n × n array).
     """
@@ -195,7 +196,7 @@ class Pool:
 
         ``picks`` is how many greedy steps the pool may serve before it is rebuilt (None: any
         number). The dense kernel costs n²·dim once and m²·n per MAP, the features path m·n·dim
-        per MAP, so the kernel is formed only when n ≤ picks (and n ≤ :data:`DENSE_KERNEL_MAX`).
+        per MAP, so the kernel is formed only when n ≤ picks (and n ≤ `DENSE_KERNEL_MAX`).
         """
         phi = unit_rows(updates)
         limit = DENSE_KERNEL_MAX if picks is None else min(DENSE_KERNEL_MAX, picks)

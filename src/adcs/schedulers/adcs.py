@@ -13,7 +13,8 @@ evaluation per client, no update), so the selection can move between kernel refr
 
 The communication term (Sec. 4.1): q = (1 − γ) q_learn + γ q_comm, with q_comm given per client or,
 with ``comm_score="speed"``, derived from the clients' expected round durations τ_n by
-:func:`speed_score` when the runtime knows them (:class:`~adcs.schedulers.base.UsesRoundTimes`).
+[`speed_score`][adcs.schedulers.adcs.speed_score] when the runtime knows them
+([`UsesRoundTimes`][adcs.schedulers.base.UsesRoundTimes]).
 """
 
 from __future__ import annotations
@@ -154,8 +155,10 @@ class ADCS(SchedulerBase[ADCSState]):
         γ ∈ [0, 1]: q = (1 − γ) q_learn + γ q_comm (Sec. 4.1); needs ``comm_score`` when γ > 0.
     comm_score : tuple of float, "speed", optional
         Per-client communication score q_comm, one per client; or ``"speed"``: q_comm from the
-        clients' expected round durations (:func:`speed_score`), which the runtime hands over
-        through :meth:`with_round_times` (the simulator does when it has a system profile).
+        clients' expected round durations ([`speed_score`][adcs.schedulers.adcs.speed_score]), which
+        the runtime hands over through
+        [`with_round_times`][adcs.schedulers.adcs.ADCS.with_round_times] (the simulator does when it
+        has a system profile).
     fresh_quality : bool
         ``False`` (default, the paper's): between refreshes nothing is probed and the selection
         stays. ``True``: every round between refreshes probes the loss of the pool's available
@@ -244,7 +247,8 @@ class ADCS(SchedulerBase[ADCSState]):
         return self.comm_score == SPEED
 
     def with_round_times(self, round_times: FloatArray) -> Scheduler:
-        """With ``comm_score="speed"``, this scheduler with q_comm = :func:`speed_score`."""
+        """With ``comm_score="speed"``, this scheduler with q_comm =
+        [`speed_score`][adcs.schedulers.adcs.speed_score]."""
         if self.comm_score != SPEED:
             return self
         return replace(self, comm_score=tuple(speed_score(round_times).tolist()))

@@ -1,8 +1,8 @@
 """ADCS-2: per-round determinantal scheduling over the clients available now (issue 23).
 
-A successor to ADCS (:mod:`adcs.schedulers.adcs`) that keeps its objective — the greedy MAP of the
-m-DPP L = Q C Q, Q = diag(e^{α s}), α = θ / (2(1 − θ)) (paper eq. 6–9) — and changes what the
-kernel and the quality are built from, one change per failure mode measured in
+A successor to ADCS ([`adcs.schedulers.adcs`][adcs.schedulers.adcs]) that keeps its objective — the
+greedy MAP of the m-DPP L = Q C Q, Q = diag(e^{α s}), α = θ / (2(1 − θ)) (paper eq. 6–9) — and
+changes what the kernel and the quality are built from, one change per failure mode measured in
 ``results/successor/DIAGNOSIS.md``:
 
 * **Availability** — the selection is a fresh MAP every round over the clients available *now*,
@@ -28,9 +28,9 @@ Algorithm, round t (available clients A_t, |A_t| = n):
    cached direction yet (round 0; a client seen for the first time) or a periodic refresh is due
    (``refresh_every``), the update of every client of A_t (its loss comes free with it);
 2. s = standardise(loss) over A_t; w_n = 2α (s_n − median s) (the log weights of eq. 7);
-3. S = greedy MAP (:meth:`adcs.schedulers._common.Pool.greedy_map`, the incremental-Cholesky
-   greedy of :mod:`adcs.dpp`) of size min(m, n) over A_t with the cached directions; at θ = 1 the
-   top m by loss (exactly PowerOfChoice);
+3. S = greedy MAP (`adcs.schedulers._common.Pool.greedy_map`, the incremental-Cholesky
+   greedy of [`adcs.dpp`][adcs.dpp]) of size min(m, n) over A_t with the cached directions; at θ = 1
+   the top m by loss (exactly PowerOfChoice);
 4. observe — the returned clients' updates replace their cached directions.
 
 Cost per round (client computations): n loss evaluations and m updates, as PowerOfChoice; in the

@@ -7,20 +7,21 @@ workers copy it). One round is:
 
 1. ``probe = scheduler.probe(state, round_idx, available, rng)`` — what must be gathered at the
    current model w⁽ᵗ⁾ before choosing: nothing, losses, or updates (with their losses, free).
-2. the runtime gathers it and builds :class:`ClientStats`.
+2. the runtime gathers it and builds [`ClientStats`][adcs.schedulers.base.ClientStats].
 3. ``selection, state = scheduler.select(state, round_idx, stats, rng)`` — exactly ``m`` distinct
    available clients.
 4. the runtime trains the selected clients (reusing probed updates), aggregates, steps the model,
    then calls ``state = scheduler.observe(state, round_idx, selection.clients, updates, losses)``
    with the selected clients' updates (most methods ignore it).
 
-A scheduler declares ``observes_updates``: ``False`` tells runtimes that :meth:`Scheduler.observe`
-does not need individual updates, so rounds without a probe can skip computing them — and they
-then do not call ``observe`` at all. ``observe`` receives the selected clients that returned their
-update (a dropped client is not observed).
+A scheduler declares ``observes_updates``: ``False`` tells runtimes that
+[`Scheduler.observe`][adcs.schedulers.base.Scheduler.observe] does not need individual updates, so
+rounds without a probe can skip computing them — and they then do not call ``observe`` at all.
+``observe`` receives the selected clients that returned their update (a dropped client is not
+observed).
 
 When fewer than ``m`` clients are available, ``select`` returns all of them (none when none is):
-exactly min(m, available) distinct available clients, the contract of :mod:`adcs.rounds`.
+exactly min(m, available) distinct available clients, the contract of [`adcs.rounds`][adcs.rounds].
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ class ClientStats:
         return int(self.clients.shape[0])
 
     def n_available(self) -> int:
-        """How many clients are available (from :meth:`available_clients` when the runtime
+        """How many clients are available (from
+        [`available_clients`][adcs.schedulers.base.ClientStats.available_clients] when the runtime
         gave them, so that a large population's mask is not scanned again)."""
         clients = self.__dict__.get("_available_clients")
         return int(np.count_nonzero(self.available)) if clients is None else int(clients.size)
@@ -197,7 +199,8 @@ class ClientStats:
         """Statistics of a round in which nothing was probed.
 
         ``clients``, when the runtime has them, are the available clients (ascending), so that
-        :meth:`available_clients` need not scan the mask.
+        [`available_clients`][adcs.schedulers.base.ClientStats.available_clients] need not scan the
+        mask.
         """
         stats = ClientStats(available=np.asarray(available, dtype=bool))
         if clients is not None:
@@ -239,7 +242,8 @@ class ClientStats:
     def non_finite(self) -> IntArray:
         """Available probed clients with a NaN or infinite loss or update (client indices).
 
-        The runtime counts and logs these (a scheduler never ranks them, see :meth:`usable`).
+        The runtime counts and logs these (a scheduler never ranks them, see
+        [`usable`][adcs.schedulers.base.ClientStats.usable]).
         """
         bad = self.available[self.clients] & ~self.finite()
         return np.asarray(self.clients[bad], dtype=np.intp)
@@ -289,7 +293,8 @@ class Scheduler(Protocol):
 
     @property
     def observes_updates(self) -> bool:
-        """Whether :meth:`observe` needs the selected clients' individual updates.
+        """Whether [`observe`][adcs.schedulers.base.Scheduler.observe] needs the selected clients'
+        individual updates.
 
         ``False`` lets a runtime skip computing them in rounds without an update probe.
         """
@@ -302,7 +307,8 @@ class Scheduler(Protocol):
     def probe(
         self, state: Any, round_idx: int, available: BoolArray, rng: np.random.Generator
     ) -> Probe:
-        """What to gather at the current model before :meth:`select`."""
+        """What to gather at the current model before
+        [`select`][adcs.schedulers.base.Scheduler.select]."""
         ...
 
     def select(
@@ -324,12 +330,12 @@ class Scheduler(Protocol):
 
 
 PROTOCOL_MEMBERS = ("m", "observes_updates", "init", "probe", "select", "observe")
-"""The members every :class:`Scheduler` has (``m`` and ``observes_updates`` attributes, the
-others methods)."""
+"""The members every [`Scheduler`][adcs.schedulers.base.Scheduler] has (``m`` and
+``observes_updates`` attributes, the others methods)."""
 
 
 def check_scheduler(scheduler: object, name: str = "scheduler") -> Scheduler:
-    """``scheduler``, checked to follow the :class:`Scheduler` protocol.
+    """``scheduler``, checked to follow the [`Scheduler`][adcs.schedulers.base.Scheduler] protocol.
 
     Raises
     ------
@@ -346,8 +352,8 @@ def check_scheduler(scheduler: object, name: str = "scheduler") -> Scheduler:
 
 
 def checked_probe(probe: object, n_clients: int, who: str, t: int) -> Probe:
-    """What a scheduler's ``probe`` returned, checked: a :class:`Probe` of clients in
-    [0, n_clients) (``who`` at round ``t`` names the run in the error).
+    """What a scheduler's ``probe`` returned, checked: a [`Probe`][adcs.schedulers.base.Probe] of
+    clients in [0, n_clients) (``who`` at round ``t`` names the run in the error).
 
     Raises
     ------
@@ -373,14 +379,17 @@ class UsesRoundTimes(Protocol):
     """Optional capability: a scheduler that uses each client's expected round duration.
 
     A runtime that knows the clients' devices (the simulator with a system profile) calls
-    :meth:`with_round_times` once per run, before :meth:`Scheduler.init`, and runs the scheduler
-    it returns. ``needs_round_times`` says the scheduler cannot run without them, so a runtime
-    without durations refuses it up front.
+    [`with_round_times`][adcs.schedulers.base.UsesRoundTimes.with_round_times] once per run, before
+    [`Scheduler.init`][adcs.schedulers.base.Scheduler.init], and runs the scheduler it returns.
+    ``needs_round_times`` says the scheduler cannot run without them, so a runtime without durations
+    refuses it up front.
     """
 
     @property
     def needs_round_times(self) -> bool:
-        """Whether the scheduler cannot run until :meth:`with_round_times` has been called."""
+        """Whether the scheduler cannot run until
+        [`with_round_times`][adcs.schedulers.base.UsesRoundTimes.with_round_times] has been
+        called."""
         ...
 
     def with_round_times(self, round_times: FloatArray) -> Scheduler:

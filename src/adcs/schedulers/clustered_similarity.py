@@ -8,11 +8,11 @@ those clusters each seed a row, and the clients of the smaller clusters (in incr
 weight, shuffled within a cluster, as the authors' code does) are poured into the rows' remaining
 room. One client is drawn per row, weighted 1/k: unbiased for Σ_i p_i Δ_i, and the draws spread
 over dissimilar clients. Allocation, draw and the two departures from the paper needed for exactly
-k distinct clients: :mod:`adcs.schedulers._clustering`.
+k distinct clients: `adcs.schedulers._clustering`.
 
 Representatives (as the paper and DivFL's stale form): every client's update is probed the first
 round it is available without one; afterwards only the selected clients refresh theirs, from the
-update they return (:meth:`ClusteredSimilarity.observe`), so no round but the first costs a probe.
+update they return (`ClusteredSimilarity.observe`), so no round but the first costs a probe.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class ClusteredSimilarity(SchedulerBase[ClusteredSimilarityState]):
     * A client without a representative (never available, or its every update non-finite) is
       given a zero one: π/2 from everyone under ``ARCCOS``, its norm under ``L2``.
     * Weights p_i ∝ data size over the available clients (uniform when sizes are unknown);
-      ``Selection.weights`` are the unbiased weights of :mod:`adcs.schedulers._clustering`.
+      ``Selection.weights`` are the unbiased weights of `adcs.schedulers._clustering`.
     * The clustering is over all available clients each round: O(n²) distances and an O(n²)
       Ward linkage, and a Gram matrix of the representatives kept in the state (n_known² floats)
       so that a round recomputes only the refreshed clients' rows. Fine for thousands of
@@ -225,7 +225,7 @@ class ClusteredSimilarity(SchedulerBase[ClusteredSimilarityState]):
     def _rows(
         self, state: ClusteredSimilarityState, pool: IntArray, rng: np.random.Generator
     ) -> Callable[[IntArray, FloatArray, int], list[Row]]:
-        """``build_rows`` for :func:`~adcs.schedulers._clustering.plan` over ``pool``'s positions."""
+        """``build_rows`` for `plan` over ``pool``'s positions."""
 
         def build(rest: IntArray, units: FloatArray, n_rows: int) -> list[Row]:
             if rest.size <= n_rows:

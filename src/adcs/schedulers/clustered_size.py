@@ -5,7 +5,7 @@ unit mass, client i contributing k p_i (a client whose mass overflows a row cont
 one client is drawn from each row and each draw is weighted 1/k, so the aggregate is an unbiased
 estimate of Σ_i p_i Δ_i with less variance than MD sampling's (the paper's Thm. 2). The allocation
 and draw, and the two departures from the paper that exactly k distinct clients require, are in
-:mod:`adcs.schedulers._clustering`.
+`adcs.schedulers._clustering`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class ClusteredSize(SchedulerBase[BasicState]):
     ∝ data size renormalised over them (uniform when sizes are unknown), so the aggregate is an
     unbiased estimate of the available clients' average Σ_i p_i Δ_i. ``Selection.weights`` are
     the unbiased weights: 1/k·P_rest for the drawn clients, p_i for clients taken for certain
-    (k p_i ≥ 1, see :mod:`adcs.schedulers._clustering`); they sum to 1.
+    (k p_i ≥ 1, see `adcs.schedulers._clustering`); they sum to 1.
     """
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> BasicState:

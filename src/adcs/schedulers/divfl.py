@@ -3,10 +3,12 @@
 Greedily choose S to minimise Σ_{k∈[N]} min_{j∈S} D_kj with D_kj = ‖g_k − g_j‖: the first pick is the
 client with the smallest Σ_k D_kj, each next pick the largest reduction (ties to the lowest index).
 
-Two forms with the same picks: :func:`facility_location_greedy` on a dense distance matrix (for
-small pools, n ≤ :data:`DENSE_DISTANCES_MAX`), and :func:`facility_location_blocked`, which forms
-distances from the updates a block of columns at a time and evaluates gains lazily (Minoux's
-lazy greedy, as the authors' code does): memory O(n · block), never n × n.
+Two forms with the same picks:
+[`facility_location_greedy`][adcs.schedulers.divfl.facility_location_greedy] on a dense distance
+matrix (for small pools, n ≤ [`DENSE_DISTANCES_MAX`][adcs.schedulers.divfl.DENSE_DISTANCES_MAX]),
+and [`facility_location_blocked`][adcs.schedulers.divfl.facility_location_blocked], which forms
+distances from the updates a block of columns at a time and evaluates gains lazily (Minoux's lazy
+greedy, as the authors' code does): memory O(n · block), never n × n.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def pairwise_distances(updates: FloatArray) -> FloatArray:
 
 
 _SMALLEST_SQUARE = math.ldexp(1.0, -60)
-"""Smallest nonzero squared norm of an update row for :func:`unit_scale_gram`'s fast form: far
-above the float32 subnormal range (2⁻¹²⁶) its products could fall into."""
+"""Smallest nonzero squared norm of an update row for
+[`unit_scale_gram`][adcs.schedulers.divfl.unit_scale_gram]'s fast form: far above the float32
+subnormal range (2⁻¹²⁶) its products could fall into."""
 
 
 def unit_scale_gram(updates: FloatArray, *, rescale: bool = True) -> FloatArray:
@@ -59,7 +62,7 @@ def unit_scale_gram(updates: FloatArray, *, rescale: bool = True) -> FloatArray:
     Multiplying by a power of two s commutes with every rounding of the float32 product while no
     partial result overflows or becomes subnormal, so the Gram of the unscaled updates times s²
     is the scaled Gram number for number. The product is formed unscaled when every row's
-    squared norm, before and after scaling, is at least :data:`_SMALLEST_SQUARE` (or the row is
+    squared norm, before and after scaling, is at least `_SMALLEST_SQUARE` (or the row is
     zero) and none overflowed; otherwise (updates of extreme scale) the scaled copy is formed.
 
     With ``rescale=False`` the unscaled product is returned as it is (not times s²): the scaled
@@ -166,14 +169,16 @@ def facility_location_blocked(
     rng: np.random.Generator | None = None,
     sample_size: int | None = None,
 ) -> IntArray:
-    """:func:`facility_location_greedy` on D_kj = ‖g_k − g_j‖, without forming D.
+    """[`facility_location_greedy`][adcs.schedulers.divfl.facility_location_greedy] on D_kj = ‖g_k −
+    g_j‖, without forming D.
 
     Parameters
     ----------
     updates : ndarray of shape (n, dim)
         The clients' updates g (rows to cover and candidate facilities alike).
     m, candidates, rng, sample_size
-        As for :func:`facility_location_greedy` (the same random draws, so the same picks).
+        As for [`facility_location_greedy`][adcs.schedulers.divfl.facility_location_greedy] (the
+        same random draws, so the same picks).
 
     Returns
     -------
@@ -260,7 +265,7 @@ class DivFL(SchedulerBase[DivFLState]):
     stale : bool
         ``False`` (default, the strongest form): fresh updates of all clients every round.
         ``True``: the original code's form — all clients' updates at round 0, then only the selected
-        clients' rows are refreshed (through :meth:`observe`).
+        clients' rows are refreshed (through `observe`).
     stochastic_epsilon : float or None
         Stochastic greedy: each step evaluates ⌈(n/m)·ln(1/ε)⌉ random candidates, n the clients
         with updates. ``None`` (default) evaluates all.
@@ -272,7 +277,8 @@ class DivFL(SchedulerBase[DivFLState]):
     -----
     Clients without a usable update are not candidates; they are used only to keep the selection
     full. The distances are computed over the clients with updates only (n_probed², not N²),
-    blockwise beyond :data:`DENSE_DISTANCES_MAX` clients (no n × n array).
+    blockwise beyond [`DENSE_DISTANCES_MAX`][adcs.schedulers.divfl.DENSE_DISTANCES_MAX] clients (no
+    n × n array).
     """
 
     stale: bool = False

@@ -3,9 +3,9 @@
 ADCS schedules the *mode* of the m-DPP with kernel L = Q C Q, C = ΦᵀΦ the cosine kernel of the
 probed updates (eq. 5) and Q = diag(e^{α q}), α = θ / (2(1 − θ)) (eq. 7). This scheduler draws an
 exact *sample* of that k-DPP instead, P(S) ∝ det L_S over |S| = k = min(m, available)
-(:func:`adcs.dpp_sampling.sample_kdpp`), and weights the selected clients by p_i / π_i, with π_i = P(i ∈ S)
-the k-DPP's inclusion probabilities (:func:`adcs.dpp_sampling.kdpp_inclusion_probabilities`): the aggregate
-Σ_{i∈S} (p_i / π_i) Δ_i is then an unbiased (Horvitz–Thompson) estimate of Σ_i p_i Δ_i, while the
+([`adcs.dpp_sampling.sample_kdpp`][adcs.dpp_sampling.sample_kdpp]), and weights the selected clients
+by p_i / π_i, with π_i = P(i ∈ S) the k-DPP's inclusion probabilities
+([`adcs.dpp_sampling.kdpp_inclusion_probabilities`][adcs.dpp_sampling.kdpp_inclusion_probabilities]): the aggregate Σ_{i∈S} (p_i / π_i) Δ_i is then an unbiased (Horvitz–Thompson) estimate of Σ_i p_i Δ_i, while the
 sample stays diverse and quality-weighted.
 
 As ADCS, the kernel is refreshed every R rounds from a probe of every available client's update
@@ -74,7 +74,8 @@ class KDPPState(BasicState):
 
 
 QUALITY_RANGES = (10.0, 5.0, 2.5, 1.0, 0.0)
-"""Caps on α(q_max − q_n) tried in turn when the full range is too wide (:func:`quality_kernel`)."""
+"""Caps on α(q_max − q_n) tried in turn when the full range is too wide
+([`quality_kernel`][adcs.schedulers.kdpp.quality_kernel])."""
 
 
 def quality_kernel(
@@ -109,7 +110,8 @@ class KDPP(SchedulerBase[KDPPState]):
     quality : Quality
         q_n: the probe's minibatch loss (default) or the update norm.
     jitter : float
-        ε > 0 added to C's diagonal (module function :func:`quality_kernel`), 1e-6.
+        ε > 0 added to C's diagonal (module function
+        [`quality_kernel`][adcs.schedulers.kdpp.quality_kernel]), 1e-6.
 
     Notes
     -----
@@ -121,7 +123,8 @@ class KDPP(SchedulerBase[KDPPState]):
     dense over the pool and its eigendecomposition costs O(n³) at each refresh (or availability
     change): fine for thousands of clients. When the quality range is so wide (θ near 1, or an
     outlying loss) that float64 cannot resolve L, the range is compressed until it can
-    (:func:`quality_kernel`); the weights stay exact for the kernel sampled.
+    ([`quality_kernel`][adcs.schedulers.kdpp.quality_kernel]); the weights stay exact for the kernel
+    sampled.
     """
 
     display_name: ClassVar[str] = "k-DPP"
@@ -176,8 +179,8 @@ class KDPP(SchedulerBase[KDPPState]):
         """The eigendecomposition of L over the pool positions ``idx`` and its k-DPP marginals.
 
         The quality range is used in full when float64 resolves the kernel, else compressed
-        (:data:`QUALITY_RANGES`) until it does; with no range left, L = C + εI has every
-        eigenvalue ≥ ε, so the loop always ends.
+        ([`QUALITY_RANGES`][adcs.schedulers.kdpp.QUALITY_RANGES]) until it does; with no range left,
+        L = C + εI has every eigenvalue ≥ ε, so the loop always ends.
         """
         assert state.pool is not None and state.quality is not None
         if state.pool.kernel is not None:

@@ -4,20 +4,20 @@ MD draws m clients independently *with replacement*, client i with probability p
 and averages the m drawn updates, (1/m) Σ_j Δ_{X_j}: an unbiased estimate of Σ_i p_i Δ_i, each
 client counted with its multiplicity. The m draws often hold fewer than m distinct clients (at
 N = 30, m = 18 and equal sizes, 13.5 on average), but a round here trains exactly
-k = min(m, available) *distinct* clients (the selection contract of :mod:`adcs.rounds`, which every
-method meets so that they are compared at the same number of client updates). This form therefore
-**keeps drawing**, i.i.d. from the same p, until k distinct clients have been drawn — D draws in
-all, D ≥ k, the first m of them an ordinary MD sample — and weights client i by
+k = min(m, available) *distinct* clients (the selection contract of [`adcs.rounds`][adcs.rounds],
+which every method meets so that they are compared at the same number of client updates). This form
+therefore **keeps drawing**, i.i.d. from the same p, until k distinct clients have been drawn — D
+draws in all, D ≥ k, the first m of them an ordinary MD sample — and weights client i by
 
     w_i = c_i / E[D],   c_i = how many of the D draws hit client i.
 
 *Unbiased exactly* (Wald's identity): whether draw j happens, {D ≥ j}, depends only on draws
 1 … j − 1, so E[Δ_{X_j} 1{D ≥ j}] = P(D ≥ j) Σ_i p_i Δ_i and E[Σ_{j ≤ D} Δ_{X_j}] = E[D] Σ_i p_i Δ_i.
-E[D] is computed exactly (:func:`expected_draws`), not estimated. The weights sum to D / E[D],
-1 on average: like MD's multiplicities, they carry the sampling noise that distinguishes MD from
-sampling without replacement (:class:`~adcs.schedulers.uniform.Uniform`,
-:class:`~adcs.schedulers.clustered_size.ClusteredSize`). Dividing by D instead of E[D] would make
-the weights sum to 1 but the estimate biased.
+E[D] is computed exactly ([`expected_draws`][adcs.schedulers.md.expected_draws]), not estimated. The
+weights sum to D / E[D], 1 on average: like MD's multiplicities, they carry the sampling noise that
+distinguishes MD from sampling without replacement ([`Uniform`][adcs.schedulers.uniform.Uniform],
+[`ClusteredSize`][adcs.schedulers.clustered_size.ClusteredSize]). Dividing by D instead of E[D]
+would make the weights sum to 1 but the estimate biased.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ by ``exploration_decay`` a round down to ``exploration_min``. The *pacer* widens
 round duration T (a percentile of the clients' durations) by ``pacer_delta`` points when the
 exploited utility of the last ``pacer_step`` rounds stops growing, and narrows it when it swings.
 
-Oort learns utilities only from the clients it selects (:meth:`Oort.observe`); it probes nothing.
+Oort learns utilities only from the clients it selects (`Oort.observe`); it probes nothing.
 Statements of what this form simplifies:
 
 * **Losses.** The simulator returns each trained client's mean loss on its first minibatch at the
@@ -25,8 +25,9 @@ Statements of what this form simplifies:
   are equal).
 * **System utility.** ``durations`` are the per-client expected round durations. With ``None``
   (default) Oort takes them from the runtime when it knows the clients' devices (the simulator
-  with a system profile, through :meth:`Oort.with_round_times`); without either, Oort runs on
-  statistical utility only and the pacer, which only moves T, has no effect.
+  with a system profile, through
+  [`Oort.with_round_times`][adcs.schedulers.oort.Oort.with_round_times]); without either, Oort runs
+  on statistical utility only and the pacer, which only moves T, has no effect.
 * Oort's blacklist of over-selected clients (off by default in the authors' code) is omitted.
 * Exactly k = min(m, available) clients are returned: when too few clients are left to explore,
   the exploitation draw takes the free slots (and the other way round), as FedScale's
@@ -143,7 +144,8 @@ class Oort(SchedulerBase[OortState]):
         Exploration draws among the ``sample_window`` · εk largest unexplored clients (5), ≥ 1.
     durations : tuple of float, optional
         Per-client expected round duration t_i > 0 (the system utility); ``None``: the runtime's
-        (:meth:`with_round_times`), or statistical utility only when it has none.
+        ([`with_round_times`][adcs.schedulers.oort.Oort.with_round_times]), or statistical utility
+        only when it has none.
     round_threshold : float
         Initial percentile (0, 100] of the durations that sets the preferred duration T (30).
     pacer_step : int
@@ -187,7 +189,7 @@ class Oort(SchedulerBase[OortState]):
 
     @property
     def observes_updates(self) -> bool:
-        """Oort learns from the selected clients' reports; runtimes must call :meth:`observe`."""
+        """Oort learns from the selected clients' reports; runtimes must call `observe`."""
         return True
 
     @property

@@ -1,10 +1,10 @@
 """The parameter points a scheduler runs on the leaderboard, declared by the scheduler itself.
 
-The leaderboard (:mod:`adcs.experiments.leaderboard`) runs every row of
-:data:`adcs.schedulers.SCHEDULERS` at its defaults. A scheduler with a lever worth seeing — a
-hyperparameter that trades one thing for another, like ADCS's θ between diversity and quality —
-declares :class:`Variants` as its class attribute ``leaderboard_variants``: the lever's values,
-the one the method is published with, the hyperparameters held fixed, and *extras* (further
+The leaderboard (`adcs.experiments.leaderboard`) runs every row of
+[`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS] at its defaults. A scheduler with a lever
+worth seeing — a hyperparameter that trades one thing for another, like ADCS's θ between diversity
+and quality — declares `Variants` as its class attribute ``leaderboard_variants``: the lever's
+values, the one the method is published with, the hyperparameters held fixed, and *extras* (further
 points at the published value, e.g. ADCS with fresh quality). The leaderboard then runs those
 points in place of the defaults, names its entries from them, and its report gives, for every
 scheduler that declares some, where its published point wins and loses, the best lever value per

@@ -1,8 +1,8 @@
 """The federated-learning simulator (docs/design.md §1, §3, §4).
 
 Many independent runs advance together in one array program; each run's scheduler decides who
-trains each round through the protocol of :mod:`adcs.schedulers.base`. Cost follows the clients a
-round actually uses, and every random draw is counter-based (:mod:`adcs.streams`).
+trains each round through the protocol of [`adcs.schedulers.base`][adcs.schedulers.base]. Cost
+follows the clients a round actually uses, and every random draw is counter-based (`adcs.streams`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Which clients can be selected each round (docs/design.md §4): always, Bernoulli, cyclic, or a trace.
 
 A model's mask at round t is a pure function of (seed, t) — the same for every method of a seed —
-given by :meth:`Availability.mask`. Masks are inputs of the round; schedulers select
-min(m, available) of the available clients (:mod:`adcs.rounds`).
+given by [`Availability.mask`][adcs.sim.Availability.mask]. Masks are inputs of the round;
+schedulers select min(m, available) of the available clients ([`adcs.rounds`][adcs.rounds]).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ class Availability(Protocol):
     def mask(self, key: int, round_idx: int, groups: IntArray) -> BoolArray:
         """The clients available at round ``round_idx``, shape (n_clients,).
 
-        ``key`` is the seed's stream key (:func:`adcs.streams.stream_key`); ``groups`` the
-        partition's group of each client.
+        ``key`` is the seed's stream key ([`adcs.streams.stream_key`][adcs.sim.stream_key]);
+        ``groups`` the partition's group of each client.
         """
         ...
 
@@ -101,7 +101,7 @@ class BernoulliAvailability:
         return mask
 
     def available_clients(self, key: int, round_idx: int, n_clients: int) -> IntArray:
-        """The clients available at round ``round_idx``, ascending: the indices of :meth:`mask`.
+        """The clients available at round ``round_idx``, ascending: the indices of `mask`.
 
         Drawn by geometric skips, so the cost follows the ≈ p·N available clients, not N: the
         gap from one available client to the next is 1 + ⌊E / λ⌋ with E standard exponential and
@@ -193,8 +193,8 @@ class CyclicAvailability:
 class TraceAvailability:
     """Availability read from a recorded trace: ``table[t, n]`` says whether client n is available.
 
-    Use :meth:`load` for a ``.npz`` (a bool array ``available`` of that shape) or a ``.csv`` of
-    ``round,client`` rows listing the available (round, client) pairs.
+    Use [`load`][adcs.sim.TraceAvailability.load] for a ``.npz`` (a bool array ``available`` of that
+    shape) or a ``.csv`` of ``round,client`` rows listing the available (round, client) pairs.
 
     Parameters
     ----------
@@ -323,12 +323,12 @@ class TraceFile:
     """A recorded trace named by its file, read once the number of clients is known.
 
     The ``[sim.availability]`` row ``kind = "trace"``: a configuration holds it, and the
-    simulator's model is :meth:`for_clients` (:class:`TraceAvailability`).
+    simulator's model is `for_clients` ([`TraceAvailability`][adcs.sim.TraceAvailability]).
 
     Parameters
     ----------
     path : str
-        A ``.npz`` or ``.csv`` trace (:meth:`TraceAvailability.load`).
+        A ``.npz`` or ``.csv`` trace ([`TraceAvailability.load`][adcs.sim.TraceAvailability.load]).
     repeat : bool
         Restart a trace shorter than the run.
     """

@@ -1,7 +1,7 @@
-"""Checkpoints of a :func:`~adcs.sim.engine.simulate` call: what is saved, when, and how it returns.
+"""Checkpoints of a [`simulate`][adcs.sim.simulate] call: what is saved, when, and how it returns.
 
 A checkpoint is taken between rounds, in the calling process, from every worker lane's exported
-state (:mod:`adcs.sim.lanes`); a call resumed from it continues exactly, since every other draw is
+state (`adcs.sim.lanes`); a call resumed from it continues exactly, since every other draw is
 counter-based.
 """
 
@@ -56,7 +56,7 @@ def _set_run_state(run: _Run, values: tuple[Any, ...]) -> None:
 
 
 class _Exporting(Protocol):
-    """What a checkpoint needs of a worker lane (:class:`adcs.sim.lanes._Lane`)."""
+    """What a checkpoint needs of a worker lane (`adcs.sim.lanes._Lane`)."""
 
     keys: list[_StreamKey]
     rounds_done: int
@@ -69,7 +69,8 @@ class _Exporting(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class SimCheckpoint:
-    """Everything a :func:`simulate` call holds after a whole round, to continue it exactly.
+    """Everything a [`simulate`][adcs.sim.simulate] call holds after a whole round, to continue it
+    exactly.
 
     Picklable (the runner pickles it into a results folder's checkpoint). A call resumed from it
     (``simulate(..., resume_from=checkpoint)`` with the same runs, data and config) gives results
@@ -83,7 +84,7 @@ class SimCheckpoint:
     rounds : int
         T of the call.
     run_ids : tuple of str
-        The runs, in the order given to :func:`simulate`.
+        The runs, in the order given to [`simulate`][adcs.sim.simulate].
     state : dict
         The streams' states by stream and the availability records by seed (engine-internal).
     wall_s : float
@@ -99,7 +100,7 @@ class SimCheckpoint:
 
 @dataclass(frozen=True)
 class Checkpointing:
-    """When :func:`simulate` hands a :class:`SimCheckpoint` to ``save``.
+    """When [`simulate`][adcs.sim.simulate] hands a `SimCheckpoint` to ``save``.
 
     Parameters
     ----------

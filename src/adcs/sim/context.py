@@ -1,9 +1,9 @@
-"""What every minibatch stream of one :func:`~adcs.sim.engine.simulate` call shares.
+"""What every minibatch stream of one [`simulate`][adcs.sim.simulate] call shares.
 
-:class:`_Context` holds the data, the configuration and the model, and computes the client work a
+`_Context` holds the data, the configuration and the model, and computes the client work a
 round asks for — availability masks, dropouts, minibatch rows, local updates and losses of
 independent (run, client) jobs in memory-bounded calls — from counter-based streams
-(:mod:`adcs.streams`), so nothing depends on which other jobs are computed with them.
+(`adcs.streams`), so nothing depends on which other jobs are computed with them.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ _GATHER_BUDGET_BYTES = 1 << 30
 
 
 class _Context:
-    """What every stream of one :func:`simulate` call shares (read-only during the loop)."""
+    """What every stream of one [`simulate`][adcs.sim.simulate] call shares (read-only during the
+    loop)."""
 
     def __init__(self, data: ClientData, config: SimConfig, model: Model) -> None:
         self.data = data
@@ -139,7 +140,7 @@ class _Context:
     def _rows_ahead(self, key: int, t: int, per: int) -> IntArray:
         """Every client's rows at rounds t, t + 1, …: shape (n_clients, n_rounds, per).
 
-        The draws are those of one round at a time (:func:`adcs.streams._draw_rounds`), hashed
+        The draws are those of one round at a time (`adcs.streams._draw_rounds`), hashed
         for many rounds in one pass.
         """
         n = self.data.n_clients

@@ -1,9 +1,9 @@
 """The clients' data as the simulator sees it.
 
-The engine reads data only through :class:`ClientData`: sizes and groups per client, and the
-samples of *rows* — integers naming one client's sample — gathered in batches. Two
-implementations: :class:`FederatedData` (one in-memory copy of the samples, index arrays per
-client) and :class:`adcs.data.synthetic.SyntheticClients` (samples generated on demand from
+The engine reads data only through [`ClientData`][adcs.sim.ClientData]: sizes and groups per client,
+and the samples of *rows* — integers naming one client's sample — gathered in batches. Two
+implementations: [`FederatedData`][adcs.sim.FederatedData] (one in-memory copy of the samples, index
+arrays per client) and `adcs.data.synthetic.SyntheticClients` (samples generated on demand from
 (seed, client, sample), so a population of 10⁶ clients costs nothing until its clients are used).
 """
 
@@ -31,7 +31,8 @@ PIXEL_SCALE = np.float32(1.0 / 255.0)
 
 
 def to_unit_float(images: NDArray[Any], out: F32Array | None = None) -> F32Array:
-    """Model inputs from stored samples: uint8 pixels scaled by :data:`PIXEL_SCALE`, floats as float32.
+    """Model inputs from stored samples: uint8 pixels scaled by
+    [`PIXEL_SCALE`][adcs.sim.PIXEL_SCALE], floats as float32.
 
     Parameters
     ----------
@@ -104,7 +105,7 @@ class ClientData(Protocol):
         ...
 
     def test_batch(self, rows: IntArray) -> tuple[F32Array, IntArray]:
-        """Inputs and labels of test rows (as :meth:`train_batch`)."""
+        """Inputs and labels of test rows (as [`train_batch`][adcs.sim.ClientData.train_batch])."""
         ...
 
 
@@ -165,8 +166,9 @@ class FederatedData:
     ----------
     train_images : ndarray of shape (n_train, *input_shape), uint8 or floating
         uint8 pixels are kept as they are and scaled to [0, 1] when gathered
-        (:func:`to_unit_float`); floats are stored as float32 and used unchanged. ``input_shape``
-        is anything the model accepts: (784,) for Fashion-MNIST vectors, (28, 28, 1) for images.
+        ([`to_unit_float`][adcs.sim.to_unit_float]); floats are stored as float32 and used
+        unchanged. ``input_shape`` is anything the model accepts: (784,) for Fashion-MNIST vectors,
+        (28, 28, 1) for images.
     train_labels : ndarray of shape (n_train,), int in [0, n_classes)
     test_images : ndarray of shape (n_test, *input_shape)
     test_labels : ndarray of shape (n_test,)
@@ -242,8 +244,8 @@ class FederatedData:
         partition: Partition,
         n_classes: int | None = None,
     ) -> FederatedData:
-        """Build from a data set (:class:`adcs.data.Dataset` or :class:`adcs.data.FashionMNIST`)
-        and a :class:`adcs.data.Partition`; ``n_classes`` defaults to the data set's (else 10)."""
+        """Build from a data set (`adcs.data.Dataset` or `adcs.data.FashionMNIST`)
+        and a `adcs.data.Partition`; ``n_classes`` defaults to the data set's (else 10)."""
         if n_classes is None:
             n_classes = int(getattr(dataset, "n_classes", 10))
         return cls(

@@ -5,14 +5,14 @@ Every run r advances through the same rounds t = 0, …, T − 1, in five steps:
 1. **probe** — ``probe = scheduler.probe(state_r, t, available_t, rng_r)``;
 2. **gather** — the simulator computes what the probe asks at w⁽ᵗ⁾ for the probed clients only —
    minibatch or full local losses, or local updates Δ_n = w_n^{(t,E)} − w⁽ᵗ⁾ with the loss at w⁽ᵗ⁾
-   on their first minibatch — into :class:`~adcs.schedulers.ClientStats`;
+   on their first minibatch — into `ClientStats`;
 3. **select** — ``selection, state_r = scheduler.select(...)``: min(m, available) distinct
-   available clients, checked by :func:`adcs.rounds.check_selection`;
+   available clients, checked by [`adcs.rounds.check_selection`][adcs.rounds.check_selection];
 4. **train and aggregate** — each selected client returns its update unless it drops out; the
    updates of those that returned (probed ones reused) are aggregated with
-   :func:`adcs.rounds.aggregation_weights`: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i — or, for a run
-   with an aggregation hook (``RunSpec.aggregator``: a robust rule, a poison), by the hook from
-   the returned clients' individual updates;
+   [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R}
+   c_i Δ_i — or, for a run with an aggregation hook (``RunSpec.aggregator``: a robust rule, a
+   poison), by the hook from the returned clients' individual updates;
 5. **observe** — ``observe`` gets the returned clients' updates; the round's selection, returns and
    client computations are recorded.
 
@@ -20,26 +20,26 @@ Cost follows the active clients (docs/design.md §4). Per round and run only the
 clients are computed; blind schedulers (Uniform, cached ADCS rounds) select before anything is
 computed, so a blind round costs O(m) client work. Runs that share a *minibatch stream* (with
 ``SimConfig.common_minibatches``, all runs of a seed) share one gather of their active clients'
-minibatches and, when the model offers :class:`~adcs.sim.model.SharedInputs` and E = 1, one forward
-product over the union of their active clients; every other job runs through the model's batched
-``loss_and_grad``. Memory per run is O(active · dim) plus O(N) bookkeeping; no (N, dim) or (N, N)
-array is formed.
+minibatches and, when the model offers [`SharedInputs`][adcs.sim.SharedInputs] and E = 1, one
+forward product over the union of their active clients; every other job runs through the model's
+batched ``loss_and_grad``. Memory per run is O(active · dim) plus O(N) bookkeeping; no (N, dim) or
+(N, N) array is formed.
 
-Randomness is counter-based (:mod:`adcs.streams`): client n's minibatch at round t is a pure
+Randomness is counter-based (`adcs.streams`): client n's minibatch at round t is a pure
 function of (stream, n, t), availability of (seed, t), a dropout of (seed, n, t), a scheduler's
 stream of (seed, run id) — nothing depends on a run's position in a lot, on who else is active,
 or on the number of workers. A run alone therefore equals the same run simulated with others
 (selections exactly, metrics up to float32 rounding in the shared products).
 
-The loop is spread over small modules, in the order data flows (words as :mod:`adcs.sim.jobs`
-defines them): :mod:`~adcs.sim.spec` (what a call is given and returns), :mod:`~adcs.sim.context`
-(what every stream shares), :mod:`~adcs.sim.runstate` (one run's bookkeeping),
-:mod:`~adcs.sim.lockstep` (a stream's runs play their rounds, :class:`adcs.roundplay.RunRound` —
-the round written once for every runtime — in lockstep), :mod:`~adcs.sim.jobs` (which
-(run, client) jobs a round needs), :mod:`~adcs.sim.lot` (executing them in batched products),
-:mod:`~adcs.sim.evaluate`, :mod:`~adcs.sim.lanes` (the streams one worker advances),
-:mod:`~adcs.sim.workers` (forked workers or threads) and :mod:`~adcs.sim.checkpoint`; this module
-wires them into :func:`simulate`.
+The loop is spread over small modules, in the order data flows (words as `adcs.sim.jobs`
+defines them): `spec` (what a call is given and returns), `context`
+(what every stream shares), `runstate` (one run's bookkeeping),
+`lockstep` (a stream's runs play their rounds, `adcs.roundplay.RunRound` —
+the round written once for every runtime — in lockstep), `jobs` (which
+(run, client) jobs a round needs), `lot` (executing them in batched products),
+`evaluate`, `lanes` (the streams one worker advances),
+`workers` (forked workers or threads) and `checkpoint`; this module
+wires them into [`simulate`][adcs.sim.simulate].
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ logger = logging.getLogger(__name__)
 
 
 def check_simulation(data: ClientData, config: SimConfig, model: Model | None = None) -> None:
-    """What :func:`simulate` checks of data, config and model before any round, without running.
+    """What [`simulate`][adcs.sim.simulate] checks of data, config and model before any round,
+    without running.
 
     Raises
     ------
@@ -119,15 +120,16 @@ def simulate(
     runs : sequence of RunSpec
         The runs (distinct ``run_id``); each gets its own model, scheduler state and streams.
     data : ClientData
-        The clients' data: :class:`FederatedData`, or any :class:`~adcs.sim.data.ClientData`
-        (e.g. :class:`adcs.data.synthetic.SyntheticClients`, generated on demand).
+        The clients' data: [`FederatedData`][adcs.sim.FederatedData], or any
+        [`ClientData`][adcs.sim.ClientData] (e.g. `adcs.data.synthetic.SyntheticClients`, generated
+        on demand).
     config : SimConfig
     progress : callable, optional
         Called with the number of rounds every run has completed, every 50 rounds and at the end
         (from a worker thread when ``workers > 1``, never concurrently).
     model : Model, optional
-        Any :class:`~adcs.sim.model.Model`; default :class:`LogisticRegression` sized for ``data``
-        (the paper's model).
+        Any [`Model`][adcs.sim.Model]; default [`LogisticRegression`][adcs.sim.LogisticRegression]
+        sized for ``data`` (the paper's model).
     workers : int
         Workers that advance disjoint sets of minibatch streams in parallel — forked processes on
         Linux, threads elsewhere (≥ 1; more than the number of streams — seeds, with
@@ -136,14 +138,14 @@ def simulate(
         included). BLAS is kept to one thread during the call when ``threadpoolctl`` is
         installed (without it, set ``OPENBLAS_NUM_THREADS=1`` for best speed).
     checkpoint : Checkpointing, optional
-        Hand a :class:`SimCheckpoint` to ``checkpoint.save`` every ``checkpoint.every`` rounds
+        Hand a `SimCheckpoint` to ``checkpoint.save`` every ``checkpoint.every`` rounds
         (default about every 30 s), between rounds.
     resume_from : SimCheckpoint, optional
         Continue the call that saved this checkpoint (same runs, data, config and model; any
         ``workers``). The results are those of the uninterrupted call.
     on_eval : callable, optional
         Called in this process with each evaluation as it happens (a list of
-        :class:`~adcs.sim.spec.Evaluation`, one per run of a worker; never concurrently): the
+        [`Evaluation`][adcs.sim.Evaluation], one per run of a worker; never concurrently): the
         numbers the results will hold, for live tracking. It changes no result.
 
     Returns

@@ -22,8 +22,8 @@ class _Evaluator:
     """Per-client test accuracy and test loss of many runs, at bounded cost.
 
     The evaluated clients are all of them, or a fixed subset (``SimConfig.eval_clients``). Their
-    test inputs are gathered once and kept when they fit :data:`_EVAL_CACHE_BYTES`; otherwise
-    they are gathered anew at every evaluation in blocks of :data:`_EVAL_BLOCK_ROWS` samples, so
+    test inputs are gathered once and kept when they fit `_EVAL_CACHE_BYTES`; otherwise
+    they are gathered anew at every evaluation in blocks of `_EVAL_BLOCK_ROWS` samples, so
     memory stays bounded whatever the population (test data generated on demand included).
     """
 

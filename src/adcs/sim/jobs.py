@@ -5,19 +5,19 @@ any run selects: every client a probe asks about at w⁽ᵗ⁾ (updates, or mini
 selection of every blind run (one that probes nothing). They are planned here, as the union of
 their clients, so that one gather and one shared product serve them all. The jobs of the
 training phase (the selected clients a probe did not already cover) are routed by
-:meth:`_EarlyJobs.covers`: into the shared product when the union holds them, else into
-independent jobs. The products themselves are :mod:`adcs.sim.lot`'s.
+`_EarlyJobs.covers`: into the shared product when the union holds them, else into
+independent jobs. The products themselves are `adcs.sim.lot`'s.
 
 Vocabulary of the simulator (one word, one meaning):
 
-- *run*: one :class:`~adcs.sim.spec.RunSpec`, a scheduler with a seed;
+- *run*: one [`RunSpec`][adcs.sim.RunSpec], a scheduler with a seed;
 - *stream*: the runs that share a minibatch stream (a seed's runs, with
-  ``SimConfig.common_minibatches``), advanced together (:mod:`adcs.sim.lockstep`);
+  ``SimConfig.common_minibatches``), advanced together (`adcs.sim.lockstep`);
 - *job*: one (run, client) computation at w⁽ᵗ⁾, a loss or a local update;
-- *lot*: the jobs of one stream in one round, computed in batched products (:mod:`adcs.sim.lot`);
-- *lane*: the streams one worker advances (:mod:`adcs.sim.lanes`, :mod:`adcs.sim.workers`).
+- *lot*: the jobs of one stream in one round, computed in batched products (`adcs.sim.lot`);
+- *lane*: the streams one worker advances (`adcs.sim.lanes`, `adcs.sim.workers`).
 
-The experiment layer's *batch* (runs simulated in one :func:`~adcs.sim.engine.simulate` call)
+The experiment layer's *batch* (runs simulated in one [`simulate`][adcs.sim.simulate] call)
 and *shard* (one seed of a batch, run on an executor) are its own words; ``batch_size`` is the
 minibatch size B.
 """

@@ -1,7 +1,7 @@
 """Worker lanes: the minibatch streams one worker advances, with their evaluations and records.
 
 Runs are grouped into streams (runs that share minibatches) and whole streams are dealt to lanes,
-one lane per worker (:mod:`adcs.sim.workers`); a lane steps its streams round by round, evaluates
+one lane per worker (`adcs.sim.workers`); a lane steps its streams round by round, evaluates
 them and keeps the availability records of its seeds.
 """
 
@@ -61,7 +61,7 @@ class _Lane:
     def export(self) -> dict[str, Any]:
         """The lane's whole state after a round, by stream and by seed (picklable).
 
-        A forked worker sends it back; merged over lanes it is a :class:`SimCheckpoint`.
+        A forked worker sends it back; merged over lanes it is a `SimCheckpoint`.
         """
         streams: dict[_StreamKey, _StreamState] = {}
         row = 0
@@ -83,7 +83,7 @@ class _Lane:
         }
 
     def absorb(self, state: Mapping[str, Any]) -> None:
-        """Take the state of this lane's streams from :meth:`export` (of any lanes' layout)."""
+        """Take the state of this lane's streams from `export` (of any lanes' layout)."""
         self.rounds_done = int(state["rounds_done"])
         self.next_eval = int(state["next_eval"])
         row = 0

@@ -1,17 +1,17 @@
 """A stream's runs play their rounds in lockstep, their client work batched (Algorithm 1).
 
 A stream's runs share their minibatches, so they advance together: each round every run's
-:class:`~adcs.roundplay.RunRound` (the round, written once for every runtime) probes; the early
-jobs they need are planned together (:mod:`adcs.sim.jobs`); the stream's
-:class:`~adcs.sim.lot._Lot` computes them over the union of their active clients; run by run,
+`RunRound` (the round, written once for every runtime) probes; the early
+jobs they need are planned together (`adcs.sim.jobs`); the stream's
+`_Lot` computes them over the union of their active clients; run by run,
 each round gathers what its probe asked, selects and hands its aggregated clients to the lot
 (while its probed updates are fresh in the cache); the lot trains the rest and steps every
-model; every round observes, and each run keeps its record (:mod:`adcs.sim.runstate`).
+model; every round observes, and each run keeps its record (`adcs.sim.runstate`).
 
-The *lean* path (:attr:`_Stream.lean`) is the same round for a stream none of whose runs shows
+The *lean* path (`_Stream.lean`) is the same round for a stream none of whose runs shows
 its scheduler the delivered updates (every built-in scheduler but DivFL's stale form): step 5
 has nothing to show, so each run keeps its record from its round at once, without forming the
-updates observed or a :class:`~adcs.roundplay.PlayedRound`. The numbers are those of the
+updates observed or a `PlayedRound`. The numbers are those of the
 general path (``tests/sim/test_lean.py``).
 """
 

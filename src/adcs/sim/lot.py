@@ -1,8 +1,8 @@
 """A lot: the client computations of one minibatch stream in one round, in batched products.
 
-Which (run, client) jobs the round needs is planned in :mod:`adcs.sim.jobs`; a lot executes them —
+Which (run, client) jobs the round needs is planned in `adcs.sim.jobs`; a lot executes them —
 one gather of the planned clients' minibatches, one shared forward product over their union when
-the model offers :class:`~adcs.sim.model.SharedInputs`, and memory-bounded independent
+the model offers [`SharedInputs`][adcs.sim.SharedInputs], and memory-bounded independent
 ``loss_and_grad`` calls for the rest.
 """
 
@@ -21,12 +21,12 @@ from adcs.sim.spec import BoolArray, F32Array, F64Array, IntArray
 class _Lot:
     """The client computations of one stream in one round (steps 2 and 4), executed in batched products.
 
-    The early jobs (:class:`~adcs.sim.jobs._EarlyJobs`: every probed client and the selection of
+    The early jobs (`_EarlyJobs`: every probed client and the selection of
     every blind run) are gathered once. With the shared-inputs path, one forward product of all
     the stream's runs over their union gives every loss, probed update and (after selection)
     aggregate those clients need; anything else becomes an independent job of ``loss_and_grad``.
 
-    ``params`` (n_runs, dim) are the stream's models, stepped in place by :meth:`step_models`.
+    ``params`` (n_runs, dim) are the stream's models, stepped in place by `step_models`.
     """
 
     def __init__(
@@ -128,14 +128,14 @@ class _Lot:
         self, j: int, got: ClientStats, clients: IntArray, coef: F64Array
     ) -> tuple[F32Array, F64Array]:
         """Step 4 of run j once it has selected: its aggregated ``clients`` (n,) with their
-        coefficients c (n,) enter the step of its model (:meth:`step_models`).
+        coefficients c (n,) enter the step of its model (`step_models`).
 
         The updates the probe holds are reused at once, while they are fresh in the cache; the
         others join the shared weighted product or the independent jobs. Returns the clients'
         updates (n, dim) and their first-minibatch losses at w⁽ᵗ⁾ when the run observes updates
         or has an aggregation rule (then what the rule received), else empty arrays. The
         weights and the count of updates computed are the round's
-        (:class:`adcs.roundplay.RunRound`).
+        (`adcs.roundplay.RunRound`).
         """
         run = self.runs[j]
         if run.rules.aggregator is not None:  # the aggregation hook: updates one by one
@@ -201,7 +201,7 @@ class _Lot:
         coef: F64Array,
         got: ClientStats,
     ) -> tuple[F32Array, F64Array]:
-        """Step run j through its aggregator (:mod:`adcs.aggregation`) and add it to ``step[j]``.
+        """Step run j through its aggregator (`adcs.aggregation`) and add it to ``step[j]``.
 
         Every returned client's update is formed on its own (probed ones reused), never folded
         into the shared weighted product, so that the aggregator can replace some (a poison) or

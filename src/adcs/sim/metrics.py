@@ -113,7 +113,7 @@ def tv_to_uniform(share: ArrayLike, groups: ArrayLike, n_groups: int) -> float:
     Parameters
     ----------
     share : ndarray of shape (n_groups,)
-        :func:`group_share` of the run.
+        [`group_share`][adcs.sim.group_share] of the run.
     groups : ndarray of shape (n_clients,), int
         The run's partition groups.
     n_groups : int

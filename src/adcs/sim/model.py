@@ -1,16 +1,16 @@
 """Models for the simulator: the narrow protocol the engine sees, and the paper's model.
 
-The engine (docs/design.md §4) needs only :class:`Model`: flat float32 parameters of length ``dim`` per
-run, a batched ``loss_and_grad`` over independent (run, client) jobs, and ``evaluate``. Inputs
-may have any shape; a model flattens or reshapes them itself.
+The engine (docs/design.md §4) needs only [`Model`][adcs.sim.Model]: flat float32 parameters of
+length ``dim`` per run, a batched ``loss_and_grad`` over independent (run, client) jobs, and
+``evaluate``. Inputs may have any shape; a model flattens or reshapes them itself.
 
-A model may also offer :class:`SharedInputs`: the forward pass of k runs on the *same* samples,
-with per-block and weighted backward passes. For logistic regression this is one product
-``x @ [W_1 … W_k]``, much faster than k separate ones, and the engine uses it when present (and
-local training is one step); it never asks which model it runs.
+A model may also offer [`SharedInputs`][adcs.sim.SharedInputs]: the forward pass of k runs on the
+*same* samples, with per-block and weighted backward passes. For logistic regression this is one
+product ``x @ [W_1 … W_k]``, much faster than k separate ones, and the engine uses it when present
+(and local training is one step); it never asks which model it runs.
 
 The paper's model (Sec. 6) is multinomial logistic regression, 784 → 10 with a bias, trained with
-the softmax cross-entropy loss: :class:`LogisticRegression`.
+the softmax cross-entropy loss: [`LogisticRegression`][adcs.sim.LogisticRegression].
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ class LogisticRegression:
     A flat parameter vector of length (n_features + 1) · n_classes is the row-major (F + 1, C)
     matrix ``[W; b]``: logits z = x W + b; loss ℓ = log Σ_c e^{z_c} − z_y. Initial parameters are
     zero. All arithmetic is float32. Internally logits are laid out transposed, (classes,
-    samples), which makes the softmax fast. Offers :class:`SharedInputs`.
+    samples), which makes the softmax fast. Offers [`SharedInputs`][adcs.sim.SharedInputs].
     """
 
     n_features: int = 784

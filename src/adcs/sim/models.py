@@ -1,9 +1,9 @@
 """The ``[model]`` kinds: which model every run trains (docs/design.md §4 "Models", §8).
 
-Each row of :data:`MODELS` is a small frozen class whose fields are the table's keys; it checks
-them on construction (so a configuration fails before any work) and :meth:`build` makes the
-simulator's :class:`~adcs.sim.model.Model` once the data's input shape and classes are known.
-The PyTorch kinds import :mod:`adcs.sim.torch` (the extra ``adcs[torch]``) only there.
+Each row of `MODELS` is a small frozen class whose fields are the table's keys; it checks
+them on construction (so a configuration fails before any work) and `build` makes the
+simulator's [`Model`][adcs.sim.Model] once the data's input shape and classes are known.
+The PyTorch kinds import `adcs.sim.torch` (the extra ``adcs[torch]``) only there.
 
 A new model kind is one class with ``build(input_shape, n_classes)`` and ``describe()``, named in
 a TOML file by import path (``kind = "mypkg.models:MyNet"``), by an entry point of the group
@@ -58,7 +58,7 @@ class Logistic:
 
 @dataclass(frozen=True)
 class _Torch:
-    """A PyTorch kind: the device it runs on, and the module :mod:`adcs.sim.torch` builds.
+    """A PyTorch kind: the device it runs on, and the module `adcs.sim.torch` builds.
 
     Attributes
     ----------
@@ -115,7 +115,7 @@ class _Torch:
         return None
 
     def _options(self) -> dict[str, Any]:
-        """Further keyword arguments of :func:`adcs.sim.torch.model_for` for this kind."""
+        """Further keyword arguments of `adcs.sim.torch.model_for` for this kind."""
         return {}
 
 
@@ -137,7 +137,7 @@ class LeNet5(_Torch):
 
 @dataclass(frozen=True)
 class MLP(_Torch):
-    """Fully connected ReLU layers (``kind = "mlp"``; :func:`adcs.sim.torch.mlp`).
+    """Fully connected ReLU layers (``kind = "mlp"``; `adcs.sim.torch.mlp`).
 
     Attributes
     ----------

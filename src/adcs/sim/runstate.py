@@ -1,8 +1,8 @@
 """The mutable bookkeeping of one run inside the round loop, and how a run starts.
 
 A run's scheduler, its state and generator, and its records (selections, returns, client
-computations, the clock) advance round by round in :mod:`adcs.sim.lockstep`; a checkpoint carries
-them (:mod:`adcs.sim.checkpoint`).
+computations, the clock) advance round by round in `adcs.sim.lockstep`; a checkpoint carries
+them (`adcs.sim.checkpoint`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ logger = logging.getLogger(__name__)
 
 
 class _Played(Protocol):
-    """What a run keeps of a round: a :class:`~adcs.roundplay.PlayedRound`, or the
-    :class:`~adcs.roundplay.RunRound` itself once it has selected and trained (the lean path)."""
+    """What a run keeps of a round: a `PlayedRound`, or the
+    `RunRound` itself once it has selected and trained (the lean path)."""
 
     @property
     def round_idx(self) -> int: ...

@@ -1,7 +1,8 @@
-"""What a simulation is given and what it returns: :class:`SimConfig`, :class:`RunSpec`, :class:`RunResult`.
+"""What a simulation is given and what it returns: [`SimConfig`][adcs.sim.SimConfig],
+[`RunSpec`][adcs.sim.RunSpec], [`RunResult`][adcs.sim.RunResult].
 
 The simulator's inputs and outputs (docs/design.md §4), apart from the round loop that connects them
-(:mod:`adcs.sim.engine`).
+(`adcs.sim.engine`).
 """
 
 from __future__ import annotations
@@ -77,16 +78,16 @@ class SimConfig:
         per (seed, client, round)); dropped clients are not aggregated and are recorded.
     availability : Availability or PerPopulation
         Which clients can be selected each round (default: all, every round); or what gives
-        that model for N clients (a :class:`~adcs.sim.availability.TraceFile`), completed by
-        :meth:`for_clients` before a simulation.
+        that model for N clients (a `TraceFile`), completed by
+        [`for_clients`][adcs.sim.SimConfig.for_clients] before a simulation.
     system : SystemConfig or PerPopulation, optional
-        Client devices and round rules (:mod:`adcs.sim.system`): every round is timed on a
+        Client devices and round rules (`adcs.sim.system`): every round is timed on a
         simulated clock, and a deadline or over-commitment decides who is aggregated (or a
-        :class:`~adcs.sim.system.MeasuredSystem`, completed by :meth:`for_clients`). ``None``
+        `MeasuredSystem`, completed by [`for_clients`][adcs.sim.SimConfig.for_clients]). ``None``
         (default): no clock, and every number is as without this option.
     sketch_dim : int or None
         k: schedulers see each update as its seeded Johnson–Lindenstrauss sketch of length k
-        (:class:`adcs.sketch.UpdateSketch`, one projection per seed), while aggregation uses the
+        (`adcs.sketch.UpdateSketch`, one projection per seed), while aggregation uses the
         true updates. ``None`` (default): schedulers see the updates themselves.
     eval_clients : int or None
         Evaluate a fixed subset of this many clients (drawn once, the same for every seed and
@@ -94,8 +95,8 @@ class SimConfig:
         ``None`` (default): every client.
     lr_decay : tuple of (int, float)
         A step schedule of the local rate: pairs (t_k, f_k), t_k strictly increasing, f_k > 0;
-        from round t_k on (rounds count from 0) η_ℓ is ``local_lr`` · f_k (:meth:`lr_at`).
-        Empty (default): η_ℓ = ``local_lr`` throughout.
+        from round t_k on (rounds count from 0) η_ℓ is ``local_lr`` · f_k
+        ([`lr_at`][adcs.sim.SimConfig.lr_at]). Empty (default): η_ℓ = ``local_lr`` throughout.
     """
 
     rounds: int = 20_000
@@ -144,7 +145,7 @@ class SimConfig:
 
     def for_clients(self, n_clients: int) -> SimConfig:
         """This configuration for ``n_clients`` clients: what reads a file per population (a
-        :class:`~adcs.sim.availability.TraceFile`, a :class:`~adcs.sim.system.MeasuredSystem`)
+        `TraceFile`, a `MeasuredSystem`)
         replaced by what its ``for_clients`` gives.
 
         Raises
@@ -164,7 +165,8 @@ class SimConfig:
 
     @property
     def complete(self) -> bool:
-        """Whether :func:`~adcs.sim.engine.simulate` can run it (:meth:`for_clients` done)."""
+        """Whether [`simulate`][adcs.sim.simulate] can run it
+        ([`for_clients`][adcs.sim.SimConfig.for_clients] done)."""
         return not isinstance(self.availability, PerPopulation) and not isinstance(
             self.system, PerPopulation
         )
@@ -187,7 +189,8 @@ class SimConfig:
 
 
 def _check_lr_decay(schedule: Any) -> tuple[tuple[int, float], ...]:
-    """``lr_decay`` as a tuple of (round, factor) pairs, checked (see :class:`SimConfig`)."""
+    """``lr_decay`` as a tuple of (round, factor) pairs, checked (see
+    [`SimConfig`][adcs.sim.SimConfig])."""
     if not isinstance(schedule, list | tuple):
         raise ValueError(f"lr_decay must be a sequence of (round, factor) pairs, got {schedule!r}")
     out: list[tuple[int, float]] = []
@@ -209,17 +212,18 @@ class RunSpec:
     Parameters
     ----------
     scheduler : Scheduler
-        Any object following :class:`adcs.schedulers.Scheduler`.
+        Any object following `adcs.schedulers.Scheduler`.
     seed : int
         ≥ 0. Seeds the run's availability, dropouts and minibatch stream (shared by all runs of
         this seed when ``SimConfig.common_minibatches``) and, with ``run_id``, its scheduler's
         stream.
     run_id : str
-        Non-empty, unique within a :func:`simulate` call, e.g. ``"adcs-theta0.8-R20/seed3"``.
+        Non-empty, unique within a [`simulate`][adcs.sim.simulate] call, e.g.
+        ``"adcs-theta0.8-R20/seed3"``.
     meta : mapping
         Free-form labels (method, hyperparameters, …), carried into the result.
     aggregator : Aggregator, optional
-        The run's aggregation hook (:mod:`adcs.aggregation`): a robust rule or a poison. With one,
+        The run's aggregation hook (`adcs.aggregation`): a robust rule or a poison. With one,
         every returned client's update is computed individually and the aggregator gives the step
         (and what the server received, which ``observe`` then gets); without, Σ c_i Δ_i.
     """
@@ -280,17 +284,18 @@ class RunResult:
     dropped : int
         Selected clients that failed to return their update (dropped out, or past the deadline).
     wall_s : float
-        This run's share of the :func:`~adcs.sim.engine.simulate` call's wall time (call time /
+        This run's share of the [`simulate`][adcs.sim.simulate] call's wall time (call time /
         number of runs).
     group_share : ndarray of shape (n_groups,)
         Share of selection slots per group (Table 1); with over-commitment, of the invitations.
     tv_to_uniform : float
         TV distance of ``group_share`` to the groups' shares of the population
-        (:func:`adcs.sim.metrics.tv_to_uniform`): what uniform selection gives in expectation.
+        ([`adcs.sim.metrics.tv_to_uniform`][adcs.sim.tv_to_uniform]): what uniform selection gives
+        in expectation.
     final_params : ndarray of shape (dim,), float32
         w⁽ᵀ⁾.
     round_time : ndarray of shape (rounds,), or None
-        Simulated seconds of each round (probe phase + training phase, :mod:`adcs.sim.system`);
+        Simulated seconds of each round (probe phase + training phase, `adcs.sim.system`);
         None without ``SimConfig.system``.
     busy_time : ndarray of shape (rounds,), or None
         Client-seconds spent in each round, summed over the clients that worked.
@@ -357,10 +362,10 @@ class RunResult:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """One run's evaluation, as it happens (:func:`~adcs.sim.simulate`'s ``on_eval``).
+    """One run's evaluation, as it happens ([`simulate`][adcs.sim.simulate]'s ``on_eval``).
 
-    The same numbers the run's :class:`RunResult` holds at ``round`` (its ``worst_acc``,
-    ``avg_acc``, ``p10_acc`` and ``test_loss``), handed over while the run goes.
+    The same numbers the run's [`RunResult`][adcs.sim.RunResult] holds at ``round`` (its
+    ``worst_acc``, ``avg_acc``, ``p10_acc`` and ``test_loss``), handed over while the run goes.
     """
 
     run_id: str

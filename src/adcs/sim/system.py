@@ -15,7 +15,7 @@ devices. From them the simulator times every round:
 
 A round is a **probe phase** — the probed clients work in parallel and the server waits for the
 slowest (probes are neither dropped nor cut by the deadline) — then a **training phase**, timed by
-:func:`~adcs.roundplay.training_phase`: every selected client returns after its full local round (at once when
+`training_phase`: every selected client returns after its full local round (at once when
 its update was already probed this round), a dropped-out client fails at that same moment, and the
 round closes when the last client has answered, when the first ``target`` updates are in
 (FedScale's over-commitment: ⌈(1 + o)·m⌉ are invited and the first m kept), or at the deadline,
@@ -181,7 +181,7 @@ def lognormal_profile(
     Parameters
     ----------
     key : int
-        The seed's stream key (:func:`adcs.streams.stream_key`).
+        The seed's stream key ([`adcs.streams.stream_key`][adcs.sim.stream_key]).
     groups : ndarray of shape (n_clients,), int
     medians, sigmas : tuple of 3 floats
         Median and log-space standard deviation of compute (samples/s), upload and download
@@ -351,15 +351,15 @@ class MeasuredSystem:
     """Measured devices from a CSV file with the round rules, read once N is known.
 
     The ``[sim.system]`` row ``kind = "csv"``: a configuration holds it, and the simulator's
-    :class:`SystemConfig` is :meth:`for_clients`.
+    `SystemConfig` is `for_clients`.
 
     Parameters
     ----------
     path : str
         Columns ``client,compute,upload,download``, one row per client
-        (:meth:`SystemProfile.from_csv`).
+        (`SystemProfile.from_csv`).
     deadline : float, optional
-        Seconds (> 0) after which the training phase closes (:class:`SystemConfig`).
+        Seconds (> 0) after which the training phase closes (`SystemConfig`).
     overcommit : float
         o ≥ 0: invite ⌈(1 + o)·m⌉ clients and aggregate the first m to return.
     forward_cost : float

@@ -1,15 +1,15 @@
 """PyTorch models in the simulator: any ``nn.Module`` behind the flat-parameter model protocol.
 
-:class:`TorchModel` wraps a module factory and implements :class:`adcs.sim.model.Model` (docs/design.md
-§4, "Models"): a run's parameters are one flat float32 vector (the module's trainable parameters,
-concatenated in ``named_parameters()`` order), and the engine's batched ``loss_and_grad`` over J
-independent (run, client) jobs becomes a ``torch.func.vmap`` of ``torch.func.grad`` of the module
-called functionally (``torch.func.functional_call``) — one batched forward and backward instead of
-J small ones. Jobs that share their parameters (the clients of one run at w⁽ᵗ⁾, the usual case
-with E = 1) are mapped with the parameters unbatched, which folds the clients into one large batch
-of every layer; jobs with their own parameters (E > 1 after the first step) are mapped over the
-parameters too. Calls are cut into chunks of at most ``samples_per_call`` samples, so memory stays
-bounded however many jobs a round holds.
+`TorchModel` wraps a module factory and implements [`adcs.sim.model.Model`][adcs.sim.Model]
+(docs/design.md §4, "Models"): a run's parameters are one flat float32 vector (the module's
+trainable parameters, concatenated in ``named_parameters()`` order), and the engine's batched
+``loss_and_grad`` over J independent (run, client) jobs becomes a ``torch.func.vmap`` of
+``torch.func.grad`` of the module called functionally (``torch.func.functional_call``) — one batched
+forward and backward instead of J small ones. Jobs that share their parameters (the clients of one
+run at w⁽ᵗ⁾, the usual case with E = 1) are mapped with the parameters unbatched, which folds the
+clients into one large batch of every layer; jobs with their own parameters (E > 1 after the first
+step) are mapped over the parameters too. Calls are cut into chunks of at most ``samples_per_call``
+samples, so memory stays bounded however many jobs a round holds.
 
 The engine hands NumPy arrays; on the CPU they become tensors without a copy, on an accelerator
 each call moves its minibatches and the distinct parameter rows once (a round's minibatches are
@@ -22,10 +22,11 @@ global generator, not adcs's counter-based streams) and any buffer that changes 
 are refused. Buffers that do not change, and frozen parameters (``requires_grad = False``), are
 constants.
 
-Built-in factories: :func:`logistic` (the paper's model, Sec. 6, as a module), :func:`lenet5`
-(LeNet-5 for 28 × 28 × 1 inputs) and :func:`mlp` (fully connected ReLU layers of given widths). Importing this module needs the extra ``adcs[torch]``; once it is
-imported, every forked child process (the simulator's workers) starts with one PyTorch thread,
-since the thread teams of its parent's MKL and OpenMP do not survive a fork.
+Built-in factories: `logistic` (the paper's model, Sec. 6, as a module), `lenet5`
+(LeNet-5 for 28 × 28 × 1 inputs) and `mlp` (fully connected ReLU layers of given widths). Importing
+this module needs the extra ``adcs[torch]``; once it is imported, every forked child process (the
+simulator's workers) starts with one PyTorch thread, since the thread teams of its parent's MKL and
+OpenMP do not survive a fork.
 """
 
 from __future__ import annotations
@@ -109,9 +110,9 @@ LOSSES: dict[str, LossFn] = {"cross_entropy": _cross_entropy, "nll": _nll}
 def logistic(n_features: int = 784, n_classes: int = 10) -> nn.Module:
     """Multinomial logistic regression z = x Wᵀ + b as a module (the paper's model, Sec. 6).
 
-    Zero-initialised like :class:`adcs.sim.model.LogisticRegression`; inputs of any shape with
-    ``n_features`` entries are flattened. Its flat parameters are ``[W (C × F) row-major, b]``,
-    a permutation of the NumPy model's ``[W; b]`` (F + 1) × C layout.
+    Zero-initialised like [`adcs.sim.model.LogisticRegression`][adcs.sim.LogisticRegression]; inputs
+    of any shape with ``n_features`` entries are flattened. Its flat parameters are
+    ``[W (C × F) row-major, b]``, a permutation of the NumPy model's ``[W; b]`` (F + 1) × C layout.
     """
     check_int("n_features", n_features)
     check_int("n_classes", n_classes, minimum=2)
@@ -251,10 +252,10 @@ def model_for(
     hidden: Sequence[int] = (64, 30),
     input_norm: tuple[float, float] | None = None,
 ) -> TorchModel:
-    """The :class:`TorchModel` of a ``[model]`` kind for inputs of ``input_shape``, checked.
+    """The `TorchModel` of a ``[model]`` kind for inputs of ``input_shape``, checked.
 
     ``kind`` is ``"logistic-torch"``, ``"cnn"`` (LeNet-5, inputs with 28 × 28 × 1 entries),
-    ``"mlp"`` (:func:`mlp` with ``hidden`` and ``input_norm``) or ``"torch"`` (``factory`` names
+    ``"mlp"`` (`mlp` with ``hidden`` and ``input_norm``) or ``"torch"`` (``factory`` names
     a zero-argument callable returning the module).
     """
     shape = tuple(int(d) for d in input_shape)
@@ -373,7 +374,7 @@ def _device(device: str | torch.device) -> torch.device:
 
 
 class TorchModel:
-    """Any PyTorch module as a simulator model (:class:`adcs.sim.model.Model`).
+    """Any PyTorch module as a simulator model ([`adcs.sim.model.Model`][adcs.sim.Model]).
 
     Parameters
     ----------
@@ -382,7 +383,7 @@ class TorchModel:
         leaving the global generator as it was) to build the module and w⁽⁰⁾. The module maps a
         batch of inputs (batch, *input_shape) to outputs (batch, n_classes).
     loss : {"cross_entropy", "nll"}
-        Per-sample loss of :data:`LOSSES`; a client's loss is its minibatch mean.
+        Per-sample loss of `LOSSES`; a client's loss is its minibatch mean.
     device : str
         ``"cpu"`` (default), ``"cuda"``, ``"cuda:N"`` or ``"mps"``. All arithmetic is float32.
     input_shape : sequence of int, optional

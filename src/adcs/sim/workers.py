@@ -3,7 +3,7 @@
 Forked workers (Linux) share the data copy-on-write and run truly in parallel; each one dies
 with its parent (``prctl``'s parent-death signal, or a watching thread), ignores Ctrl-C (the
 parent handles it and stops them) and sends its lane's state back through a pipe. What a forked
-worker inherits is the module global :data:`_FORKED`, set only while the workers run.
+worker inherits is the module global `_FORKED`, set only while the workers run.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def _run_lanes_in_processes(
 ) -> None:
     """Advance each lane in its own forked process and take its state back.
 
-    The workers die with this process (see :func:`_die_with_parent`); on any exception here —
+    The workers die with this process (see `_die_with_parent`); on any exception here —
     a worker's error, KeyboardInterrupt, the CLI's SIGTERM — they are terminated and reaped
     before it propagates, so none is left running.
     """
