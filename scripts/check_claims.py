@@ -362,11 +362,8 @@ def _folder_scores(folder: Path) -> list[ranking.Score]:
     their curves) gives each variant's final worst and average accuracy per seed."""
     if (folder / "metrics.csv").is_file():
         records, acc = ranking.workload_scores(folder.parent, folder.name)
-        labels = ranking.entry_labels(records)
-        # variants the leaderboard's names do not tell apart take the report's labels
-        shared = {v for v, x in labels.items() if list(labels.values()).count(x) > 1}
-        labels.update({v: x for v, x in variant_labels(records).items() if v in shared})
-        return ranking.scores_of(folder.name, records, acc, labels)[0]
+        # the leaderboard's entry names, which tell apart every variant (records.tell_apart)
+        return ranking.scores_of(folder.name, records, acc, ranking.entry_labels(records))[0]
     with (folder / "runs.csv").open(newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     scores = []

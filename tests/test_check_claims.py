@@ -181,7 +181,7 @@ def test_a_malformed_marker_is_named(tmp_path: Path) -> None:
 
 
 def test_variants_the_leaderboard_names_alike_are_kept_apart() -> None:
-    # results/systems runs ADCS at three γ, which the leaderboard's entry names do not tell apart
+    # results/systems runs ADCS at three γ, which the leaderboard's entry names tell apart
     systems = SOURCE.parents[2] / "systems"
     with (systems / "runs.csv").open(newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -195,6 +195,6 @@ def test_variants_the_leaderboard_names_alike_are_kept_apart() -> None:
 
     mean, half, _ = stats.paired_difference(worst("gamma=0.25"), worst("comm_score=speed"))
 
-    text = evaluate('diff . worst "ADCS gamma=0.25" "ADCS gamma=0"', systems, {})
+    text = evaluate('diff . worst "ADCS θ=0.8, gamma=0.25" "ADCS θ=0.8, gamma=0"', systems, {})
 
     assert text == f"{100 * mean:+.2f} ± {100 * half:.2f}"

@@ -495,3 +495,40 @@ def test_an_unknown_workload_names_the_known_ones(tmp_path: Path) -> None:
     assert "no leaderboard workload 'm7'; known: [" in result.output
     for name in ("paper", "m6", "bernoulli", "cnn"):
         assert f"'{name}'" in result.output
+
+
+def test_a_shipped_name_runs_from_any_folder_as_adcs_run_resolves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pd = pytest.importorskip("pandas")
+    import adcs
+
+    monkeypatch.chdir(tmp_path)  # no experiments/ folder here: only the shipped configurations
+    out = tmp_path / "cli"
+    args = ["run", "quick", "--rounds", "2", "--seeds", "1", "--out", str(out), *data_args()]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    data = {} if not SHARED_DATA.is_dir() else {"data": SHARED_DATA}
+    python = adcs.run("quick", tmp_path / "py", progress=False, sim__rounds=2, seeds=[0], **data)
+    pd.testing.assert_frame_equal(adcs.load_results(out).metrics, python.metrics)
+
+
+@pytest.mark.parametrize("how", ["cli", "python"])
+def test_an_unknown_name_is_refused_naming_the_shipped_ones(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import adcs
+    from adcs.experiments.config import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    if how == "cli":
+        result = runner.invoke(cli.app, ["run", "fig9"])
+        assert result.exit_code != 0 and "Traceback" not in result.output
+        message = result.output
+    else:
+        with pytest.raises(ConfigError) as info:
+            adcs.run("fig9", progress=False)
+        message = str(info.value)
+    flat = " ".join(message.split())
+    assert "fig9: no such configuration file, nor a shipped configuration's name" in flat
+    assert "fig1" in flat and "successor/paper" in flat

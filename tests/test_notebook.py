@@ -140,3 +140,8 @@ def test_a_folder_that_is_no_results_is_refused(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text("{}")
     with pytest.raises(FileNotFoundError, match=r"runs\.csv is missing"):
         adcs.load_results(tmp_path)
+
+
+def test_a_path_that_does_not_exist_is_named_as_missing(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"nowhere: no such folder"):
+        adcs.load_results(tmp_path / "nowhere")

@@ -3,7 +3,7 @@
 ::
 
     adcs reproduce [fig1|fig2|fig3|table1|theory|all] [--quick] [--seeds N] [--rounds T] [--out DIR]
-    adcs run CONFIG.toml [--out DIR] [--resume] [--force]
+    adcs run CONFIG [--out DIR] [--resume] [--force]
     adcs leaderboard [--quick] [--workloads NAMES] [--out DIR] [--resume] [--ray-address ADDR]
     adcs bench map|sim|flower|scale|torch|attacks [ARGS...]
 
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import click
 import typer
@@ -58,13 +58,11 @@ from adcs.experiments.config import (
     ExperimentConfig,
     merge_configs,
     packaged_config,
+    resolve_config,
     with_overrides,
 )
 from adcs.experiments.overrides import with_sets
 from adcs.rounds import SelectionError
-
-if TYPE_CHECKING:
-    pass
 
 
 class _OneLineGroup(typer.core.TyperGroup):
@@ -522,7 +520,12 @@ def reproduce(
 @_one_line_errors
 def run(
     config_path: Annotated[
-        Path, typer.Argument(metavar="CONFIG.toml", help="Experiment configuration.")
+        Path,
+        typer.Argument(
+            metavar="CONFIG",
+            help="Experiment configuration: a TOML file, or a shipped configuration's name "
+            "(fig1, quick, successor/paper, ...; as adcs.run resolves it).",
+        ),
     ],
     out: Out = None,
     seeds: Seeds = None,
@@ -552,6 +555,7 @@ def run(
     from adcs.experiments.sweep import load_with_sweep, parse_sweep
 
     # a --data in place of the file's data.path: the file's own is then not checked
+    config_path = resolve_config(config_path)
     config, axes = load_with_sweep(config_path, data_path=None if data is None else str(data))
     config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]

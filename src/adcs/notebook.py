@@ -29,16 +29,14 @@ import numpy as np
 
 from adcs._validate import check_bool
 from adcs.experiments.config import (
-    PAPER_CONFIGS,
     ExperimentConfig,
     config_from_dict,
     config_to_dict,
-    load_config,
-    packaged_config,
+    resolve_config,
     with_overrides,
 )
 from adcs.experiments.overrides import apply_assignments
-from adcs.experiments.sweep import SweepAxis, check_swept_keys, run_sweep
+from adcs.experiments.sweep import SweepAxis, check_swept_keys, load_with_sweep, run_sweep
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,15 +53,18 @@ def _pandas() -> Any:
     return pandas
 
 
-def _config(config: str | Path | Mapping[str, Any] | ExperimentConfig) -> ExperimentConfig:
+def _config(
+    config: str | Path | Mapping[str, Any] | ExperimentConfig,
+) -> tuple[ExperimentConfig, list[SweepAxis]]:
+    """The configuration ``run`` was given, and the axes of its file's ``[sweep]`` table: a path
+    or a shipped configuration's name is read as ``adcs run`` reads it (one resolution,
+    `adcs.experiments.config.resolve_config`)."""
     if isinstance(config, ExperimentConfig):
-        return config
+        return config, []
     if isinstance(config, Mapping):
-        return config_from_dict(config, source="<dict>", base_dir=Path.cwd())
-    if isinstance(config, str) and config in PAPER_CONFIGS:
-        return packaged_config(config)
+        return config_from_dict(config, source="<dict>", base_dir=Path.cwd()), []
     alternatives = "a shipped configuration's name, a mapping or an ExperimentConfig"
-    return load_config(_path("config", config, alternatives))
+    return load_with_sweep(resolve_config(_path("config", config, alternatives)))
 
 
 def _path(name: str, value: Any, alternatives: str = "") -> Path:
@@ -118,8 +119,9 @@ def run(
     Parameters
     ----------
     config : path, mapping or ExperimentConfig
-        A TOML file, a shipped configuration's name (``"quick"``, ``"fig1"``, …), a document
-        shaped like the TOML (a dict), or a configuration object.
+        A TOML file (with its ``[sweep]`` table, if any), a shipped configuration's name
+        (``"quick"``, ``"fig1"``, ``"successor/paper"``, …; resolved as ``adcs run`` resolves
+        it), a document shaped like the TOML (a dict), or a configuration object.
     out : path, optional
         The results folder (new, empty, or with ``overwrite`` an earlier adcs results folder).
         Default: a fresh temporary folder (``Results.folder`` says where).
@@ -132,8 +134,9 @@ def run(
     progress : bool
         Show a progress bar (in a notebook too).
     sweep : mapping of dotted key to values, optional
-        Run every combination of the values (``{"data.partition.alpha": [0.1, 1.0]}``) into one
-        sweep folder (`adcs.experiments.sweep`); the tables then have a column per key.
+        Beside the file's ``[sweep]`` table, run every combination of the values
+        (``{"data.partition.alpha": [0.1, 1.0]}``) into one sweep folder
+        (`adcs.experiments.sweep`); the tables then have a column per key.
     **overrides
         Any key of the configuration, dots written as double underscores: ``m=10``,
         ``sim__rounds=200``, ``data__partition__alpha=0.1``, ``methods__adcs__theta=0.6`` (a method
@@ -155,9 +158,10 @@ def run(
     from adcs.experiments.runner import run_experiment
 
     overwrite, progress = check_bool("overwrite", overwrite), check_bool("progress", progress)
-    axes = _sweep_axes(sweep)
     target = None if out is None else _path("out", out)
-    cfg = _with_keywords(_config(config), overrides)
+    cfg, axes = _config(config)
+    axes = [*axes, *_sweep_axes(sweep)]
+    cfg = _with_keywords(cfg, overrides)
     if data is not None:
         cfg = with_overrides(cfg, data_path=str(_path("data", data)))
     if axes:  # a keyword (or data) the sweep would replace is refused, as on the command line
@@ -329,6 +333,8 @@ def load_results(folder: str | Path) -> Results:
     """
     pandas = _pandas()
     folder = _path("folder", folder)
+    if not folder.exists():
+        raise FileNotFoundError(f"{folder}: no such folder")
     manifest_path = folder / "manifest.json"
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{folder} is not an adcs results folder: no manifest.json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -318,3 +319,41 @@ def test_adcs_speed_needs_a_system_table() -> None:
     assert [p["gamma"] for p in config.methods[0].grid()] == [0.0, 0.5]
     with pytest.raises(ConfigError, match="comm_score must be per-client numbers or 'speed'"):
         config_from_dict({**doc, "methods": [{"name": "adcs", "comm_score": "fast"}]})
+
+
+def test_every_configuration_of_the_checkout_ships_as_package_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fnmatch
+
+    from adcs.experiments.config import resolve_config, shipped_configs
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    repo = Path(__file__).resolve().parents[2]
+    files = sorted(
+        p.relative_to(repo / "experiments") for p in (repo / "experiments").rglob("*.toml")
+    )
+    assert list(shipped_configs()) == [p.with_suffix("").as_posix() for p in files]
+    patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["adcs.experiments"]
+    # setuptools' globs: ** is any depth (none included), * stays within one folder
+    unshipped = [
+        p.as_posix()
+        for p in files
+        if not any(
+            fnmatch.fnmatch(f"configs/{p.as_posix()}", pat.replace("**/", "*"))
+            and (("**" in pat) or p.parent == Path("."))
+            for pat in patterns
+        )
+    ]
+    assert unshipped == []
+    monkeypatch.chdir(tmp_path)  # a name, not the checkout's file
+    assert resolve_config("successor/paper") == resolve_config("experiments/successor/paper.toml")
+    assert (
+        resolve_config("successor/paper").read_text()
+        == (repo / "experiments" / "successor" / "paper.toml").read_text()
+    )

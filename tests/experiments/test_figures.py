@@ -92,3 +92,19 @@ def test_timed_runs_get_accuracy_against_simulated_time(tmp_path: Path) -> None:
     assert _png_size(tmp_path / "time.png") == (1440, 960)
     assert write_figures(tmp_path, runs, []) == ["time.png"]
     assert write_figures(tmp_path, [record("uniform", 0.3, 0.8)], []) == []  # no clock, no figure
+
+
+def test_variants_too_close_for_short_labels_are_labelled_apart() -> None:
+    from adcs.experiments.records import variant_labels
+
+    from .records import record
+
+    runs = [
+        record("adcs", 0.5, 0.8, params={"theta": 0.8, "w": [1, 2, 3, 4, 5]}),
+        record("adcs", 0.5, 0.8, params={"theta": 0.8, "w": [1, 2, 3, 4, 6]}),
+        record("adcs", 0.5, 0.8, params={"theta": 0.80000001, "w": [1, 2, 3, 4, 6]}),
+    ]
+    labels = variant_labels(runs)
+    assert len(set(labels.values())) == 3, labels
+    assert labels[runs[0].variant] == "ADCS theta=0.8, w=[1, 2, 3, 4, 5]"
+    assert labels[runs[2].variant] == "ADCS theta=0.80000001, w=[1, 2, 3, 4, 6]"

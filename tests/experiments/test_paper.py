@@ -213,3 +213,61 @@ def test_other_settings_are_named() -> None:
         "sim.batch_size = 32 (paper: 16)",
         "sim.dropout = 0.1 (paper: 0.0)",
     ]
+
+
+def beside_the_paper() -> list[RunRecord]:
+    """The paper's six methods, and MD, Oort, a user's own scheduler (its import path) and a
+    second ADCS variant of the same θ and R, two seeds each."""
+    extra = [
+        record(m, 0.2 + 0.01 * i, 0.7, seed=s)
+        for i, m in enumerate(("md", "oort", "mine.sched:Mine"))
+        for s in (0, 1)
+    ]
+    grad = [
+        record("adcs", 0.33, 0.7, seed=s, params={"theta": 0.8, "refresh_every": 20,
+                                                  "quality": "grad_norm"})
+        for s in (0, 1)
+    ]  # fmt: skip
+    plain = [
+        dataclasses.replace(r, params={**r.params, "quality": "loss"}, variant=r.variant + "-q")
+        if r.method == "adcs" else r
+        for r in paper_like()
+    ]  # fmt: skip
+    return plain + extra + grad
+
+
+def test_every_variant_that_ran_is_in_the_papers_report_console_figures_and_table(
+    tmp_path: Path,
+) -> None:
+    records = beside_the_paper()
+    variants = {r.variant for r in records}
+    context = ReportContext(
+        name="mine", rounds=200, eval_every=100, m=18, n_clients=30, seeds=(0, 1),
+        data_source="test data", is_subset=False, figures=("fig1.png",),
+    )  # fmt: skip
+    shown = paper.STUDY.report(tmp_path / "report.md", records, context)
+    text = (tmp_path / "report.md").read_text()
+    assert {s.series.label for s in shown.rows} >= {"MD", "Oort", "mine.sched:Mine"}
+    assert len(shown.rows) == len(variants) == 16  # the console's table: every variant
+    # the neutral report comes first, whole; the paper's sections are added to it
+    assert text.index("## Every run, by variant") < text.index("## The paper's claims, checked")
+    every = text[text.index("## Every run") : text.index("## Selection by group")]
+    figure1 = text[text.index("## Figure 1") : text.index("## Table 1")]
+    grad = "ADCS theta=0.8, refresh_every=20, quality=grad_norm"
+    for label in ("MD", "Oort", "mine.sched:Mine", grad):
+        assert f"| {label} |" in every and f"| {label} |" in figure1
+    assert "| ADCS (θ=0.8, R=20) quality=loss |" in figure1  # told apart from grad_norm
+    # Figure 1: its six, then every variant no figure of the paper shows (not Figs 2-3's)
+    curves = paper.figure_series(records, "fig1")
+    assert len(curves) == 10
+    assert {paper.select_runs(records, s)[0].variant for s in curves[6:]} == {
+        "md",
+        "oort",
+        "mine.sched:Mine",
+        "adcs-theta=0.8-refresh_every=20-quality=grad_norm",
+    }
+    labels = [s.label for s in curves]
+    assert len(set(labels)) == len(labels)
+    table = table1_rows(records)
+    assert len({r["method"] for r in table}) == len(table) == 10  # Fig. 1's six and four more
+    assert {r["label"] for r in table} >= {"MD", "Oort", "mine.sched:Mine"}

@@ -163,6 +163,10 @@ def test_a_sweep_table_in_the_file_and_bad_values_named(tmp_path: Path) -> None:
     result = runner.invoke(cli.app, ["run", str(config), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["00-m=2", "01-m=3"]
+    # Python reads the file as the command line does: the same points
+    pytest.importorskip("pandas")
+    res = adcs.run(config, tmp_path / "python", progress=False)
+    assert sorted(set(res.runs["workload"])) == ["00-m=2", "01-m=3"]
     bad = write_config(tmp_path, CONFIG + "[sweep]\nm = [2, 99]\n")
     result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "bad")])
     assert result.exit_code == 2
@@ -232,3 +236,31 @@ def test_the_notebook_api_sweeps_and_reads_the_swept_keys_as_columns() -> None:
     assert sorted(res.runs["m"]) == [2, 3]
     assert set(res.metrics.groupby("m").size()) == {3}  # rounds 0, 2, 4 at each point
     assert set(res.runs["workload"]) == {"00-m=2", "01-m=3"}
+
+
+def test_a_sweep_report_says_what_ran_and_warns_where_the_schedulers_had_no_choice(
+    tmp_path: Path,
+) -> None:
+    adcs_entries = (
+        '[[methods]]\nname = "adcs"\ntheta = 0.8\n'
+        '[[methods]]\nname = "adcs"\ntheta = 0.8\nquality = "grad_norm"\n'
+    )
+    config = write_config(tmp_path, CONFIG + adcs_entries)
+    out = tmp_path / "sweep"
+    result = runner.invoke(cli.app, ["run", str(config), "--out", str(out), "--sweep", "m=2,4"])
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text()
+    # ADCS ran at θ = 0.8 alone: no other θ, no "best θ" of one value, no name table
+    assert "0.95" not in report and "0.6" not in report and "fresh q" not in report
+    assert "θ on each workload" not in report and "tuned per workload" not in report
+    assert "name table" not in report
+    # two entries of ADCS, told apart by what differs, in the sweep's table and the ranks
+    for name in ("ADCS θ=0.8, quality=loss", "ADCS θ=0.8, quality=grad_norm"):
+        assert f"| {name} |" in report
+    with (out / "ranks.csv").open() as f:
+        entries = [r["entry"] for r in csv.DictReader(f) if r["metric"] == "worst"]
+    assert len(entries) == len(set(entries)) == 4
+    # m = 4 of 4 clients: every scheduler selects everyone (m = 2 leaves a choice)
+    said = "every entry selected the same clients in every round of every seed"
+    assert f"**The schedulers had little to choose at 01-m=4:** {said}" in report
+    assert "00-m=2:" not in report and said in " ".join(result.output.split())

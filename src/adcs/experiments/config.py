@@ -46,6 +46,7 @@ import dataclasses
 import enum
 import inspect
 import itertools
+import os
 import sys
 import typing
 from collections.abc import Mapping, Sequence
@@ -102,6 +103,9 @@ __all__ = [
     "packaged_config",
     "packaged_config_path",
     "read_toml",
+    "resolve_config",
+    "shipped_configs",
+    "shipped_configs_folder",
     "sim_config",
     "sim_for_clients",
     "with_overrides",
@@ -589,30 +593,63 @@ def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
 # the shipped configurations, overrides and merging
 
 
-def packaged_config_path(name: str) -> Path:
-    """Path of a shipped configuration (``fig1``, ``fig2``, ``fig3``, ``table1``, ``quick``).
+def shipped_configs_folder() -> Path:
+    """The folder of the configurations shipped with the package (``adcs/experiments/configs``:
+    in a source checkout a link to its ``experiments/`` folder, in a wheel its package data)."""
+    packaged = Path(str(resources.files("adcs.experiments") / "configs"))
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[3] / "experiments"  # a checkout without the link
 
-    Looked up in the source checkout's ``experiments/`` folder (the source of truth), then in the
-    installed package's data (``adcs/experiments/configs/``).
-    """
-    if name not in PAPER_CONFIGS:
-        raise ConfigError(f"no shipped configuration {name!r}; known: {list(PAPER_CONFIGS)}")
-    checkout = Path(__file__).resolve().parents[3] / "experiments" / f"{name}.toml"
-    if checkout.is_file():
-        return checkout
-    packaged = resources.files("adcs.experiments") / "configs" / f"{name}.toml"
-    if packaged.is_file():
-        return Path(str(packaged))
-    raise ConfigError(
-        f"the shipped configuration {name}.toml is missing: not in {checkout.parent} nor in the "
-        "installed package data (adcs/experiments/configs)"
+
+def shipped_configs() -> tuple[str, ...]:
+    """Names of the shipped configurations: their paths in `shipped_configs_folder`
+    without ``.toml`` (``fig1``, ``quick``, ``successor/paper``, ``leaderboard/m6``), sorted."""
+    root = shipped_configs_folder()
+    return tuple(
+        sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.toml"))
     )
+
+
+def packaged_config_path(name: str) -> Path:
+    """Path of a shipped configuration by name (one of `shipped_configs`)."""
+    known = shipped_configs()
+    if name not in known:
+        raise ConfigError(f"no shipped configuration {name!r}; known: {', '.join(known)}")
+    return shipped_configs_folder() / f"{name}.toml"
 
 
 def packaged_config(name: str) -> ExperimentConfig:
     """Load a shipped configuration by name (its source reads ``experiments/<name>.toml``)."""
     config = load_config(packaged_config_path(name))
     return dataclasses.replace(config, source=f"experiments/{name}.toml")
+
+
+def resolve_config(config: str | os.PathLike[str]) -> Path:
+    """The file a configuration argument names: the command line's ``adcs run CONFIG`` and
+    `adcs.run` both resolve it here.
+
+    An existing path is that file. Otherwise a shipped configuration's name (one of
+    `shipped_configs`: ``fig1``, ``successor/paper``), also written as its path in a
+    source checkout (``experiments/fig1.toml``), is the shipped file, so a name works from an
+    installed wheel as from a checkout.
+
+    Raises
+    ------
+    ConfigError
+        Neither an existing path nor a shipped configuration's name.
+    """
+    path = Path(config)
+    if path.exists():
+        return path
+    name = path.as_posix().removeprefix("experiments/").removesuffix(".toml")
+    known = shipped_configs()
+    if name in known:
+        return packaged_config_path(name)
+    raise ConfigError(
+        f"{config}: no such configuration file, nor a shipped configuration's name "
+        f"(one of {', '.join(known)})"
+    )
 
 
 def with_overrides(

@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments.records import RunRecord, Series, curve_series, select_runs, variant_labels
+from adcs.experiments.records import (
+    RunRecord,
+    Series,
+    curve_series,
+    select_runs,
+    variant_labels,
+    with_every_variant,
+)
 from adcs.experiments.report import TIME_FIGURE
 from adcs.experiments.stats import t_interval
 from adcs.experiments.timing import curves, default_targets
@@ -154,11 +161,14 @@ def write_figures(
 ) -> list[str]:
     """Draw the figures named in ``outputs`` into ``folder``; return the file names written.
 
-    ``curves`` draws every variant; any other name is looked up in ``named`` (title, series).
+    ``curves`` draws every variant; any other name is looked up in ``named`` (title, series) and
+    draws its series and, after them, every variant that no figure of ``named`` shows (a user's own
+    scheduler beside the paper's methods: `adcs.experiments.records.with_every_variant`).
     A figure none of whose runs exist is skipped (with a warning). Runs with a simulated clock (a
     system profile) also get ``time.png`` (`plot_accuracy_against_time`).
     """
     written = []
+    covered = [s for _, group in (named or {}).values() for s in group]
     for name in outputs:
         if name == "curves":
             title, series = CURVES_TITLE, curve_series(records)
@@ -169,6 +179,8 @@ def write_figures(
         if not any(select_runs(records, s) for s in series):
             logger.warning("%s: none of its runs were made; not drawn", name)
             continue
+        if name != "curves":
+            series = with_every_variant(records, series, covered)
         plot_accuracy(records, series, folder / f"{name}.png", title)
         written.append(f"{name}.png")
     if records and all(r.eval_clock is not None for r in records):

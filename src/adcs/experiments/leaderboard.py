@@ -412,7 +412,9 @@ def _run(workloads: Sequence[ExperimentConfig], options: _Options) -> Leaderboar
             _check_resume(folder, identity)
         folder.save_checkpoint(identity, {"progress": "leaderboard", "workloads": names})
         _run_workloads(workloads, folder, options)
-        ranks, scores = write_summary(folder.partial, names, quick=options.quick, metrics=metrics)
+        ranks, scores = write_summary(
+            folder.partial, names, quick=options.quick, metrics=metrics, kind=options.kind
+        )
         extra = {} if options.finalize is None else dict(options.finalize(folder.partial))
         executor = options.executor
         manifest = {
@@ -515,4 +517,8 @@ def summarize_leaderboard(
     if names is None:
         found = [p.parent.name for p in folder.glob(f"*/{MANIFEST}")]
         names = sorted(found, key=lambda n: (n != REFERENCE_WORKLOAD, n))
-    return write_summary(folder, list(names), quick=quick, metrics=metrics)
+    own = folder / MANIFEST  # a sweep's folder says so; without a manifest, a leaderboard's
+    kind = json.loads(own.read_text(encoding="utf-8")).get("kind") if own.is_file() else None
+    return write_summary(
+        folder, list(names), quick=quick, metrics=metrics, kind=kind or "leaderboard"
+    )

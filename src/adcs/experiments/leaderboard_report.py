@@ -11,6 +11,7 @@ wall-clock time is written to these files; the leaderboard's ``manifest.json`` h
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,9 @@ from adcs.experiments.timing import TARGET_FRACTION
 from adcs.experiments.wording import join_words, pct, plus_minus, rank_text, rounds_text
 from adcs.schedulers import SCHEDULERS
 
-__all__ = ["write_summary"]
+__all__ = ["NO_CHOICE_SHARE", "same_selections", "write_summary"]
+
+logger = logging.getLogger(__name__)
 
 FIGURE_SUFFIX = ".png"
 SUMMARY_FIGURE = "summary.png"
@@ -75,6 +78,54 @@ def _context(folder: Path, name: str) -> dict[str, Any]:
     }
 
 
+NO_CHOICE_SHARE = 0.5
+"""The share of rounds with at most ``m`` clients available (every scheduler then selects every
+one of them) from which a workload is warned of: from half the rounds on, its entries differ in
+fewer rounds than they agree."""
+
+
+def same_selections(folder: Path) -> str | None:
+    """Why the entries of one workload's results ``folder`` are (nearly) one scheduler there,
+    read from its ``selections.npz``; None when they are not.
+
+    Said when every variant selected the same clients in every round of every seed, or when in
+    at least `NO_CHOICE_SHARE` of the rounds no more than ``m`` clients were available
+    (e.g. m = 18 with about 15 available): every scheduler then selects every available client.
+    """
+    if not (folder / "selections.npz").is_file():
+        return None
+    with np.load(folder / "selections.npz") as npz:
+        chosen = {
+            k.removeprefix("selected/"): npz[k] for k in npz.files if k.startswith("selected/")
+        }
+        available = [np.asarray(npz[k]) for k in npz.files if k.startswith("n_available/")]
+    if not chosen:
+        return None
+    by_seed: dict[str, list[np.ndarray]] = {}
+    for run_id, selected in chosen.items():  # a run id is its variant, then -seed=<seed>
+        by_seed.setdefault(run_id.rsplit("-seed=", 1)[-1], []).append(np.sort(selected, axis=1))
+    identical = len(chosen) > len(by_seed) and all(
+        all(np.array_equal(runs[0], r) for r in runs[1:]) for runs in by_seed.values()
+    )
+    m = next(iter(chosen.values())).shape[1]
+    counts = np.concatenate(available) if available else np.empty(0)
+    share = float(np.mean(counts <= m)) if counts.size else 0.0
+    offered = f"no more than m = {m} clients were available" + (
+        f" ({counts.mean():.1f} on average)" if counts.size else ""
+    )
+    if identical:
+        why = "every entry selected the same clients in every round of every seed"
+        if share == 1.0:
+            why += f": in every round {offered}, so every scheduler selects every available client"
+        return why
+    if share >= NO_CHOICE_SHARE:
+        return (
+            f"in {100 * share:.0f}% of the rounds {offered}: every scheduler then selects every "
+            "available client, so the entries can differ only in the other rounds"
+        )
+    return None
+
+
 def _collect(
     folder: Path, names: Sequence[str]
 ) -> tuple[dict[str, list[Score]], dict[str, float], dict[str, dict[str, Any]]]:
@@ -90,9 +141,19 @@ def _collect(
 
 
 def write_summary(
-    folder: Path, names: Sequence[str], *, quick: bool = False, metrics: Sequence[str] = ()
+    folder: Path,
+    names: Sequence[str],
+    *,
+    quick: bool = False,
+    metrics: Sequence[str] = (),
+    kind: str = "leaderboard",
 ) -> tuple[list[RankRow], dict[str, list[Score]]]:
     """Write the leaderboard's tables, report and figures into ``folder`` from its workloads.
+
+    ``kind`` is what ran them: ``"leaderboard"`` (every row of the name table) or ``"sweep"``
+    (a configuration's methods), as the report describes the entries. A workload whose entries
+    all selected the same clients (e.g. m at least the clients available) is warned of, in the
+    log and the report (`same_selections`).
 
     ``metrics`` are columns ranked beside `METRICS` (`check_metrics`): they join
     ``leaderboard.csv``, ``ranks.csv`` and ``summary.json``. Returns the overall rank table on
@@ -100,6 +161,9 @@ def write_summary(
     """
     ranked = (*METRICS, *(m for m in check_metrics(metrics) if m not in METRICS))
     scores, targets, contexts = _collect(folder, names)
+    same = {w: why for w in names if (why := same_selections(folder / w))}
+    for w, why in same.items():
+        logger.warning("%s: %s", w, why)
     tables = {}
     placings: dict[str, dict[str, dict[str, Placing]]] = {}
     for metric in ranked:
@@ -109,7 +173,9 @@ def write_summary(
     _write_tables(folder, names, scores, targets, tables, placings, fams)
     figures = [_workload_figure(folder, w, scores[w], placings["worst"][w], fams) for w in names]
     _summary_figure(folder / SUMMARY_FIGURE, names, tables["worst"], placings["worst"])
-    report = _report(names, scores, targets, contexts, tables, placings, figures, quick, fams)
+    report = _report(
+        names, scores, targets, contexts, tables, placings, figures, quick, fams, same, kind
+    )
     (folder / "report.md").write_text(report, encoding="utf-8")
     return tables["worst"], scores
 
@@ -219,9 +285,11 @@ def _report(
     figures: Sequence[str],
     quick: bool,
     fams: Sequence[Family],
+    same: Mapping[str, str],
+    kind: str,
 ) -> str:
     out = ["# Leaderboard: which scheduler, where", ""]
-    out += _preamble(names, scores, contexts, quick, fams)
+    out += _preamble(names, scores, contexts, quick, fams, same, kind)
     for family in fams:
         out += verdict_section(family, names, scores, tables, placings)
     out += ["## Overall ranks", ""]
@@ -239,24 +307,33 @@ def _preamble(
     contexts: Mapping[str, Mapping[str, Any]],
     quick: bool,
     fams: Sequence[Family],
+    same: Mapping[str, str],
+    kind: str,
 ) -> list[str]:
     entries = list(dict.fromkeys(s.label for w in names for s in scores[w]))
     seeds = sorted({len(c["seeds"]) for c in contexts.values()})
-    # a leaderboard runs every row of the table, so a row without runs joined it afterwards
-    ran = {s.method for w in names for s in scores[w]}
-    missing = [name for name in SCHEDULERS if name not in ran]
-    later = f" (except {join_words(missing)}, added to the table after this run)" if missing else ""
-    declared = "; ".join(f.describe() for f in fams)
+    every = [s for w in names for s in scores[w]]
+    declared = "; ".join(d for f in fams if (d := f.describe(every)))
     if declared:
         who = "it declares" if len(fams) == 1 else "they declare"
         declared = f", and {declared}: the points {who} for the leaderboard"
+    if kind == "leaderboard":  # it runs every row of the table: a row without runs came later
+        ran = {s.method for s in every}
+        missing = [name for name in SCHEDULERS if name not in ran]
+        later = f" (except {join_words(missing)}, added to the table after this run)"
+        what = f"every scheduler of adcs's name table at its defaults{later if missing else ''}"
+        what += declared
+    else:  # a sweep's entries are its configuration's: named as they ran
+        what = join_words(entries)
     out = [
-        f"{len(entries)} entries on {len(names)} workloads ({join_words(names)}): every scheduler "
-        f"of adcs's name table at its defaults{later}{declared}. Each workload's runs are in its "
-        "own results folder (linked below); the methods of a seed share minibatches, "
-        "availability and dropouts.",
+        f"{len(entries)} entries on {len(names)} workloads ({join_words(names)}): {what}. Each "
+        "workload's runs are in its own results folder (linked below); the methods of a seed "
+        "share minibatches, availability and dropouts.",
         "",
     ]
+    out += [f"**The schedulers had little to choose:** {w}: {why}." for w, why in same.items()] + (
+        [""] if same else []
+    )
     caveats = []
     if quick:
         caveats.append("these are the quick settings (few rounds): a smoke run, not a result")

@@ -63,21 +63,42 @@ class Family:
     def published(self) -> str:
         return value_text(self.variants.published)
 
-    def values_text(self) -> str:
-        """The lever's values, ``{0.6, 0.8, 0.9, 0.95}``."""
-        return "{" + ", ".join(value_text(v) for v in self.variants.values) + "}"
+    def ran_values(self, scores: Iterable[Score]) -> list[Any]:
+        """The lever's values of its plain entries among ``scores``, in declared order: what
+        ran, which a sweep or a partial leaderboard may make fewer than declared."""
+        ran = {v for s in scores if (v := self.at(s)) is not None}
+        return [v for v in self.variants.values if v in ran]
+
+    def ran_extras(self, scores: Iterable[Score]) -> list[Extra]:
+        """Its extras with an entry among ``scores``."""
+        scores = list(scores)
+        return [e for e in self.variants.extras if self.extra_entry(scores, e) is not None]
+
+    def values_text(self, values: Sequence[Any]) -> str:
+        """Lever values, ``{0.6, 0.8, 0.9, 0.95}``."""
+        return "{" + ", ".join(value_text(v) for v in values) + "}"
 
     def fixed_note(self) -> str:
         """`` (R = 20)``, or nothing without fixed hyperparameters."""
         fixed = self.variants.describe_fixed()
         return f" ({fixed})" if fixed else ""
 
-    def describe(self) -> str:
-        """Its entries in words: ``ADCS at θ ∈ {…} (R = 20) and with fresh q at θ = 0.8``."""
-        text = f"{self.display} at {self.symbol} ∈ {self.values_text()}{self.fixed_note()}"
-        for extra in self.variants.extras:
-            text += f" and with {extra.label} at {self.symbol} = {self.published}"
-        return text
+    def describe(self, scores: Iterable[Score]) -> str:
+        """Its entries among ``scores`` in words: ``ADCS at θ ∈ {…} (R = 20) and with fresh q at
+        θ = 0.8`` (empty when none of its declared points ran)."""
+        scores = list(scores)
+        values, extras = self.ran_values(scores), self.ran_extras(scores)
+        parts = []
+        if len(values) > 1:
+            parts.append(f"at {self.symbol} ∈ {self.values_text(values)}{self.fixed_note()}")
+        elif values:
+            parts.append(f"at {self.symbol} = {value_text(values[0])}{self.fixed_note()}")
+        lever = self.variants.lever
+        for extra in extras:  # at the lever value it ran with
+            found = self.extra_entry(scores, extra)
+            at = value_text(found.params.get(lever)) if found is not None else self.published
+            parts.append(f"with {extra.label} at {self.symbol} = {at}")
+        return f"{self.display} {' and '.join(parts)}" if parts else ""
 
     def at(self, score: Score) -> Any | None:
         """The lever's value of one of its plain entries (fixed hyperparameters, no extra)."""
@@ -292,11 +313,14 @@ def _tuned_verdict(
         s = family.at_value(scores[w], value)
         if s is not None and worst[w][s.label].tied:
             at_best.append(w)
+    values = family.ran_values(s for w in ran for s in scores[w])
+    if len(values) < 2:  # nothing was tuned
+        return []
     published = family.variants.published
     moved = [f"{w} ({value_text(best_value[w])})" for w in ran if best_value.get(w) != published]
     sym = family.symbol
     return [
-        f"- **With {sym} tuned per workload** (the best of {sym} ∈ {family.values_text()} "
+        f"- **With {sym} tuned per workload** (the best of {sym} ∈ {family.values_text(values)} "
         f"chosen after the fact, which a user cannot do before running), {family.display} is "
         f"the best or tied with the best on {len(at_best)} of {len(best_value)}: "
         f"{join_words(at_best) or 'none'}. The best {sym} is not {family.published} on "
@@ -354,11 +378,15 @@ def _overall_verdict(rows: Sequence[RankRow], label: str) -> list[str]:
         return []
     top = rows[0]
     mine = next((i for i, r in enumerate(rows) if r.entry == label), None)
+    sharing = [r.entry for r in rows if r.mean_rank == top.mean_rank]
     text = (
         f"- **Overall** (worst accuracy), the lowest mean rank is {top.entry}'s "
         f"({top.mean_rank:.2f} over {top.workloads} workloads; best or tied on {top.tied})"
+        if len(sharing) == 1
+        else f"- **Overall** (worst accuracy), the lowest mean rank, {top.mean_rank:.2f}, is "
+        f"shared by {join_words(sharing)}"
     )
-    if mine is not None and rows[mine].entry != top.entry:
+    if mine is not None and rows[mine].entry not in sharing:
         r = rows[mine]
         text += (
             f"; {label}'s is {r.mean_rank:.2f}, place {mine + 1} of {len(rows)} (best or tied on "
@@ -377,13 +405,18 @@ def _overall_verdict(rows: Sequence[RankRow], label: str) -> list[str]:
 def lever_section(
     family: Family, names: Sequence[str], scores: Mapping[str, list[Score]]
 ) -> list[str]:
-    """``## <scheduler>'s <lever> on each workload``: the best value beside the published one."""
+    """``## <scheduler>'s <lever> on each workload``: the best value beside the published one,
+    of the values that ran (none without two values or more: there is no best of one)."""
     sym, published = family.symbol, family.published
-    extras = family.variants.extras
+    every = [s for w in names for s in scores[w]]
+    values, extras = family.ran_values(every), family.ran_extras(every)
+    if len(values) < 2:
+        return []
     out = [
         f"## {family.display}'s {sym} on each workload",
         "",
-        f"The best {sym} of {family.values_text()}{family.fixed_note()} by final worst accuracy, "
+        f"The best {sym} of {family.values_text(values)}{family.fixed_note()} by final worst "
+        "accuracy, "
         f"beside the published {sym} = {published}; the difference is paired by seed (mean ± "
         "95% t-interval, points).",
         "",

@@ -30,15 +30,16 @@ from adcs.experiments.report import (
     Series,
     SeriesSummary,
     curve_series,
-    final_note,
     fmt,
     method_label,
     pct,
     pm,
+    report_body,
     select_runs,
     series_table,
     summaries,
     summarize,
+    with_every_variant,
 )
 
 __all__ = [
@@ -55,9 +56,9 @@ __all__ = [
     "TABLE1_SERIES",
     "Claim",
     "ClaimTolerances",
-    "console_series",
     "differences",
     "evaluate_claims",
+    "figure_series",
     "indicative_reasons",
     "table1_rows",
     "untested_reasons",
@@ -208,17 +209,15 @@ TABLE1_SERIES: tuple[Series, ...] = FIGURE_SERIES["fig1"]
 """Rows of Table 1 (the runs of Fig. 1; the paper lists Uniform, OCS, PowerOfChoice, ADCS)."""
 
 
-def console_series(records: Sequence[RunRecord]) -> list[Series]:
-    """The paper's series that have runs, in figure order, each variant once."""
-    shown: set[str] = set()
-    out = []
-    for group in FIGURE_SERIES.values():
-        for s in group:
-            runs = select_runs(records, s)
-            if runs and runs[0].variant not in shown:
-                shown.add(runs[0].variant)
-                out.append(s)
-    return out
+ALL_FIGURE_SERIES: tuple[Series, ...] = tuple(s for group in FIGURE_SERIES.values() for s in group)
+"""Every series of the paper's figures: a variant none of them shows is added to each figure."""
+
+
+def figure_series(records: Sequence[RunRecord], fig: str) -> tuple[Series, ...]:
+    """A figure's curves: its series that have runs, then every variant that no figure of the
+    paper shows (a user's own scheduler, MD, Oort), as `adcs.experiments.figures.write_figures`
+    draws them (`adcs.experiments.records.with_every_variant`)."""
+    return with_every_variant(records, FIGURE_SERIES[fig], ALL_FIGURE_SERIES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,33 +566,38 @@ def evaluate_claims(
 def table1_rows(
     records: Sequence[RunRecord], *, paper_columns: bool = True
 ) -> list[dict[str, Any]]:
-    """Mean group shares and TV per method (the runs of Fig. 1), with the paper's beside.
+    """Mean group shares and TV per method (the runs of Fig. 1), with the paper's beside, then
+    every variant that no figure of the paper shows (`figure_series`).
 
     Returns
     -------
     list of dict
-        Keys ``method``, ``label``, ``n_seeds``, ``share`` (list, one per group), ``tv``,
+        Keys ``method`` (the method's key; for a variant beyond the paper's, the run's variant,
+        which tells it apart), ``label``, ``n_seeds``, ``share`` (list, one per group), ``tv``,
         ``paper_share`` (list or None), ``paper_tv`` (float or None), ``max_abs_share_diff``.
         The paper's entries are None without ``paper_columns``.
     """
+    ours = tuple(Series(method_label(s.method), s.method, s.params) for s in TABLE1_SERIES)
     rows = []
-    for series in TABLE1_SERIES:
+    for series in with_every_variant(records, ours, ALL_FIGURE_SERIES):
         summ = summarize(records, series)
         if summ is None:
             continue
-        paper = PAPER_TABLE1.get(series.method) if paper_columns else None
+        papers = any(series.method == s.method and series.params == s.params for s in ours)
+        method = series.method if papers else select_runs(records, series)[0].variant
+        paper = PAPER_TABLE1.get(method) if paper_columns else None
         diff = None
         if paper is not None and len(paper) == summ.group_share.size:
             diff = float(np.max(np.abs(summ.group_share - np.asarray(paper))))
         rows.append(
             {
-                "method": series.method,
-                "label": method_label(series.method),
+                "method": method,
+                "label": series.label,
                 "n_seeds": summ.n_seeds,
                 "share": [float(x) for x in summ.group_share],
                 "tv": summ.tv,
                 "paper_share": list(paper) if paper is not None else None,
-                "paper_tv": PAPER_TV.get(series.method) if paper_columns else None,
+                "paper_tv": PAPER_TV.get(method) if paper_columns else None,
                 "max_abs_share_diff": diff,
             }
         )
@@ -661,14 +665,25 @@ def write_report(
     context: ReportContext,
     tolerances: ClaimTolerances | None = None,
 ) -> list[Claim]:
-    """Write the paper's ``report.md``: settings, the claims with verdicts, Figs 1–3, Table 1.
+    """Write the paper's ``report.md``: the neutral report (every variant that ran), then the
+    claims with verdicts, Figs 1–3 and Table 1.
 
-    Only for a configuration of the paper's setting (see `differences`). Returns the
-    evaluated claims.
+    Only for a configuration of the paper's setting (see `differences`). The paper's sections
+    are added to the neutral report (`adcs.experiments.report.report_body`), and each figure and
+    table shows, beside the paper's series, every variant no figure of the paper shows
+    (`figure_series`). Returns the evaluated claims.
     """
     tol = tolerances or ClaimTolerances()
     claims = evaluate_claims(records, tol)
-    out = [f"# ADCS reproduction report: {context.name}", "", context.settings(), ""]
+    paper_figures = [f"{fig}.png" for fig in FIGURE_SERIES]
+    body, _ = report_body(records, context, figures_elsewhere=paper_figures)
+    out = [
+        f"# ADCS reproduction report: {context.name}",
+        "",
+        *body,
+        "## The paper's claims, checked",
+        "",
+    ]
     untested = untested_reasons(context.is_subset, context.rounds, len(context.seeds))
     reasons = indicative_reasons(context)
     if untested:
@@ -689,17 +704,11 @@ def write_report(
             + ". The paper's claims concern the full setting."
         )
         out.append("")
-    out.extend(context.notes)
-    if context.notes:
-        out.append("")
     out.append(
-        final_note().capitalize()
-        + " (no interval with one seed). Accuracy in %. Tolerances: competitive = "
-        f"{100 * tol.competitive:.1f} points, much lower = {100 * tol.much_lower:.1f} points, "
-        f"almost identical = {100 * tol.same:.1f} points."
+        f"Tolerances: competitive = {100 * tol.competitive:.1f} points, much lower = "
+        f"{100 * tol.much_lower:.1f} points, almost identical = {100 * tol.same:.1f} points."
     )
-    out += ["", "## The paper's claims, checked", ""]
-    out += ["| Claim | Where | Test | Our numbers | Verdict |", "|---|---|---|---|---|"]
+    out += ["", "| Claim | Where | Test | Our numbers | Verdict |", "|---|---|---|---|---|"]
     for c in claims:
         verdict = {"holds": "**holds**", "does not hold": "**does not hold**"}.get(
             c.verdict, c.verdict
@@ -707,27 +716,22 @@ def write_report(
         out.append(f"| {c.statement} | {c.where} | {c.test} | {c.evidence} | {verdict} |")
     out.append("")
     for fig, series in FIGURE_SERIES.items():
-        rows = summaries(records, series)
-        if not rows:
+        if not summaries(records, series):
             continue
         out += [f"## {fig.replace('fig', 'Figure ')}", ""]
         if f"{fig}.png" in context.figures:
             out += [f"![{fig}]({fig}.png)", ""]
-        out.append(series_table(rows))
+        out.append(series_table(summaries(records, figure_series(records, fig))))
     table = table1_rows(records)
     if table:
         out += ["## Table 1: selection bias", "", table1_markdown(table)]
-    others = [f for f in context.figures if f.removesuffix(".png") not in FIGURE_SERIES]
-    for fig in others:
-        out += [f"![{fig}]({fig})", ""]
     path.write_text("\n".join(out).rstrip() + "\n", encoding="utf-8")
     return claims
 
 
 def _report(path: Path, records: Sequence[RunRecord], context: ReportContext) -> StudyReport:
     claims = write_report(path, records, context)
-    rows = summaries(records, console_series(records)) or summaries(records, curve_series(records))
-    return StudyReport(rows, list(claims))
+    return StudyReport(summaries(records, curve_series(records)), list(claims))
 
 
 def _table1(folder: Path, records: Sequence[RunRecord], in_setting: bool) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs.columns import COLUMNS, Column
-from adcs.experiments.records import RunRecord, method_label, variant_labels
+from adcs.experiments.records import RunRecord, method_label, tell_apart, variant_labels
 from adcs.experiments.results import load_records
 from adcs.experiments.stats import CONFIDENCE, SeedValues, t_interval, tied
 from adcs.experiments.timing import TARGET_FRACTION, Estimate, time_to_reach
@@ -183,15 +183,20 @@ def variants_of(method: str) -> Variants | None:
 
 
 def entry_labels(records: Sequence[RunRecord]) -> dict[str, str]:
-    """A display name per variant: a scheduler's leaderboard variants by its declaration
-    (`Variants.label`, e.g. ``ADCS θ=0.8, fresh q``), the others by the table."""
+    """A display name per variant, the name of its entry in every table, figure and file of the
+    leaderboard: a scheduler's leaderboard variants by its declaration (`Variants.label`, e.g.
+    ``ADCS θ=0.8, fresh q``), the others by the table. Two entries never share a name: one that
+    would is followed by the hyperparameters that tell it apart
+    (`adcs.experiments.records.tell_apart`), so none merges into another's row."""
     labels = variant_labels(records)
+    params: dict[str, Mapping[str, Any]] = {}
     for r in records:
+        params.setdefault(r.variant, r.params)
         variants = variants_of(r.method)
         label = None if variants is None else variants.label(method_label(r.method), r.params)
         if label is not None:
             labels[r.variant] = label
-    return labels
+    return tell_apart(labels, params, sep=", ")
 
 
 def rankable_columns() -> list[Column]:

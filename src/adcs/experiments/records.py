@@ -8,6 +8,7 @@ hyperparameters: a series is a method and whichever of its hyperparameters ident
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ __all__ = [
     "curve_series",
     "method_label",
     "select_runs",
+    "tell_apart",
     "variant_labels",
+    "with_every_variant",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -195,7 +198,10 @@ def select_runs(records: Sequence[RunRecord], series: Series) -> list[RunRecord]
     return sorted((r for r in matching if r.variant == variant), key=lambda r: r.seed)
 
 
-def _value_text(value: Any) -> str:
+def _value_text(value: Any, exact: bool = False) -> str:
+    """A hyperparameter's value in a label: short (``0.8``, ``[6 values]``), or ``exact``."""
+    if exact:
+        return repr(value) if isinstance(value, float) else str(value)
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)) and len(value) > 4:
@@ -203,33 +209,128 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
+def _firsts(records: Sequence[RunRecord]) -> dict[str, RunRecord]:
+    """The first run of each variant, in the order of ``records``."""
+    first: dict[str, RunRecord] = {}
+    for r in records:
+        first.setdefault(r.variant, r)
+    return first
+
+
+def _differing(params: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The hyperparameters whose value is not the same in all of ``params`` (first-seen order)."""
+    keys = dict.fromkeys(k for p in params for k in p)
+    return [
+        k
+        for k in keys
+        if len({json.dumps(p.get(k), default=str, sort_keys=True) for p in params}) > 1
+    ]
+
+
+def _varying(records: Sequence[RunRecord]) -> dict[str, list[str]]:
+    """Per method, the hyperparameters whose value differs between its variants in ``records``."""
+    by_method: dict[str, list[Mapping[str, Any]]] = {}
+    for r in _firsts(records).values():
+        by_method.setdefault(r.method, []).append(r.params)
+    return {method: _differing(params) for method, params in by_method.items()}
+
+
+def tell_apart(
+    names: Mapping[str, str], params: Mapping[str, Mapping[str, Any]], sep: str = " "
+) -> dict[str, str]:
+    """``names`` (by variant) made unique: the one naming rule of every table, figure and report.
+
+    Variants that share a name get, after it (joined by ``sep``), the hyperparameters whose
+    values differ between them — ``ADCS θ=0.8, fresh q, quality=grad_norm`` beside ``…,
+    quality=loss`` — in short form (``0.8``, ``[6 values]``), in full where the short form does
+    not tell them apart, and followed by the variant itself where nothing else does (two
+    schedulers of one display name and the same hyperparameters).
+
+    Parameters
+    ----------
+    names : mapping of variant to str
+    params : mapping of variant to (mapping of hyperparameter to value)
+    sep : str
+        Between a shared name and its telling hyperparameters.
+    """
+    groups: dict[str, list[str]] = {}
+    for variant, name in names.items():
+        groups.setdefault(name, []).append(variant)
+    out: dict[str, str] = {}
+    for name, group in groups.items():
+        if len(group) == 1:
+            out[group[0]] = name
+            continue
+        keys = _differing([params[v] for v in group])
+        made = {v: f"{name} [{v}]" for v in group}
+        for exact in (False, True):
+            told = {
+                v: sep.join(
+                    [name, ", ".join(f"{k}={_value_text(params[v].get(k), exact)}" for k in keys)]
+                )
+                for v in group
+            }
+            if keys and len(set(told.values())) == len(group):
+                made = told
+                break
+        out.update(made)
+    seen: dict[str, int] = {}
+    for label in out.values():
+        seen[label] = seen.get(label, 0) + 1
+    return {v: f"{label} [{v}]" if seen[label] > 1 else label for v, label in out.items()}
+
+
 def variant_labels(records: Sequence[RunRecord]) -> dict[str, str]:
     """A short label per variant: the method's name and the hyperparameters that tell it apart.
 
     Only the hyperparameters whose value differs between the variants of the same method in
     ``records`` are named (``ADCS gamma=0.25`` beside ``ADCS gamma=0``, not every fixed setting);
-    a method with one variant is its name alone.
+    a method with one variant is its name alone. Labels are unique (`tell_apart`;
+    docs/design.md §8).
     """
-    first: dict[str, RunRecord] = {}
-    for r in records:
-        first.setdefault(r.variant, r)
-    by_method: dict[str, list[RunRecord]] = {}
-    for r in first.values():
-        by_method.setdefault(r.method, []).append(r)
-    labels: dict[str, str] = {}
-    for method, runs in by_method.items():
-        keys = list(dict.fromkeys(k for r in runs for k in r.params))
-        varying = [k for k in keys if len({_value_text(r.params.get(k)) for r in runs}) > 1]
-        for r in runs:
-            parts = [f"{k}={_value_text(r.params.get(k))}" for k in varying]
-            labels[r.variant] = " ".join([method_label(method), ", ".join(parts)]).strip()
-    return labels
+    firsts = _firsts(records)
+    names = {v: method_label(r.method) for v, r in firsts.items()}
+    return tell_apart(names, {v: r.params for v, r in firsts.items()})
 
 
 def curve_series(records: Sequence[RunRecord]) -> tuple[Series, ...]:
     """One series per variant, in the order of ``records``, matching exactly its runs."""
     labels = variant_labels(records)
-    seen: dict[str, RunRecord] = {}
-    for r in records:
-        seen.setdefault(r.variant, r)
-    return tuple(Series(labels[r.variant], r.method, dict(r.params)) for r in seen.values())
+    return tuple(
+        Series(labels[r.variant], r.method, dict(r.params)) for r in _firsts(records).values()
+    )
+
+
+def with_every_variant(
+    records: Sequence[RunRecord], series: Sequence[Series], covered: Sequence[Series] = ()
+) -> tuple[Series, ...]:
+    """``series`` (those with runs), then one series per variant that none of ``series`` and
+    ``covered`` shows: a figure or table of chosen series that leaves no run out.
+
+    A chosen series keeps its label, followed by the hyperparameters of the variant it shows that
+    tell it apart from its method's other variants and that it does not fix itself (``ADCS (θ=0.8,
+    R=20) quality=loss`` beside ``ADCS quality=grad_norm``); every other variant is labelled as by
+    `variant_labels`. No two series returned share a label.
+    """
+    varying, labels, firsts = _varying(records), variant_labels(records), _firsts(records)
+    chosen: dict[str, Series] = {}  # by the variant each shows
+    for s in series:
+        runs = select_runs(records, s)
+        if runs and runs[0].variant not in chosen:
+            r = runs[0]
+            told = [
+                f"{k}={_value_text(r.params.get(k))}"
+                for k in varying[r.method]
+                if k not in s.params
+            ]
+            label = " ".join([s.label, ", ".join(told)]).strip()
+            chosen[r.variant] = Series(label, s.method, s.params)
+    shown = set(chosen) | {runs[0].variant for s in covered if (runs := select_runs(records, s))}
+    rest = {
+        v: Series(labels[v], r.method, dict(r.params)) for v, r in firsts.items() if v not in shown
+    }
+    everything = {**chosen, **rest}
+    unique = tell_apart(
+        {v: s.label for v, s in everything.items()}, {v: firsts[v].params for v in everything}
+    )
+    return tuple(Series(unique[v], s.method, s.params) for v, s in everything.items())

@@ -23,6 +23,7 @@ from adcs.experiments.records import (
     method_label,
     select_runs,
     variant_labels,
+    with_every_variant,
 )
 from adcs.experiments.stats import FINAL_FRACTION, final_note, t_interval, tail_length
 from adcs.experiments.timing import time_section
@@ -37,12 +38,14 @@ __all__ = [
     "curve_series",
     "final_note",
     "method_label",
+    "report_body",
     "select_runs",
     "series_table",
     "summarize",
     "t_interval",
     "tail_length",
     "variant_labels",
+    "with_every_variant",
     "write_report",
 ]
 
@@ -261,15 +264,17 @@ class ReportContext:
         )
 
 
-def write_report(
-    path: Path, records: Sequence[RunRecord], context: ReportContext
-) -> list[SeriesSummary]:
-    """Write a neutral ``report.md``: settings, one table of every variant, group shares, figures.
+def report_body(
+    records: Sequence[RunRecord], context: ReportContext, figures_elsewhere: Sequence[str] = ()
+) -> tuple[list[str], list[SeriesSummary]]:
+    """The neutral report below its title: settings, one table of every variant, group shares,
+    the figures but ``figures_elsewhere`` (file names a study's sections show), the time section.
 
-    Returns the summaries shown (one per variant).
+    A study's report is this body with its own sections added (docs/design.md §8), so no
+    variant that ran is left out of any report. Returns the lines and the summaries shown.
     """
     rows = summaries(records, curve_series(records))
-    out = [f"# Results: {context.name}", ""]
+    out: list[str] = []
     if context.description:
         out += [context.description, ""]
     out += [context.settings(), ""]
@@ -289,9 +294,21 @@ def write_report(
         out += ["## Selection by group", "", shares]
     timed = bool(records) and all(r.eval_clock is not None for r in records)
     for fig in context.figures:
-        if not (timed and fig == TIME_FIGURE):
+        if not (timed and fig == TIME_FIGURE) and fig not in figures_elsewhere:
             out += [f"![{fig}]({fig})", ""]
     if timed:
         out += time_section(records, TIME_FIGURE if TIME_FIGURE in context.figures else None)
-    path.write_text("\n".join(out).rstrip() + "\n", encoding="utf-8")
+    return out, rows
+
+
+def write_report(
+    path: Path, records: Sequence[RunRecord], context: ReportContext
+) -> list[SeriesSummary]:
+    """Write a neutral ``report.md``: settings, one table of every variant, group shares, figures.
+
+    Returns the summaries shown (one per variant).
+    """
+    body, rows = report_body(records, context)
+    text = "\n".join([f"# Results: {context.name}", "", *body])
+    path.write_text(text.rstrip() + "\n", encoding="utf-8")
     return rows

@@ -36,6 +36,7 @@ from adcs.experiments.config import (
 )
 from adcs.experiments.figures import pyplot
 from adcs.experiments.leaderboard import LeaderboardOutcome, run_leaderboard
+from adcs.experiments.leaderboard_report import same_selections
 from adcs.experiments.overrides import (
     apply_assignments,
     parse_key,
@@ -45,6 +46,8 @@ from adcs.experiments.overrides import (
     target_paths,
 )
 from adcs.experiments.plan import runs_per_seed
+from adcs.experiments.ranking import entry_labels
+from adcs.experiments.results import load_records
 
 __all__ = [
     "SweepAxis",
@@ -261,9 +264,12 @@ def write_sweep_summary(
         writer = csv.DictWriter(f, columns)
         writer.writeheader()
         writer.writerows(rows)
-    table = _finals(rows, [c.name for _, c in points])
-    _figure(folder / SWEEP_FIGURE, table, [c.name for _, c in points])
-    _report(folder / "report.md", table, points, keys)
+    names = [c.name for _, c in points]
+    labels = entry_labels([r for n in names for r in load_records(folder / n)])
+    table = {labels[v]: cells for v, cells in _finals(rows, names).items()}
+    same = {n: why for n in names if (why := same_selections(folder / n))}
+    _figure(folder / SWEEP_FIGURE, table, names)
+    _report(folder / "report.md", table, points, keys, same)
     return {"sweep": {"keys": keys, "points": {c.name: p for p, c in points}}}
 
 
@@ -312,6 +318,7 @@ def _report(
     table: Mapping[str, Mapping[str, Mapping[str, float]]],
     points: Sequence[tuple[dict[str, Any], ExperimentConfig]],
     keys: Sequence[str],
+    same: Mapping[str, str],
 ) -> None:
     names = [c.name for _, c in points]
     lines = [
@@ -320,9 +327,11 @@ def _report(
         f"Swept: {', '.join(f'`{k}`' for k in keys)} — {len(points)} points, each an ordinary "
         "results folder here; every run with its point's values in `sweep.csv`.",
         "",
+        *(f"**The schedulers had little to choose at {n}:** {why}." for n, why in same.items()),
+        *([""] if same else []),
         "## Final worst / average accuracy (%) at each point, mean over seeds",
         "",
-        "| method | " + " | ".join(names) + " |",
+        "| entry | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
     for variant, cells in table.items():
