@@ -1,4 +1,4 @@
-"""Server optimizers: the server step of federated optimisation (docs/design.md §9, "server step").
+"""Server optimizers: the server step of federated optimisation (docs/design.md §2).
 
 The runtime aggregates the returned clients' updates into one pseudo-gradient Δ⁽ᵗ⁾ = Σ c_i Δ_i (or
 a robust rule's step, :mod:`adcs.aggregation`); a server optimizer turns it into the model's step,
