@@ -69,6 +69,8 @@ def test_each_run_steps_by_its_own_rows_of_the_optimizer(data: FederatedData, en
     assert len(recording.calls) == CONFIG.rounds
     stepped = np.stack([s for _, s in recording.calls])
     assert stepped.any() and not stepped.all()  # both branches: aggregated and nothing back
+    delivered = np.stack([r.returned.any(axis=1) for r in results], axis=1)
+    np.testing.assert_array_equal(stepped, delivered)  # stepped = some client's update came back
     for j, result in enumerate(results):
         params = model.init_params(1)
         state = FedAdam(eta=0.05).init(params)
@@ -91,7 +93,8 @@ def test_a_resumed_call_gives_the_uninterrupted_results(
     def save(checkpoint: SimCheckpoint) -> None:
         saved.append(pickle.loads(pickle.dumps(checkpoint)))  # what a file would hold
 
-    assert_same(plain, simulate(specs(), data, config, checkpoint=Checkpointing(save, every=5)))
+    segments = Checkpointing(save, every=5)  # forked workers restart at every checkpoint
+    assert_same(plain, simulate(specs(), data, config, workers=workers, checkpoint=segments))
     assert [c.rounds_done for c in saved] == [5, 10, 15]
     for checkpoint in saved:
         assert_same(plain, simulate(specs(), data, config, workers=workers, resume_from=checkpoint))
