@@ -158,7 +158,7 @@ class FedAvg:
         """η Δ (a run that aggregated nothing has Δ = 0)."""
         step = np.asarray(aggregate, dtype=np.float32) * np.float32(self.eta)
         ran = _stepped(stepped, step.shape[0])
-        return (step if ran.all() else np.where(ran[:, None], step, np.float32(0))), state
+        return _keep(ran, step, np.zeros_like(step)), state
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,8 @@ def test_set_edits_the_optimizer_like_the_file() -> None:
     assert edited.sim.server_optimizer == FedAdam(eta=0.02, tau=0.01)
     assert edited.sim.prox_mu == 0.1
     assert with_sets(config, ["sim.server_optimizer=fedavgm"]).sim.server_optimizer == FedAvgM()
+    kind = with_sets(config, ["sim.server_optimizer.kind=fedyogi"])  # from the default: none
+    assert kind.sim.server_optimizer == FedYogi()
 
 
 @pytest.mark.parametrize(
@@ -118,3 +120,24 @@ def test_adcs_run_takes_the_optimizer_as_an_object(tmp_path: Any) -> None:
     )
     final = results.metrics.groupby("run_id")["test_loss"].last()
     assert not np.allclose(final, plain.metrics.groupby("run_id")["test_loss"].last())
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("sim.server_optimizer.kind=adam", "sim.server_optimizer.kind must be one of"),
+        ("sim.server_optimizer={kind='fedyogi', eta=-1}", "sim.server_optimizer.eta must be"),
+        ("sim.prox_mu=-1", "sim.prox_mu must be a finite number >= 0"),
+    ],
+)
+def test_the_command_line_refuses_a_bad_optimizer_in_one_error_line(
+    tmp_path: Any, override: str, message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from adcs import cli
+    from tests.test_cli import TINY, one_error, write_config
+
+    path = write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
+    args = ["run", str(path), "--out", str(tmp_path / "out"), "--set", override]
+    assert message in one_error(CliRunner().invoke(cli.app, args))
