@@ -77,6 +77,7 @@ from adcs.experiments.schema import (
     named_key,
     value_to_toml,
 )
+from adcs.optimizers import SERVER_OPTIMIZERS
 from adcs.privacy import PrivateProbes
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
@@ -127,6 +128,9 @@ kinds are the rows of `adcs.sim.availability.AVAILABILITY`."""
 SYSTEM_TABLE = KindTable("sim.system", SYSTEM_PROFILES, "lognormal", frozenset({"profile"}))
 """``[sim.system]``: client devices and the simulated clock (`adcs.sim.system`); its kinds
 are the rows of `adcs.sim.system.SYSTEM_PROFILES`."""
+SERVER_OPTIMIZER_TABLE = KindTable("sim.server_optimizer", SERVER_OPTIMIZERS, "fedavg")
+"""``[sim.server_optimizer]``: the server step (`adcs.optimizers`); its kinds are the rows of
+`adcs.optimizers.SERVER_OPTIMIZERS`. Without the table: plain FedAvg with ``server_lr``."""
 TABLES = {"attack": ATTACK_TABLE, "defence": DEFENCE_TABLE}
 """``[sim.attack]`` and ``[sim.defence]`` (`adcs.experiments.adversary`): per run, not the
 simulator's, so `ExperimentConfig` holds them."""
@@ -173,6 +177,11 @@ def _parse_sim(raw: Any, base_dir: Path | None) -> tuple[SimConfig, Any, Any, An
         table["availability"] = AVAILABILITY_TABLE.parse(table["availability"], base_dir)
     if "system" in table:
         table["system"] = SYSTEM_TABLE.parse(table["system"], base_dir)
+    optimizer = table.get("server_optimizer")
+    if isinstance(optimizer, str):  # a kind with its defaults: server_optimizer = "fedadam"
+        optimizer = {"kind": optimizer}
+    if isinstance(optimizer, Mapping):  # else an object, which SimConfig checks
+        table["server_optimizer"] = SERVER_OPTIMIZER_TABLE.parse(optimizer, None)
     attack, defence = (
         None if key not in table else TABLES[key].parse(_frozen(key, table.pop(key)), None)
         for key in ("attack", "defence")
@@ -194,6 +203,11 @@ def _sim_to_dict(config: ExperimentConfig) -> dict[str, Any]:
     doc["availability"] = AVAILABILITY_TABLE.to_dict(sim.availability)
     doc["system"] = None if sim.system is None else SYSTEM_TABLE.to_dict(sim.system)
     doc["lr_decay"] = [list(pair) for pair in sim.lr_decay] or None
+    optimizer = sim.server_optimizer
+    doc["server_optimizer"] = (
+        None if optimizer is None else SERVER_OPTIMIZER_TABLE.to_dict(optimizer)
+    )
+    doc["prox_mu"] = sim.prox_mu or None  # absent at 0: the manifests of earlier versions
     for key, obj in (("attack", config.attack), ("defence", config.defence)):
         doc[key] = None if obj is None else TABLES[key].to_dict(obj)
     doc["privacy"] = None if config.privacy is None else privacy_to_dict(config.privacy)

@@ -32,13 +32,15 @@ class _StreamState:
 
     ``runs`` holds per run (scheduler state, scheduler generator, selected, returned,
     client_updates, loss_evals, dropped, non_finite, non_finite_clients, and the clock's
-    round_s and busy_s).
+    round_s and busy_s); ``server_state`` the server optimizer's state of the stream's runs
+    (``None`` without one, and in checkpoints written before there were server optimizers).
     """
 
     params: F32Array
     runs: list[tuple[Any, ...]]
     client_acc: F64Array  # (n_runs, n_evals, n_clients)
     test_loss: F64Array  # (n_runs, n_evals)
+    server_state: Any = None
 
 
 def _run_state(run: _Run) -> tuple[Any, ...]:

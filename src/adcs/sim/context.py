@@ -184,7 +184,7 @@ class _Context:
             job_rows = rows[part].reshape(-1, cfg.local_steps, cfg.batch_size)
             x, y = self.data.train_batch(job_rows)
             updates[part], losses[part] = local_update(
-                self.model, params[run_index[part]], x, y, cfg.lr_at(t)
+                self.model, params[run_index[part]], x, y, cfg.lr_at(t), cfg.prox_mu
             )
         return updates, losses
 

@@ -12,7 +12,9 @@ Every run r advances through the same rounds t = 0, …, T − 1, in five steps:
    updates of those that returned (probed ones reused) are aggregated with
    [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R}
    c_i Δ_i — or, for a run with an aggregation hook (``RunSpec.aggregator``: a robust rule, a
-   poison), by the hook from the returned clients' individual updates;
+   poison), by the hook from the returned clients' individual updates; with
+   ``SimConfig.server_optimizer`` the aggregate becomes the step through the optimizer
+   (`adcs.optimizers`, its state one row per run);
 5. **observe** — ``observe`` gets the returned clients' updates; the round's selection, returns and
    client computations are recorded.
 

@@ -72,6 +72,7 @@ class _Lane:
                 [_run_state(r) for r in stream.runs],
                 self.client_acc[rows],
                 self.test_loss[rows],
+                stream.server_state,
             )
             row = rows.stop
         return {
@@ -91,6 +92,7 @@ class _Lane:
             saved: _StreamState = state["streams"][key]
             rows = slice(row, row + len(stream.runs))
             stream.params = np.array(saved.params, dtype=np.float32)
+            stream.server_state = saved.server_state
             for run, values in zip(stream.runs, saved.runs, strict=True):
                 _set_run_state(run, values)
             self.client_acc[rows] = saved.client_acc

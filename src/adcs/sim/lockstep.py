@@ -17,6 +17,8 @@ general path (``tests/sim/test_lean.py``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from adcs.roundplay import Available, RunRound
 from adcs.sim.context import _Context
 from adcs.sim.jobs import _plan_early
@@ -36,6 +38,9 @@ class _Stream:
         self.seed_key = seed_key
         self.ctx = ctx
         self.params = ctx.model.init_params(len(runs))
+        optimizer = ctx.config.server_optimizer
+        self.server_state: Any = None if optimizer is None else optimizer.init(self.params)
+        """The server optimizer's state of the stream's runs (`adcs.optimizers`)."""
         self.lean = not any(run.rules.observes for run in runs)
         """Whether no run observes updates (step 5 only keeps the record)."""
 
@@ -58,7 +63,7 @@ class _Stream:
             rnd.trained()
             # 4. aggregate: the probed updates now, the others in the lot's products
             observed.append(lot.aggregate(j, rnd.stats, rnd.delivered, rnd.delivered_coef))
-        lot.step_models()
+        self.server_state = lot.step_models(self.server_state)
         # 5. observe, record
         if self.lean and LEAN:
             for rnd, run in zip(rounds, self.runs, strict=True):

@@ -8,6 +8,8 @@ the model offers [`SharedInputs`][adcs.sim.SharedInputs], and memory-bounded ind
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from adcs.roundplay import Available, RunRound
@@ -56,6 +58,7 @@ class _Lot:
         self.client_loss: F32Array | None = None
         dim = ctx.model.dim
         self.step = np.zeros((len(runs), dim), dtype=np.float32)  # Σ c_i Δ_i of every run
+        self.stepped = np.zeros(len(runs), dtype=bool)  # which runs aggregated any client
         self.weighted: list[tuple[int, IntArray, F64Array]] = []  # one weighted product
         self.jobs: list[tuple[int, IntArray, F64Array]] = []  # independent loss_and_grad jobs
         self.nothing = (np.empty((0, dim), np.float32), np.empty(0))  # what is not observed
@@ -138,6 +141,7 @@ class _Lot:
         (`adcs.roundplay.RunRound`).
         """
         run = self.runs[j]
+        self.stepped[j] = clients.size > 0
         if run.rules.aggregator is not None:  # the aggregation hook: updates one by one
             return self._aggregate_apart(j, run, clients, coef, got)
         have, pos = self._reuse(j, got, clients, coef)
@@ -154,9 +158,11 @@ class _Lot:
             self._route(j, clients[~have], coef[~have])
         return self.nothing
 
-    def step_models(self) -> None:
+    def step_models(self, server_state: Any = None) -> Any:
         """Add the shared weighted product and the independent jobs to the step, and step
-        every run's model: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ c_i Δ_i."""
+        every run's model: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ c_i Δ_i, or the server optimizer's step from
+        Σ c_i Δ_i (``SimConfig.server_optimizer``, its state ``server_state`` of the stream's
+        runs). Returns the optimizer's new state (``None`` without one)."""
         ctx, cfg, step = self.ctx, self.ctx.config, self.step
         weighted, jobs = self.weighted, self.jobs
         if weighted:
@@ -168,8 +174,13 @@ class _Lot:
             updates, _ = ctx.local_updates(self.params, run_index, self._rows_for(clients), self.t)
             updates *= np.concatenate([w for _, _, w in jobs]).astype(np.float32)[:, None]
             np.add.at(step, run_index, updates)
-        step *= np.float32(cfg.server_lr)
+        optimizer = cfg.server_optimizer
+        if optimizer is None:
+            step *= np.float32(cfg.server_lr)
+        else:
+            step, server_state = optimizer.update(step, server_state, self.stepped)
         self.params += step
+        return server_state
 
     def _reuse(
         self, j: int, got: ClientStats, clients: IntArray, coef: F64Array

@@ -319,7 +319,12 @@ class LogisticRegression:
 
 
 def local_update(
-    model: Model, params: F32Array, x_batches: F32Array, y_batches: IntArray, local_lr: float
+    model: Model,
+    params: F32Array,
+    x_batches: F32Array,
+    y_batches: IntArray,
+    local_lr: float,
+    prox_mu: float = 0.0,
 ) -> tuple[F32Array, F32Array]:
     """E local SGD steps from ``params``, for J independent clients at once (docs/design.md §2).
 
@@ -333,12 +338,16 @@ def local_update(
     y_batches : ndarray of shape (J, E, B), int
     local_lr : float
         η_ℓ.
+    prox_mu : float
+        μ ≥ 0 of FedProx (Li et al. 2020): each step descends ℓ(w) + (μ/2)‖w − w⁽ᵗ⁾‖², whose
+        gradient adds μ (w − w⁽ᵗ⁾) = μ Δ — as Flower's FedProx client adds the term to its loss.
+        0 (default): plain SGD.
 
     Returns
     -------
     update : ndarray of shape (J, dim), float32
-        Δ = w^{(t,E)} − w⁽ᵗ⁾, accumulated as Δ ← Δ − η_ℓ ∇ℓ(w⁽ᵗ⁾ + Δ) (so E = 1 gives exactly
-        −η_ℓ ∇ℓ(w⁽ᵗ⁾)).
+        Δ = w^{(t,E)} − w⁽ᵗ⁾, accumulated as Δ ← Δ − η_ℓ (∇ℓ(w⁽ᵗ⁾ + Δ) + μ Δ) (so E = 1 gives
+        exactly −η_ℓ ∇ℓ(w⁽ᵗ⁾), whatever μ).
     first_loss : ndarray of shape (J,), float32
         The loss at w⁽ᵗ⁾ on the first minibatch (the free quality score q_n of ADCS, Sec. 4.1).
     """
@@ -357,5 +366,7 @@ def local_update(
         loss, grad = model.loss_and_grad(point, x_batches[:, step], y_batches[:, step])
         if step == 0:
             first_loss = loss
+        elif prox_mu:  # the proximal gradient μ Δ (Δ = 0 at the first step)
+            grad = grad + np.float32(prox_mu) * update
         update -= lr * grad
     return update, first_loss

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from adcs import defaults
 from adcs._validate import check_bool, check_choice, check_int, check_number
 from adcs.aggregation import Aggregator
+from adcs.optimizers import ServerOptimizer, check_server_optimizer
 from adcs.schedulers.base import Scheduler, check_scheduler
 from adcs.sim.availability import AlwaysAvailable, Availability, TraceAvailability
 from adcs.sim.system import SystemConfig
@@ -97,6 +98,15 @@ class SimConfig:
         A step schedule of the local rate: pairs (t_k, f_k), t_k strictly increasing, f_k > 0;
         from round t_k on (rounds count from 0) η_ℓ is ``local_lr`` · f_k
         ([`lr_at`][adcs.sim.SimConfig.lr_at]). Empty (default): η_ℓ = ``local_lr`` throughout.
+    server_optimizer : ServerOptimizer, optional
+        The server step from the aggregated update Δ⁽ᵗ⁾ (`adcs.optimizers`: FedAvgM, FedAdagrad,
+        FedAdam, FedYogi; its state is vectorised over the runs and checkpointed). ``None``
+        (default): plain FedAvg, w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Δ⁽ᵗ⁾ with η_s = ``server_lr``, which must then
+        keep its default when an optimizer is given (the optimizer has its own η).
+    prox_mu : float
+        μ ≥ 0, FedProx's proximal term (Li et al. 2020): each local step descends
+        ℓ(w) + (μ/2)‖w − w⁽ᵗ⁾‖² (`adcs.sim.model.local_update`). Its gradient is 0 at w⁽ᵗ⁾, so it
+        changes nothing when E = 1. 0 (default): plain local SGD.
     """
 
     rounds: int = 20_000
@@ -114,6 +124,8 @@ class SimConfig:
     sketch_dim: int | None = None
     eval_clients: int | None = None
     lr_decay: tuple[tuple[int, float], ...] = ()
+    server_optimizer: ServerOptimizer | None = None
+    prox_mu: float = 0.0
 
     def __post_init__(self) -> None:
         check_int("rounds", self.rounds)
@@ -142,6 +154,13 @@ class SimConfig:
         if self.eval_clients is not None:
             check_int("eval_clients", self.eval_clients)
         object.__setattr__(self, "lr_decay", _check_lr_decay(self.lr_decay))
+        check_server_optimizer(self.server_optimizer)
+        if self.server_optimizer is not None and self.server_lr != defaults.SERVER_LR:
+            raise ValueError(
+                f"server_lr={self.server_lr!r} is plain FedAvg's server rate; with a "
+                "server_optimizer, set the optimizer's eta instead"
+            )
+        check_number("prox_mu", self.prox_mu, 0.0)
 
     def for_clients(self, n_clients: int) -> SimConfig:
         """This configuration for ``n_clients`` clients: what reads a file per population (a
