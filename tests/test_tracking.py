@@ -198,3 +198,125 @@ def test_track_logs_while_running_and_leaves_the_results_as_they_are(tmp_path: P
     history = client.get_metric_history(runs["uniform-seed=1"].info.run_id, "avg_acc")
     assert sorted(m.step for m in history) == [s for s, _ in want["uniform-seed=1"]]
     assert runs["uniform-seed=1"].data.params["seed"] == "1"
+
+
+# ------------------------------------------------------------------- export's faults
+
+
+def test_the_how_tos_sqlite_uri_is_a_store(results: Path, tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
+    assert result.exit_code == 0, result.output  # was: KeyError: 'sqlite' without SQLAlchemy
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("tiny")
+    assert experiment is not None
+    assert len(client.search_runs([experiment.experiment_id])) == len(expected(results))
+
+
+def test_a_database_store_without_sqlalchemy_is_one_line(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mlflow")
+    import adcs.tracking as tracking
+
+    real = tracking.importlib.util.find_spec
+    monkeypatch.setattr(
+        tracking.importlib.util, "find_spec", lambda n, *a: None if n == "sqlalchemy" else real(n)
+    )
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
+    assert result.exit_code == 1
+    assert "needs SQLAlchemy and Alembic" in one_error(result) and "adcs[mlflow]" in result.output
+
+
+def test_an_unreachable_server_fails_at_once_in_one_line(results: Path) -> None:
+    pytest.importorskip("mlflow")
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    uri = f"http://127.0.0.1:{port}"
+    result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
+    assert result.exit_code == 1  # was: minutes of retries, then a 100-line traceback
+    assert f"the MLflow tracking server {uri} cannot be reached" in one_error(result)
+    assert time.monotonic() - start < 10
+
+
+def _interrupt_after(monkeypatch: pytest.MonkeyPatch, cls: type, calls: int) -> None:
+    real = cls.log
+    count = iter(range(calls))
+
+    def log(self: object, *args: object) -> None:
+        if next(count, None) is None:
+            raise KeyboardInterrupt
+        real(self, *args)
+
+    monkeypatch.setattr(cls, "log", log)
+
+
+@pytest.mark.parametrize("to", ["tensorboard", "mlflow"])
+def test_an_interrupted_export_leaves_whole_runs_and_resumes(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, to: str
+) -> None:
+    pytest.importorskip(to)
+    import adcs.tracking as tracking
+
+    want = expected(results)
+    per_run = len(next(iter(want.values())))
+    cls = tracking.TensorBoardTracker if to == "tensorboard" else tracking.MLflowTracker
+    _interrupt_after(monkeypatch, cls, per_run + 1)  # inside the second run
+    dest = tmp_path / "dest"
+    args = ["export", str(results), "--to", to, "--dest", str(dest)]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 130
+    line = one_error(result)  # was: "nothing was kept", with every run marked FINISHED
+    assert f"1 of {len(want)} runs are exported whole" in line and "--resume" in line
+    assert _held(to, dest) == {next(iter(want)): "FINISHED"}
+    monkeypatch.undo()
+    assert runner.invoke(cli.app, args).exit_code == 2  # refused: it would double a run
+    result = runner.invoke(cli.app, [*args, "--resume"])
+    assert result.exit_code == 0, result.output
+    assert _held(to, dest) == dict.fromkeys(want, "FINISHED")
+
+
+def _held(to: str, dest: Path) -> dict[str, str]:
+    """The runs ``dest`` holds, and their status."""
+    if to == "tensorboard":
+        files = dest.glob("**/events.out.tfevents.*")
+        return {str(p.parent.relative_to(dest)): "FINISHED" for p in files}
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=dest.resolve().as_uri())
+    experiment = client.get_experiment_by_name("tiny")
+    assert experiment is not None
+    return {r.info.run_name: r.info.status for r in client.search_runs([experiment.experiment_id])}
+
+
+def test_a_full_disk_is_one_line_naming_the_file(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("tensorboard")
+    import errno
+
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    def full(self: object, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RecordWriter, "write", full)
+    dest = tmp_path / "tb"
+    result = runner.invoke(
+        cli.app, ["export", str(results), "--to", "tensorboard", "--dest", str(dest)]
+    )
+    assert result.exit_code == 1 and "Traceback" not in result.output  # was: a thread's
+    line = one_error(result)
+    assert f"{dest / '.partial'}" in line and "No space left on device" in line
+    assert "0 of" in line and "--resume" in line
+    assert not dest.exists() or not any(dest.glob("**/events.out.tfevents.*"))

@@ -186,6 +186,7 @@ def _one_line_errors(command: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from adcs.data import ChecksumError, DataError
         from adcs.experiments.folder import OutputRefused, RunError, os_error
+        from adcs.experiments.resultfiles import ResultsFileError
         from adcs.experiments.runner import RunInterrupted
 
         with _interrupts() as received:
@@ -203,6 +204,8 @@ def _one_line_errors(command: F) -> F:
                 raise _fail(str(exc)) from None
             except RunError as exc:
                 raise _fail(_said(exc), code=1) from None
+            except ResultsFileError as exc:  # a results folder read back, spoiled
+                raise _fail(_said(exc)) from None
             except SelectionError as exc:  # a scheduler broke the contract: its bug, named
                 raise _fail(f"scheduler: {_said(exc)}", code=1) from None
             except (FileNotFoundError, ChecksumError, DataError) as exc:
@@ -722,17 +725,34 @@ def export(
             "RESULTS/mlruns).",
         ),
     ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Finish an export that stopped: write only the runs --dest lacks.",
+        ),
+    ] = False,
 ) -> None:
     """Write a results folder's evaluations to TensorBoard or MLflow, one run per adcs run."""
-    from adcs.tracking import ExportError
+    from adcs.experiments.folder import os_error
+    from adcs.experiments.resultfiles import ResultsFileError
+    from adcs.tracking import ExportError, TrackingError
     from adcs.tracking import export as export_results
 
     try:
-        where = export_results(results, to.value, dest)
-    except (FileNotFoundError, ExportError) as exc:
-        raise _fail(str(exc)) from None
-    except ImportError as exc:
-        raise _fail(str(exc), code=1) from None
+        where = export_results(results, to.value, dest, resume=resume)
+    except (FileNotFoundError, ExportError, ResultsFileError) as exc:
+        raise _fail(_said(exc)) from None
+    except (ImportError, TrackingError) as exc:
+        raise _fail(_said(exc), code=1) from None
+    except KeyboardInterrupt as exc:
+        code = EXIT_INTERRUPTED[signal.SIGTERM if _RECEIVED else signal.SIGINT]
+        said = "; ".join(getattr(exc, "__notes__", [])) or "nothing was written"
+        raise _fail(f"{_signal_name(_RECEIVED)}: {said}", code) from None
+    except OSError as exc:
+        error = os_error("export", exc)
+        error.__notes__ = getattr(exc, "__notes__", [])  # type: ignore[attr-defined]
+        raise _fail(_said(error), code=1) from None
     console.print(f"{to.value}: {where}")
 
 

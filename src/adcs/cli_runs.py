@@ -132,14 +132,14 @@ def _tracking(
     if kind is None:
         yield None
         return
-    from adcs.tracking import default_destination, make_tracker, run_params
+    from adcs.tracking import TrackingError, default_destination, make_tracker, run_params
 
     where: str | Path = dest if dest is not None else default_destination(kind)
     if kind == "tensorboard" and dest is None:
         where = Path(where) / experiment  # one folder of runs per experiment
     try:
         tracker = make_tracker(kind, where, experiment)
-    except ImportError as exc:
+    except (ImportError, TrackingError) as exc:
         raise fail(str(exc), code=1) from None
     for spec in plan:
         tracker.start(spec.run_id, run_params(spec))
