@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from scripts.bad_input_cases import Case, _closed_port, both, earlier_results, output_has
+from scripts.bad_input_cases import (
+    Case,
+    _closed_port,
+    both,
+    earlier_results,
+    output_has,
+    tiny,
+)
 
 SPOILS: dict[str, Callable[[Path], None]] = {
     "empty": lambda p: p.write_bytes(b""),
@@ -63,9 +70,52 @@ def _exported(w: Path) -> None:
                    env=_env(()), capture_output=True, check=True)  # fmt: skip
 
 
+IDLE = {  # a key that does nothing without another: the TOML, and what the error names
+    "defence-window-no-cap": ("[sim.defence]\nwindow = 50", "sim.defence.window = 50 does nothing"),
+    "defence-trim-plain-mean": ("[sim.defence]\ntrim = 0.3", "without aggregation = 'trimmed_mean'"),
+    "defence-trim-median": ('[sim.defence]\naggregation = "median"\ntrim = 0.1', "sim.defence.trim"),
+    "defence-consistency": ("[sim.defence]\nconsistency = 0.5", "without received = true"),
+    "defence-peers": ("[sim.defence]\npeers = 5", "without corroborate = true"),
+    "attack-factor": ('[sim.attack]\nn_malicious = 1\nlie = ["direction"]\nfactor = 3.0',
+                      "sim.attack.factor = 3.0 does nothing"),
+    "attack-direction": ('[sim.attack]\nn_malicious = 1\ndirection = "random"',
+                         "without a direction lie"),
+}  # fmt: skip
+
+
+def _settings(add: Callable[[Case], None]) -> None:
+    """Settings that do nothing: a key without the one it needs, an empty list item."""
+    T = "{w}/tiny.toml"
+    for name, (toml, says) in IDLE.items():
+        add(Case(f"idle-{name}", ("run", T, "--out", "{w}/out"), says, 2, setup=tiny(toml)))
+    for name, value, says in [("empty-value", "m=2,,3", "item 2 of 3 is empty"),
+                              ("trailing-comma", "m=2,3,", "item 3 of 3 is empty"),
+                              ("only-commas", "m=,", "names no value")]:  # fmt: skip
+        add(Case(f"sweep-{name}", ("run", T, "--sweep", value, "--out", "{w}/out"), says, 2,
+                 setup=tiny()))  # fmt: skip
+    board = ("leaderboard", "--out", "{w}/out")
+    for option, value, says in [("--entries", "", "--entries '' names no entry"),
+                                ("--entries", "uniform,,md", "item 2 of 3 is empty"),
+                                ("--rank-by", "", "--rank-by '' names no column"),
+                                ("--workloads", "paper,", "item 2 of 2 is empty")]:  # fmt: skip
+        slug = f"{option[2:]}-{'empty' if not value else 'empty-item'}"
+        add(Case(slug, (*board, option, value), says, 2))
+
+
+def _scale(add: Callable[[Case], None]) -> None:
+    """22 500 points: progress shows while they are checked (it was 100 s of silence)."""
+    rates = ",".join(f"{0.001 * (i + 1):.3f}" for i in range(150))
+    seeds = "[" + ",".join(f"[{i}]" for i in range(150)) + "]"
+    add(Case("sweep-22500-points-progress",
+             ("run", "{w}/tiny.toml", "--sweep", f"sim.local_lr={rates}", "--sweep",
+              f"seeds={seeds}", "--out", "{w}/out"),
+             "terminated (SIGTERM)", 143, setup=tiny(), signal_after="checking points",
+             timeout=30))  # fmt: skip
+
+
 def cases() -> list[Case]:
     """The table of these families' cases."""
     c: list[Case] = []
-    for family in (_readback, _export):
+    for family in (_readback, _export, _settings, _scale):
         family(c.append)
     return c

@@ -639,12 +639,18 @@ def leaderboard(
     declares points (ADCS) wins and where it loses.
     """
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
+    from adcs.experiments.overrides import split_items
     from adcs.schedulers import SCHEDULERS
 
-    names = None if workloads is None else [w.strip() for w in workloads.split(",") if w.strip()]
-    if names == []:
-        raise _fail(f"--workloads {workloads!r} names no workload; omit it to run the whole suite")
-    extra = [] if entries is None else [e.strip() for e in entries.split(",") if e.strip()]
+    names = None
+    if workloads is not None:
+        names = split_items(workloads, "--workloads", "workload", "omit it to run the whole suite")
+    extra = []
+    if entries is not None:  # was: '' ran as if absent
+        extra = split_items(entries, "--entries", "entry", "omit it to rank the built-in ones")
+    metrics = []
+    if rank_by is not None:
+        metrics = split_items(rank_by, "--rank-by", "column", "omit it to rank the accuracies")
     for entry in extra:  # named as given, not as the nth method of the table it joins
         try:
             SCHEDULERS.resolve(entry)
@@ -663,7 +669,7 @@ def leaderboard(
     _run_leaderboard(
         configs, folder, quick=quick, force=force, resume=resume, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
-        metrics=[] if rank_by is None else [m.strip() for m in rank_by.split(",") if m.strip()],
+        metrics=metrics,
     )  # fmt: skip
 
 

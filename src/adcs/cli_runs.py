@@ -285,7 +285,8 @@ def _run_sweep(
     from adcs.experiments.runner import expand_runs
     from adcs.experiments.sweep import run_sweep, sweep_points
 
-    points = sweep_points(config, axes)
+    with _progress() as checking:  # a large sweep takes a while to check before it runs
+        points = sweep_points(config, axes, progress=checking.tracker("checking points", "points"))
     n_runs = sum(len(expand_runs(c)) for _, c in points)
     swept = ", ".join(a.name for a in axes)
     rounds = sorted({c.sim.rounds for _, c in points})
@@ -297,7 +298,7 @@ def _run_sweep(
     command = shlex.join(["adcs", *sys.argv[1:]])
     with _executor(ray_address) as executor, _progress() as display:
         outcome = run_sweep(
-            config, axes, out, force=force, resume=resume, executor=executor,
+            config, axes, out, points=points, force=force, resume=resume, executor=executor,
             workers=workers if workers is not None or resume else default_workers(),
             checkpoint_every=checkpoint_every, command=command,
             progress=lambda name: display.tracker(name, "rounds"),

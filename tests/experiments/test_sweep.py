@@ -123,7 +123,9 @@ def test_resuming_a_sweep_as_a_run_or_a_run_as_a_sweep_is_refused(
             raise KeyboardInterrupt
 
     args = ["run", str(write_config(tmp_path, CONFIG)), "--out", str(tmp_path / "o")]
-    monkeypatch.setattr(cli._Lines, "tracker", lambda self, d, u: stop)
+    monkeypatch.setattr(  # in the rounds (the sweep's points are checked first)
+        cli._Lines, "tracker", lambda self, d, u: stop if u == "rounds" else lambda *a: None
+    )
     result = runner.invoke(cli.app, [*args, "--checkpoint-every", "1", *first])
     assert result.exit_code == 130, result.output
     monkeypatch.undo()
@@ -232,3 +234,50 @@ def test_the_notebook_api_sweeps_and_reads_the_swept_keys_as_columns() -> None:
     assert sorted(res.runs["m"]) == [2, 3]
     assert set(res.metrics.groupby("m").size()) == {3}  # rounds 0, 2, 4 at each point
     assert set(res.runs["workload"]) == {"00-m=2", "01-m=3"}
+
+
+@pytest.mark.parametrize("text", ["m=4,,6", "m=4,6,", "m=,4", "m= , "])
+def test_an_empty_value_is_refused_not_dropped(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"--sweep m .*(is empty|names no value)"):
+        parse_sweep(text)  # was: "m=4,,6" ran 2 points
+    assert parse_sweep('m="4,,6",5').values == ("4,,6", 5)  # commas inside a value are kept
+
+
+def test_the_points_are_checked_once_each_with_progress() -> None:
+    config = packaged_config("quick")
+    axes = [parse_sweep("sim.local_lr=0.01,0.02,0.03"), parse_sweep("seeds=[[0],[1]]")]
+    seen: list[tuple[int, int]] = []
+    points = sweep_points(config, axes, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 6) for i in range(1, 7)] and len(points) == 6
+    same = [parse_sweep("sim.local_lr=1,1.0"), parse_sweep("seeds=[[0],[1]]")]
+    with pytest.raises(
+        ConfigError, match=r"=1, seeds=\[0\] and .*=1.0, seeds=\[0\] are one config"
+    ):
+        sweep_points(config, same)
+
+
+def test_the_duplicate_check_compares_no_pair_of_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linear: each point's configuration is hashed once; none is compared with every earlier
+    one (22 500 points took 100 s before anything ran)."""
+    import adcs.experiments.sweep as sweep
+
+    compared = []
+    real = sweep._frozen
+
+    def frozen(value: object) -> object:
+        compared.append(1)
+        return real(value)
+
+    config = packaged_config("quick")
+    monkeypatch.setattr(sweep, "_frozen", frozen)
+    n = len(
+        sweep_points(
+            config, [parse_sweep("sim.local_lr=" + ",".join(f"0.0{i}" for i in range(1, 10)))]
+        )
+    )
+    calls_per_point = len(compared) / n
+    compared.clear()
+    axes = [parse_sweep("sim.local_lr=" + ",".join(f"0.0{i}" for i in range(1, 10))),
+            parse_sweep("seeds=[[0],[1],[2],[3]]")]  # fmt: skip
+    m = len(sweep_points(config, axes))
+    assert m == 4 * n and len(compared) == pytest.approx(calls_per_point * m)
