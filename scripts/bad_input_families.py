@@ -8,13 +8,51 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scripts.bad_input_cases import (
+    SRC,
+    TINY,
     Case,
     _closed_port,
     both,
     earlier_results,
     output_has,
     tiny,
+    write,
 )
+
+PLUG = """from dataclasses import dataclass
+import numpy as np
+from adcs.data.partition_table import PartitionKind
+from adcs.schedulers import BasicState, SchedulerBase, Selection
+
+@dataclass(frozen=True)
+class Low(SchedulerBase[BasicState]):
+    offset: int = 0
+    weight: float = 1.0
+    deep: bool = False
+    pair: tuple[int, int] = (1, 2)
+
+    def init(self, n_clients, data_sizes=None):
+        return BasicState(n_clients, self._check_init(n_clients, data_sizes))
+
+    def select(self, state, round_idx, stats, rng):
+        clients = np.flatnonzero(stats.available)[: self.m]
+        return Selection(clients, np.full(clients.size, self.weight)), state
+
+class SelectRaises(Low):
+    def select(self, state, round_idx, stats, rng):
+        if round_idx == 1:
+            raise ZeroDivisionError("empty quality table")
+        return super().select(state, round_idx, stats, rng)
+
+class InitRaises(Low):
+    def init(self, n_clients, data_sizes=None):
+        raise KeyError("cluster map")
+
+def _split(data, rng, **params):
+    raise IndexError("label 9 has no samples")
+
+SPLIT = PartitionKind(_split, frozenset({"n_clients"}))
+"""
 
 SPOILS: dict[str, Callable[[Path], None]] = {
     "empty": lambda p: p.write_bytes(b""),
@@ -113,9 +151,52 @@ def _scale(add: Callable[[Case], None]) -> None:
              timeout=30))  # fmt: skip
 
 
+def _dist(name: str, target: str) -> Callable[[Path], None]:
+    """An installed distribution ``name`` (its dist-info on the path) declaring the scheduler
+    entry point ``low`` as ``target``."""
+    info = f"{name.replace('-', '_')}-1.0.dist-info"
+    return both(write(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"),
+                write(f"{info}/entry_points.txt", f"[adcs.schedulers]\nlow = {target}\n"))  # fmt: skip
+
+
+def _plugins(add: Callable[[Case], None]) -> None:
+    """A user's plug-ins that raise, break the weights' contract or get a value of another type."""
+    env = (("PYTHONPATH", f"{SRC}:{{w}}"),)  # the plug-in module in the case's folder
+
+    def plugged(name: str, toml: str = "") -> Callable[[Path], None]:
+        text = TINY.format(rounds=4, sim="").replace('"uniform"', f'"{name}"') + toml
+        return both(write("plug.py", PLUG), write("p.toml", text))
+
+    run = ("run", "{w}/p.toml", "--out", "{w}/out")
+    for name, args, says, code in [
+        ("select-raises", ("plug:SelectRaises",), "plug:SelectRaises raised ZeroDivisionError in "
+         "select, run plug:SelectRaises-seed=0 at round 1", 1),
+        ("init-raises", ("plug:InitRaises",), "plug:InitRaises raised KeyError in init", 1),
+        ("negative-weights", ("plug:Low", "methods.0.weight=-1"), "non-negative selection", 1),
+        ("nan-weights", ("plug:Low", "methods.0.weight=nan"), "non-negative selection", 1),
+        ("int-as-float", ("plug:Low", "methods.0.offset=1.5"), "offset must be int", 2),
+        ("bool-as-int", ("plug:Low", "methods.0.deep=1"), "deep must be bool", 2),
+        ("tuple-too-long", ("plug:Low", "methods.0.pair=[1,2,3]"), "pair must be tuple", 2),
+        ("entry-point-twice", ("low",), "declared by 2 distributions: pkg-a (plug:Low), pkg-b "
+         "(plug:SelectRaises)", 2),
+    ]:  # fmt: skip
+        sets = tuple(x for a in args[1:] for x in ("--set", a))
+        setup = plugged(args[0])
+        if name == "entry-point-twice":
+            setup = both(setup, _dist("pkg-a", "plug:Low"), _dist("pkg-b", "plug:SelectRaises"))
+        add(Case(f"plugin-{name}", (*run, *sets), says, code, setup=setup, env=env))
+    toml = (
+        'name = "s"\nm = 2\nseeds = [0]\n[data]\npartition = "plug:SPLIT"\nn_clients = 4\n'
+        '[sim]\nrounds = 2\n[[methods]]\nname = "uniform"\n'
+    )
+    split = both(write("plug.py", PLUG), write("p.toml", toml))
+    add(Case("plugin-split-raises", run, "partition plug:_split raised IndexError in its split", 1,
+             setup=split, env=env))  # fmt: skip
+
+
 def cases() -> list[Case]:
     """The table of these families' cases."""
     c: list[Case] = []
-    for family in (_readback, _export, _settings, _scale):
+    for family in (_readback, _export, _settings, _scale, _plugins):
         family(c.append)
     return c

@@ -23,11 +23,9 @@ import re
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
@@ -35,15 +33,20 @@ import typer
 import typer.core
 
 from adcs.cli_display import (
-    _RECEIVED,
+    _DEBUG,
+    EXIT_INTERRUPTED,
     _configure_logging,
+    _debug_traceback,
+    _interrupts,
     _limit_blas_threads,
     _Lines,  # noqa: F401 - the progress lines, as tests reach them (cli._Lines)
-    _Terminated,
+    _said,
+    _signal_name,
     console,
     fail,
 )
 from adcs.cli_runs import (
+    _export,
     _reproduce_theory,
     _run,
     _run_leaderboard,
@@ -143,8 +146,6 @@ class Bench(str, enum.Enum):
 
 
 EXPERIMENT_TARGETS = ("fig1", "fig2", "fig3", "table1")
-EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
-"""Exit status after an interrupt: 128 + the signal's number, as shells report it."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,28 +153,6 @@ EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 _fail = fail
-
-
-@contextmanager
-def _interrupts() -> Iterator[list[int]]:
-    """SIGTERM stops the run the way Ctrl-C does; yields the list the signal received is put in."""
-    received = _RECEIVED
-    received.clear()
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        if len(received) == 1:  # later ones must not cut the clean-up short
-            raise _Terminated
-
-    try:
-        previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (e.g. an embedding test runner): nothing to install
-        yield received
-        return
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -188,6 +167,7 @@ def _one_line_errors(command: F) -> F:
         from adcs.experiments.folder import OutputRefused, RunError, os_error
         from adcs.experiments.resultfiles import ResultsFileError
         from adcs.experiments.runner import RunInterrupted
+        from adcs.registry import PluginError
 
         with _interrupts() as received:
             try:
@@ -206,6 +186,9 @@ def _one_line_errors(command: F) -> F:
                 raise _fail(_said(exc), code=1) from None
             except ResultsFileError as exc:  # a results folder read back, spoiled
                 raise _fail(_said(exc)) from None
+            except PluginError as exc:  # a plug-in raised: named, with the run and the round
+                _debug_traceback(exc)
+                raise _fail(_said(exc), code=1) from None
             except SelectionError as exc:  # a scheduler broke the contract: its bug, named
                 raise _fail(f"scheduler: {_said(exc)}", code=1) from None
             except (FileNotFoundError, ChecksumError, DataError) as exc:
@@ -214,15 +197,6 @@ def _one_line_errors(command: F) -> F:
                 raise _fail(str(os_error("operating system", exc)), code=1) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def _said(exc: BaseException) -> str:
-    """The error's message and its notes (e.g. what of the run is kept for ``--resume``)."""
-    return "; ".join([str(exc), *getattr(exc, "__notes__", [])])
-
-
-def _signal_name(received: Sequence[int]) -> str:
-    return "terminated (SIGTERM)" if received else "interrupted (Ctrl-C)"
 
 
 def _resume_hint(exc: Any) -> str:
@@ -258,6 +232,12 @@ def _main(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show the library's log (INFO and above).")
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="Show the traceback of a plug-in that raises (a scheduler, a split)."
+        ),
+    ] = False,
     blas_threads: Annotated[
         int,
         typer.Option(
@@ -271,6 +251,7 @@ def _main(
     """Adaptive Determinantal Client Scheduling (ADCS) for federated learning."""
     _configure_logging(verbose)
     _limit_blas_threads(blas_threads)
+    _DEBUG[:] = [True] if debug else []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -740,26 +721,7 @@ def export(
     ] = False,
 ) -> None:
     """Write a results folder's evaluations to TensorBoard or MLflow, one run per adcs run."""
-    from adcs.experiments.folder import os_error
-    from adcs.experiments.resultfiles import ResultsFileError
-    from adcs.tracking import ExportError, TrackingError
-    from adcs.tracking import export as export_results
-
-    try:
-        where = export_results(results, to.value, dest, resume=resume)
-    except (FileNotFoundError, ExportError, ResultsFileError) as exc:
-        raise _fail(_said(exc)) from None
-    except (ImportError, TrackingError) as exc:
-        raise _fail(_said(exc), code=1) from None
-    except KeyboardInterrupt as exc:
-        code = EXIT_INTERRUPTED[signal.SIGTERM if _RECEIVED else signal.SIGINT]
-        said = "; ".join(getattr(exc, "__notes__", [])) or "nothing was written"
-        raise _fail(f"{_signal_name(_RECEIVED)}: {said}", code) from None
-    except OSError as exc:
-        error = os_error("export", exc)
-        error.__notes__ = getattr(exc, "__notes__", [])  # type: ignore[attr-defined]
-        raise _fail(_said(error), code=1) from None
-    console.print(f"{to.value}: {where}")
+    _export(results, to.value, dest, resume=resume)
 
 
 @app.command(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -13,10 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adcs.cli_display import (
+    _RECEIVED,
+    EXIT_INTERRUPTED,
     Display,
     _print_leaderboard,
     _print_summary,
     _progress,
+    _said,
+    _signal_name,
     console,
     fail,
 )
@@ -308,3 +313,27 @@ def _run_sweep(
     console.print(
         f"  table: {outcome.folder / 'sweep.csv'}; figure: {outcome.folder / 'sweep.png'}"
     )
+
+
+def _export(results: Path, to: str, dest: str | None, *, resume: bool) -> None:
+    """``adcs export``: each refusal or failure one line, an interrupt saying what was written."""
+    from adcs.experiments.folder import os_error
+    from adcs.experiments.resultfiles import ResultsFileError
+    from adcs.tracking import ExportError, TrackingError
+    from adcs.tracking import export as export_results
+
+    try:
+        where = export_results(results, to, dest, resume=resume)
+    except (FileNotFoundError, ExportError, ResultsFileError) as exc:
+        raise fail(_said(exc)) from None
+    except (ImportError, TrackingError) as exc:
+        raise fail(_said(exc), code=1) from None
+    except KeyboardInterrupt as exc:
+        code = EXIT_INTERRUPTED[signal.SIGTERM if _RECEIVED else signal.SIGINT]
+        said = "; ".join(getattr(exc, "__notes__", [])) or "nothing was written"
+        raise fail(f"{_signal_name(_RECEIVED)}: {said}", code) from None
+    except OSError as exc:
+        error = os_error("export", exc)
+        error.__notes__ = getattr(exc, "__notes__", [])  # type: ignore[attr-defined]
+        raise fail(_said(error), code=1) from None
+    console.print(f"{to}: {where}")

@@ -173,3 +173,11 @@ class Unlicensed(EveryOther):
 
     def __post_init__(self) -> None:
         raise RuntimeError("no trace server")
+
+
+def _split_raises(data: Any, rng: np.random.Generator, **params: Any) -> Any:
+    raise IndexError("label 9 has no samples")
+
+
+RAISING_PARTITION = PartitionKind(_split_raises, frozenset({"n_clients"}))
+"""A partition row whose split raises an error of its own."""

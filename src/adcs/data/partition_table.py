@@ -31,7 +31,7 @@ from adcs.data.partition import (
     paper_groups,
     shards,
 )
-from adcs.registry import Table
+from adcs.registry import PluginError, Table, raised_in
 
 __all__ = ["PARAMETER_CHECKS", "PARTITIONS", "PartitionKind", "partition_data", "partition_kind"]
 
@@ -165,6 +165,8 @@ def partition_data(
     ValueError
         Unknown kind or parameter, a missing parameter, a split the data cannot give, or a split
         that returns no :class:`Partition`.
+    PluginError
+        The split raised anything else (naming it).
     """
     entry = partition_kind(kind)
     unknown = sorted(set(params) - entry.keys)
@@ -175,7 +177,12 @@ def partition_data(
     missing = sorted(entry.required - set(params))
     if missing:
         raise ValueError(f"partition {kind!r} needs the parameter(s) {missing}")
-    partition = entry.split(data, rng, **params)
+    try:
+        partition = entry.split(data, rng, **params)
+    except (ValueError, PluginError, MemoryError):
+        raise
+    except Exception as exc:  # the split's own failure: named
+        raise raised_in("partition", entry.split, f"its split (partition = {kind!r})", exc) from exc
     if not isinstance(partition, Partition):  # a user's split (by import path) that broke it
         raise ValueError(f"the split returned {type(partition).__name__}, not a Partition")
     return partition
