@@ -194,9 +194,21 @@ def _plugins(add: Callable[[Case], None]) -> None:
              setup=split, env=env))  # fmt: skip
 
 
+def _interrupted(add: Callable[[Case], None]) -> None:
+    """Interrupted sweeps: say what is kept and how to resume (or that nothing is)."""
+    sweep = ("run", "{w}/tiny.toml", "--sweep", "m=1,2")
+    add(Case("sweep-sigterm-before-checkpoint",
+             (*sweep, "--out", "{w}/out", "--checkpoint-every", "100000"),
+             "stopped before the first checkpoint; nothing was kept", 143,
+             setup=tiny(rounds=1_000_000), signal_after="rounds (", timeout=60))  # fmt: skip
+    add(Case("sweep-full-disk", (*sweep, "--out", "{w}/small/o"),
+             "is kept in {w}/small/.o.partial: --resume continues it", 1, needs="mount",
+             setup=tiny(rounds=4000)))  # fmt: skip
+
+
 def cases() -> list[Case]:
     """The table of these families' cases."""
     c: list[Case] = []
-    for family in (_readback, _export, _settings, _scale, _plugins):
+    for family in (_readback, _export, _settings, _scale, _plugins, _interrupted):
         family(c.append)
     return c

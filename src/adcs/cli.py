@@ -193,8 +193,10 @@ def _one_line_errors(command: F) -> F:
                 raise _fail(f"scheduler: {_said(exc)}", code=1) from None
             except (FileNotFoundError, ChecksumError, DataError) as exc:
                 raise _fail(f"data: {_said(exc)}", code=1) from None
-            except OSError as exc:
-                raise _fail(str(os_error("operating system", exc)), code=1) from None
+            except OSError as exc:  # its notes say what is kept
+                error = os_error("operating system", exc)
+                error.__notes__ = getattr(exc, "__notes__", [])  # type: ignore[attr-defined]
+                raise _fail(_said(error), code=1) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -207,10 +209,7 @@ def _resume_hint(exc: Any) -> str:
         argv += ["--out", str(_DEFAULT_OUT.get("out", ""))]
     if "--resume" not in argv:
         argv.append("--resume")
-    return (
-        f"the checkpoint ({exc.progress}) is kept in {exc.partial}; continue with: "
-        + shlex.join(["adcs", *argv])
-    )
+    return f"{exc.kept} is kept in {exc.partial}; continue with: " + shlex.join(["adcs", *argv])
 
 
 def _print_version(value: bool) -> None:

@@ -216,7 +216,8 @@ def test_a_point_that_fails_after_others_ran_says_what_is_kept(tmp_path: Path) -
     assert error.startswith("error: data: ") and "bad.npz is not a .npz archive" in error
     partial = tmp_path / ".o.partial"
     assert error.endswith(
-        f"; what the sweep has done is kept in {partial}: --resume continues it, --force "
+        f"; what the sweep has done (1 of 2 points finished) is kept in {partial}: --resume "
+        "continues it, --force "
         "discards it"
     )
     assert len(list(partial.glob("00-path=*/manifest.json"))) == 1
@@ -281,3 +282,72 @@ def test_the_duplicate_check_compares_no_pair_of_points(monkeypatch: pytest.Monk
             parse_sweep("seeds=[[0],[1],[2],[3]]")]  # fmt: skip
     m = len(sweep_points(config, axes))
     assert m == 4 * n and len(compared) == pytest.approx(calls_per_point * m)
+
+
+def _stop_at(monkeypatch: pytest.MonkeyPatch, at: int) -> None:
+    def stop(done: int, total: int) -> None:
+        if done >= at:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(  # in the rounds (the sweep's points are checked first)
+        cli._Lines, "tracker", lambda self, d, u: stop if u == "rounds" else lambda *a: None
+    )
+
+
+def test_a_sweep_interrupted_before_any_checkpoint_says_nothing_was_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stop_at(monkeypatch, 1)
+    args = ["run", str(write_config(tmp_path, CONFIG)), "--out", str(tmp_path / "o")]
+    result = runner.invoke(cli.app, [*args, "--sweep", "m=1,2", "--checkpoint-every", "1000"])
+    assert result.exit_code == 130
+    error = one_error(result)  # was: "the checkpoint () is kept in …"
+    assert "()" not in error and error.endswith("nothing was kept")
+    assert not (tmp_path / ".o.partial").exists()
+
+
+def test_a_sweep_interrupted_in_a_point_says_what_is_kept_and_how_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stop_at(monkeypatch, 2)
+    args = ["run", str(write_config(tmp_path, CONFIG)), "--out", str(tmp_path / "o")]
+    result = runner.invoke(cli.app, [*args, "--sweep", "m=1,2", "--checkpoint-every", "1"])
+    assert result.exit_code == 130
+    error = one_error(result)
+    assert error.startswith(
+        "error: interrupted (Ctrl-C): what the sweep has done (0 of 2 points finished, point "
+        f"00-m=1's checkpoint: round 1 of 4) is kept in {tmp_path / '.o.partial'}; continue with:"
+    )
+    assert error.endswith("--resume")
+    monkeypatch.undo()
+    result = runner.invoke(cli.app, [*args, "--sweep", "m=1,2", "--resume"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_full_disk_in_a_sweep_names_the_folder_and_how_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import adcs.experiments.sweep as sweep
+
+    def full(*args: object) -> None:  # a write to an open file: its error names no file
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sweep, "_figure", full)
+    args = ["run", str(write_config(tmp_path, CONFIG)), "--out", str(tmp_path / "o")]
+    result = runner.invoke(cli.app, [*args, "--sweep", "m=1,2"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    partial = tmp_path / ".o.partial"
+    assert one_error(result) == (  # was: "operating system: No space left on device"
+        f"error: cannot write the sweep's summary: {partial}: No space left on device; what the "
+        f"sweep has done (2 of 2 points finished) is kept in {partial}: --resume continues it, "
+        "--force discards it"
+    )
+
+
+def test_a_checkpoint_after_the_last_round_says_so() -> None:
+    from adcs.experiments.execute import _Progress
+
+    progress = _Progress(identity={"batches": 2}, finished=2)  # was: "simulation complete"
+    assert progress.describe(40) == "all 40 rounds simulated, the results not yet written"
