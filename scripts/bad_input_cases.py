@@ -208,9 +208,9 @@ def symlink(link: str, target: str, make_target: bool = True) -> Setup:
     return setup
 
 
-def earlier_results(name: str) -> Setup:
+def earlier_results(name: str, rounds: int = 4) -> Setup:
     def setup(w: Path) -> None:
-        tiny()(w)
+        tiny(rounds=rounds)(w)
         subprocess.run(_command(["run", str(w / "tiny.toml"), "--out", str(w / name)]),
                        cwd=w, env=_env(()), capture_output=True, check=True)  # fmt: skip
 

@@ -92,6 +92,8 @@ def _export(add: Callable[[Case], None]) -> None:
              setup=earlier_results("out"), check=_exists("m.db")))  # fmt: skip
     add(Case("export-mlflow-unreachable", (*exp, "mlflow", "--dest", f"http://{_closed_port()}"),
              "cannot be reached", 1, setup=earlier_results("out"), timeout=20))  # fmt: skip
+    add(Case("export-full-disk", (*exp, "tensorboard", "--dest", "{w}/small/tb"),
+             "{w}/small/tb/.partial", 1, needs="mount", setup=earlier_results("out", rounds=20_000)))  # fmt: skip
     add(Case("export-twice", (*exp, "tensorboard"), "--resume", 2,
              setup=both(earlier_results("out"), _exported)))  # fmt: skip
     add(Case("export-resume", (*exp, "tensorboard", "--resume"), None,
@@ -131,6 +133,8 @@ def _settings(add: Callable[[Case], None]) -> None:
                               ("only-commas", "m=,", "names no value")]:  # fmt: skip
         add(Case(f"sweep-{name}", ("run", T, "--sweep", value, "--out", "{w}/out"), says, 2,
                  setup=tiny()))  # fmt: skip
+    add(Case("track-to-without-track", ("run", T, "--out", "{w}/out", "--track-to", "{w}/tb"),
+             "does nothing without --track", 2, setup=tiny()))  # fmt: skip
     board = ("leaderboard", "--out", "{w}/out")
     for option, value, says in [("--entries", "", "--entries '' names no entry"),
                                 ("--entries", "uniform,,md", "item 2 of 3 is empty"),

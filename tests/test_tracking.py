@@ -320,3 +320,20 @@ def test_a_full_disk_is_one_line_naming_the_file(
     assert f"{dest / '.partial'}" in line and "No space left on device" in line
     assert "0 of" in line and "--resume" in line
     assert not dest.exists() or not any(dest.glob("**/events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ([], "--track-to tb does nothing without --track"),  # was: ignored
+        (["--sweep", "m=1,2"], "--track-to: a sweep is not tracked live yet"),
+    ],
+)
+def test_a_track_destination_without_tracking_is_refused(
+    tmp_path: Path, extra: list[str], said: str
+) -> None:
+    config = write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
+    args = ["run", str(config), "--out", str(tmp_path / "o"), "--track-to", "tb", *extra]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 2 and said in one_error(result)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "tb").exists()

@@ -540,9 +540,10 @@ def run(
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
     if axes:
         check_set_keys(config, sets or (), {"rounds": rounds, "seeds": seeds, "data": data}, axes)
-        if track is not None:
+        if track is not None or track_to is not None:
             raise _fail(
-                "--track: a sweep is not tracked live yet; adcs export its folder afterwards"
+                f"--track{'' if track else '-to'}: a sweep is not tracked live yet; adcs export "
+                "its folder afterwards"
             )
         _run_sweep(
             config, axes, _out(out, config.name + "-sweep", resume, input_files(config, config_path)),

@@ -105,6 +105,8 @@ def _run(
 ) -> None:
     from adcs.experiments.runner import plan_experiment, run_experiment
 
+    if track is None and track_to is not None:  # a setting that does nothing
+        raise fail(f"--track-to {track_to} does nothing without --track: add --track or remove it")
     planned = plan_experiment(config, out, overwrite=force, resume=resume)
     plan = planned.runs
     console.print(
