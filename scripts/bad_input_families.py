@@ -86,12 +86,15 @@ def _readback(add: Callable[[Case], None]) -> None:
                      setup=spoiled(file, spoil)))  # fmt: skip
 
 
-def _export(add: Callable[[Case], None]) -> None:
+def _export(add: Callable[[Case], None], silent: str) -> None:
+    """Export: the how-to's sqlite store, a server away or silent, a full disk, a second export."""
     exp = ("export", "{w}/out", "--to")
     add(Case("export-mlflow-sqlite", (*exp, "mlflow", "--dest", "sqlite:///{w}/m.db"), None,
              setup=earlier_results("out"), check=_exists("m.db")))  # fmt: skip
     add(Case("export-mlflow-unreachable", (*exp, "mlflow", "--dest", f"http://{_closed_port()}"),
              "cannot be reached", 1, setup=earlier_results("out"), timeout=20))  # fmt: skip
+    add(Case("export-mlflow-silent", (*exp, "mlflow", "--dest", f"http://{silent}"),
+             "does not answer within 5 s", 1, setup=earlier_results("out"), timeout=40))  # fmt: skip
     add(Case("export-full-disk", (*exp, "tensorboard", "--dest", "{w}/small/tb"),
              "{w}/small/tb/.partial", 1, needs="mount", setup=earlier_results("out", rounds=20_000)))  # fmt: skip
     add(Case("export-twice", (*exp, "tensorboard"), "--resume", 2,
@@ -210,9 +213,10 @@ def _interrupted(add: Callable[[Case], None]) -> None:
              setup=tiny(rounds=4000)))  # fmt: skip
 
 
-def cases() -> list[Case]:
-    """The table of these families' cases."""
+def cases(silent: str) -> list[Case]:
+    """The table of these families' cases (``silent``: an address that accepts and never answers)."""
     c: list[Case] = []
-    for family in (_readback, _export, _settings, _scale, _plugins, _interrupted):
+    for family in (_readback, _settings, _scale, _plugins, _interrupted):
         family(c.append)
+    _export(c.append, silent)
     return c

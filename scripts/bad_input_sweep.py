@@ -45,7 +45,7 @@ BAD = frozenset({"traceback", "hang", "silent wrong", "misleading"})
 
 def cases(full_data: Path | None, not_ray: str) -> list[Case]:
     """Every case: the older ones, then those of the families added since."""
-    return [*bad_input_cases.cases(full_data, not_ray), *bad_input_families.cases()]
+    return [*bad_input_cases.cases(full_data, not_ray), *bad_input_families.cases(not_ray)]
 
 
 @dataclass

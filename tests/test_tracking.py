@@ -337,3 +337,16 @@ def test_a_track_destination_without_tracking_is_refused(
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 2 and said in one_error(result)
     assert not (tmp_path / "o").exists() and not (tmp_path / "tb").exists()
+
+
+def test_a_server_that_never_answers_fails_in_one_line(results: Path) -> None:
+    pytest.importorskip("mlflow")
+    import socket
+
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
+    assert result.exit_code == 1  # was: minutes of MLflow's retries, then a traceback
+    assert f"the MLflow tracking server {uri} does not answer within 5 s" in one_error(result)

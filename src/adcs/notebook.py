@@ -370,9 +370,7 @@ def load_results(folder: str | Path) -> Results:
     else:
         parts = ((None, folder),)
     tables = [_read_one(path, workload) for workload, path in parts]
-    points = (manifest.get("sweep") or {}).get("points") or {}
-    if not isinstance(points, dict) or not all(isinstance(v, dict) for v in points.values()):
-        raise ResultsFileError(manifest_path, "holds sweep points that are not JSON objects")
+    points = (manifest.get("sweep") or {}).get("points") or {}  # checked by read_manifest
     for runs, metrics in tables if points else ():  # a sweep: its values as columns of their own
         for frame in (runs, metrics):
             values = points.get(frame["workload"].iloc[0], {}) if len(frame) else {}

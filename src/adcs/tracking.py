@@ -26,7 +26,9 @@ import os
 import shutil
 import socket
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,8 +222,19 @@ def _reachable(uri: str) -> None:
             f"the MLflow tracking server {uri} cannot be reached ({reason}): start it, "
             "or choose another --dest"
         ) from None
-    # a server that accepts but does not answer: a short timeout and few retries, not minutes
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    try:  # a server that accepts but does not answer (MLflow's /health answers at once)
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=_CONNECT_TIMEOUT_S).close()
+    except urllib.error.HTTPError:
+        pass  # it answered (an error status: a proxy, a login), MLflow will say more
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError | ConnectionError):  # else (TLS …) MLflow says more
+            raise TrackingError(
+                f"the MLflow tracking server {uri} does not answer within 5 s ({reason}): "
+                "check the address, or choose another --dest"
+            ) from None
+    # a server that stops answering later: a shorter timeout and fewer retries than minutes'
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
 

@@ -3,6 +3,7 @@ error naming the file and what is wrong, from the library and from ``adcs export
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -122,3 +123,26 @@ def test_load_records_names_a_value_that_does_not_parse(sweep: Path, tmp_path: P
 def test_a_whole_table_reads_back_as_written(sweep: Path) -> None:
     table = read_table(sweep / "00-m=1" / "runs.csv", ("run_id",))
     assert table.rows and all(set(row) == set(table.header) for row in table.rows)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '"a manifest"',
+        '{"versions": "adcs"}',
+        '{"versions": {"adcs": "0.2.0"}, "sweep": ["m"]}',
+        '{"versions": {"adcs": "0.2.0"}, "sweep": {"points": [1, 2]}}',
+        '{"versions": {"adcs": "0.2.0"}, "sweep": {"points": {"00-m=1": 3}}}',
+        '{"versions": {"adcs": "0.2.0"}, "run_wall_s": [1.0]}',
+    ],
+)
+def test_a_json_manifest_of_another_shape_is_named(sweep: Path, tmp_path: Path, text: str) -> None:
+    folder = tmp_path / "copy"
+    shutil.copytree(sweep, folder)
+    (folder / "manifest.json").write_text(text)  # were: AttributeError, TypeError
+    with pytest.raises(ResultsFileError, match=re.escape(str(folder / "manifest.json"))):
+        adcs.load_results(folder)
+    result = runner.invoke(cli.app, ["export", str(folder), "--to", "tensorboard"])
+    assert result.exit_code == 2
+    assert one_error(result).startswith(f"error: {folder / 'manifest.json'} ")

@@ -118,14 +118,8 @@ def test_resuming_a_sweep_as_a_run_or_a_run_as_a_sweep_is_refused(
     then: list[str],
     said: str,
 ) -> None:
-    def stop(done: int, total: int) -> None:
-        if done >= 2:
-            raise KeyboardInterrupt
-
     args = ["run", str(write_config(tmp_path, CONFIG)), "--out", str(tmp_path / "o")]
-    monkeypatch.setattr(  # in the rounds (the sweep's points are checked first)
-        cli._Lines, "tracker", lambda self, d, u: stop if u == "rounds" else lambda *a: None
-    )
+    _stop_at(monkeypatch, 2)
     result = runner.invoke(cli.app, [*args, "--checkpoint-every", "1", *first])
     assert result.exit_code == 130, result.output
     monkeypatch.undo()

@@ -90,9 +90,12 @@ def read_manifest(path: Path) -> dict[str, Any]:
     versions = doc.get("versions") if isinstance(doc, dict) else None
     if not isinstance(versions, dict) or "adcs" not in versions:
         raise ResultsFileError(path, "is not a manifest adcs wrote (it names no adcs version)")
-    for key, kind in (("sweep", dict), ("run_wall_s", dict)):
-        if doc.get(key) is not None and not isinstance(doc[key], kind):
+    for key in ("sweep", "run_wall_s"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise ResultsFileError(path, f"holds a {key!r} that is not a JSON object")
+    points = (doc.get("sweep") or {}).get("points") or {}
+    if not isinstance(points, dict) or not all(isinstance(v, dict) for v in points.values()):
+        raise ResultsFileError(path, "holds sweep points that are not JSON objects")
     return doc
 
 
