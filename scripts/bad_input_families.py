@@ -48,6 +48,18 @@ class InitRaises(Low):
     def init(self, n_clients, data_sizes=None):
         raise KeyError("cluster map")
 
+@dataclass(frozen=True)
+class MaskRaises:
+    kind = "mask-raises"
+
+    def mask(self, key, round_idx, groups):
+        if round_idx == 2:
+            raise ConnectionError("trace server down")
+        return np.ones(groups.shape[0], dtype=bool)
+
+    def describe(self):
+        return {}
+
 def _split(data, rng, **params):
     raise IndexError("label 9 has no samples")
 
@@ -179,6 +191,8 @@ def _plugins(add: Callable[[Case], None]) -> None:
         ("select-raises", ("plug:SelectRaises",), "plug:SelectRaises raised ZeroDivisionError in "
          "select, run plug:SelectRaises-seed=0 at round 1", 1),
         ("init-raises", ("plug:InitRaises",), "plug:InitRaises raised KeyError in init", 1),
+        ("mask-raises", ("uniform",), "availability plug:MaskRaises raised ConnectionError in "
+         "mask, round 2", 1),
         ("negative-weights", ("plug:Low", "methods.0.weight=-1"), "non-negative selection", 1),
         ("nan-weights", ("plug:Low", "methods.0.weight=nan"), "non-negative selection", 1),
         ("int-as-float", ("plug:Low", "methods.0.offset=1.5"), "offset must be int", 2),
@@ -188,7 +202,9 @@ def _plugins(add: Callable[[Case], None]) -> None:
          "(plug:SelectRaises)", 2),
     ]:  # fmt: skip
         sets = tuple(x for a in args[1:] for x in ("--set", a))
-        setup = plugged(args[0])
+        setup = plugged(
+            args[0], '[sim.availability]\nkind = "plug:MaskRaises"\n' * (name == "mask-raises")
+        )
         if name == "entry-point-twice":
             setup = both(setup, _dist("pkg-a", "plug:Low"), _dist("pkg-b", "plug:SelectRaises"))
         add(Case(f"plugin-{name}", (*run, *sets), says, code, setup=setup, env=env))

@@ -462,6 +462,19 @@ def test_a_partition_whose_split_raises_is_one_line_naming_it(tmp_path: Path) ->
     )
 
 
+def test_an_availability_model_whose_mask_raises_is_one_line_naming_the_round(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rows.toml"
+    path.write_text(_ROWS_DOC.replace("EveryOther", "DownAt"))
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "Traceback" not in result.output  # was: a traceback
+    assert (
+        f"availability {ROWS}:DownAt raised ConnectionError in mask, round 2: the trace server "
+        "is down" in one_error(result)
+    )
+
+
 @pytest.mark.parametrize("weight", ["-1.0", "nan"])
 def test_negative_or_non_finite_weights_are_refused_at_the_selection(
     tmp_path: Path, weight: str

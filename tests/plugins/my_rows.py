@@ -181,3 +181,13 @@ def _split_raises(data: Any, rng: np.random.Generator, **params: Any) -> Any:
 
 RAISING_PARTITION = PartitionKind(_split_raises, frozenset({"n_clients"}))
 """A partition row whose split raises an error of its own."""
+
+
+@dataclass(frozen=True)
+class DownAt(EveryOther):
+    """EveryOther whose mask raises an error of its own at round 2."""
+
+    def mask(self, key: int, round_idx: int, groups: np.ndarray) -> np.ndarray:
+        if round_idx == 2:
+            raise ConnectionError("the trace server is down")
+        return super().mask(key, round_idx, groups)
