@@ -111,10 +111,10 @@ def _debug_traceback(exc: BaseException) -> None:
     """With ``--debug``, the traceback of what ``exc`` was raised from (the plug-in's own)."""
     if _DEBUG:
         cause = exc.__cause__ or exc
-        err_console.print(
-            "".join(traceback.format_exception(type(cause), cause, cause.__traceback__)),
-            highlight=False, markup=False, end="",
-        )  # fmt: skip
+        text = getattr(exc, "plugin_traceback", None) or "".join(
+            traceback.format_exception(type(cause), cause, cause.__traceback__)
+        )
+        err_console.print(text, highlight=False, markup=False, end="", soft_wrap=True)
 
 
 def _said(exc: BaseException) -> str:

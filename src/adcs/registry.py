@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import traceback
 import types
 import typing
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -48,7 +49,8 @@ _IMPORT_PATH = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[
 class PluginError(RuntimeError):
     """A plug-in (a scheduler, a partition: the user's or a built-in one) raised where the runtime
     called it. The message names the plug-in, what it was doing (the run and the round) and what
-    it raised; the plug-in's traceback is the exception's ``__cause__``."""
+    it raised; the plug-in's traceback is the exception's ``__cause__`` and, as text that crosses
+    process boundaries, its ``plugin_traceback``."""
 
 
 def plugin_name(obj: Any) -> str:
@@ -67,11 +69,16 @@ def raised_in(what: str, obj: Any, doing: str, exc: BaseException) -> PluginErro
     """The :class:`PluginError` of ``exc``, raised by ``obj`` (a ``what``: ``"scheduler"``) while
     ``doing`` (``"select, run 'x' at round 3"``)."""
     said = str(exc).strip().splitlines()
-    return PluginError(
+    error = PluginError(
         f"{what} {plugin_name(obj)} raised {type(exc).__name__} in {doing}"
         + (f": {said[0]}" if said else "")
         + " (adcs --debug … shows its traceback)"
     )
+    # the plug-in's traceback as text: it survives the pickling a worker process sends back
+    error.plugin_traceback = "".join(  # type: ignore[attr-defined]
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
+    return error
 
 
 _SCALARS: dict[Any, tuple[type, ...]] = {
