@@ -17,6 +17,11 @@ Run ``python scripts/bad_input_sweep.py`` (``--list`` names the cases, ``--only 
 ``--jobs N`` runs N at once, ``--data DIR`` names the full Fashion-MNIST folder for the cases that
 need it; without one they are skipped). The exit status is 1 when any case is a traceback, a hang,
 silently wrong or misleading.
+
+The cases live in two tables: ``scripts/bad_input_cases.py`` (the data, the configuration, the
+options, the results folder, a cluster, interrupts, with the setups every case shares) and
+``scripts/bad_input_families.py`` (reading results back, export, interrupted sweeps, a user's
+plug-ins, settings that do nothing, scale); this file runs and classifies them.
 """
 
 import argparse

@@ -21,9 +21,9 @@ from typer.testing import CliRunner
 
 from adcs import cli
 from adcs.experiments.config import ConfigError, config_from_dict
-from adcs.registry import Registry, import_path
+from adcs.registry import Registry, check_annotation, import_path
 from adcs.schedulers import SCHEDULERS, Uniform
-from tests.plugins.my_selection import Greedy, LowestIndex
+from tests.plugins.my_selection import Greedy, LowestIndex, Typed
 from tests.test_cli import TINY, one_error, write_config
 
 runner = CliRunner()
@@ -509,6 +509,8 @@ def test_a_plugin_parameter_must_fit_its_annotation(key: str, value: str, said: 
 def test_a_plugin_parameter_that_fits_its_annotation_is_accepted() -> None:
     config = config_from_dict(_doc(f"{PLUGIN}:Typed", offset=2, rate=1, deep=True, pair=[3, 4]))
     assert dict(config.methods[0].params) == {"offset": 2, "rate": 1, "deep": True, "pair": (3, 4)}
+    for key, value in [("offset", np.int64(3)), ("rate", np.float32(0.5)), ("deep", np.True_)]:
+        check_annotation(Typed, key, value)  # NumPy's numbers from Python (a notebook's sweep)
 
 
 def test_two_distributions_declaring_one_entry_point_name_are_refused(

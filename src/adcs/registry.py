@@ -22,6 +22,7 @@ import-path form.
 from __future__ import annotations
 
 import importlib
+import numbers
 import re
 import traceback
 import types
@@ -29,6 +30,8 @@ import typing
 from collections.abc import Iterator, Mapping, MutableMapping
 from importlib import metadata
 from typing import Any, Generic, TypeVar
+
+import numpy as np
 
 __all__ = [
     "PluginError",
@@ -82,10 +85,10 @@ def raised_in(what: str, obj: Any, doing: str, exc: BaseException) -> PluginErro
 
 
 _SCALARS: dict[Any, tuple[type, ...]] = {
-    int: (int,),
-    float: (int, float),
+    int: (numbers.Integral,),  # NumPy's integers too
+    float: (numbers.Real,),
     str: (str,),
-    bool: (bool,),
+    bool: (bool, np.bool_),
 }
 
 
