@@ -296,6 +296,23 @@ def test_an_empty_workload_list_is_refused(tmp_path: Path) -> None:
     assert "names no workload" in one_error(result.output)
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--entries", "", "--entries '' names no entry"),  # was: run as if absent
+        ("--rank-by", " ", "--rank-by ' ' names no column"),
+        ("--workloads", "paper,,cnn", "item 2 of 3 is empty"),  # was: dropped silently
+        ("--entries", "uniform,", "item 2 of 2 is empty"),
+    ],
+)
+def test_an_empty_name_in_a_list_option_is_refused(
+    tmp_path: Path, option: str, value: str, said: str
+) -> None:
+    result = runner.invoke(cli.app, ["leaderboard", option, value, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and said in one_error(result.output)
+    assert not (tmp_path / "o").exists()
+
+
 def test_the_dropout_range_is_said_as_it_is_checked(tmp_path: Path) -> None:
     for value in ("1.5", "1.0"):
         config = tiny(tmp_path, f"dropout = {value}")

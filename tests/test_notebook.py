@@ -137,7 +137,7 @@ def test_the_committed_leaderboard_reads_as_one_table_per_kind() -> None:
 def test_a_folder_that_is_no_results_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no manifest\.json"):
         adcs.load_results(tmp_path)
-    (tmp_path / "manifest.json").write_text("{}")
+    (tmp_path / "manifest.json").write_text('{"versions": {"adcs": "0.1.0"}}')
     with pytest.raises(FileNotFoundError, match=r"runs\.csv is missing"):
         adcs.load_results(tmp_path)
 

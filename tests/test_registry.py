@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -20,9 +21,9 @@ from typer.testing import CliRunner
 
 from adcs import cli
 from adcs.experiments.config import ConfigError, config_from_dict
-from adcs.registry import Registry, import_path
+from adcs.registry import Registry, check_annotation, import_path
 from adcs.schedulers import SCHEDULERS, Uniform
-from tests.plugins.my_selection import Greedy, LowestIndex
+from tests.plugins.my_selection import Greedy, LowestIndex, Typed
 from tests.test_cli import TINY, one_error, write_config
 
 runner = CliRunner()
@@ -470,3 +471,110 @@ def test_a_user_defence_kind_builds_each_runs_defence_and_writes_back_its_table(
     doc["sim"]["defence"] = {"kind": f"{ROWS}:Missing"}
     with pytest.raises(ConfigError, match=r"sim\.defence\.kind: module .* has no 'Missing'"):
         config_from_dict(doc)
+
+
+# ------------------------------------------------------------------- a plug-in that raises
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("BreaksAt", "BreaksAt raised ZeroDivisionError in select, run {run} at round 1: the "
+         "quality table is empty"),
+        ("InitFails", "InitFails raised KeyError in init, run {run}: 'cluster map'"),
+    ],
+)  # fmt: skip
+def test_a_scheduler_that_raises_is_one_line_naming_it_the_run_and_the_round(
+    tmp_path: Path, name: str, said: str
+) -> None:
+    path = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:{name}"\n')
+    args = ["run", str(path), "--out", str(tmp_path / "o"), "--workers", "1"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 1 and "Traceback" not in result.output  # was: a bare traceback
+    line = one_error(result)
+    assert f"scheduler {PLUGIN}:" + said.format(run=f"{PLUGIN}:{name}-seed=0") in line
+    assert "--debug" in line
+    result = runner.invoke(cli.app, ["--debug", *args[:-1], "2"])  # from a worker process too
+    assert result.exit_code == 1 and "Traceback (most recent call last)" in result.output
+    raised = "ZeroDivisionError(" if name == "BreaksAt" else "KeyError("
+    assert f"raise {raised}" in result.output  # the plug-in's own line
+
+
+def test_a_partition_whose_split_raises_is_one_line_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "rows.toml"
+    path.write_text(_ROWS_DOC.replace('kind = "iid"', f'kind = "{ROWS}:RAISING_PARTITION"'))
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert (
+        f"partition {ROWS}:_split_raises raised IndexError in its split (partition = "
+        f"'{ROWS}:RAISING_PARTITION'): label 9 has no samples" in one_error(result)
+    )
+
+
+def test_an_availability_model_whose_mask_raises_is_one_line_naming_the_round(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rows.toml"
+    path.write_text(_ROWS_DOC.replace("EveryOther", "DownAt"))
+    result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "Traceback" not in result.output  # was: a traceback
+    assert (
+        f"availability {ROWS}:DownAt raised ConnectionError in mask, round 2: the trace server "
+        "is down" in one_error(result)
+    )
+
+
+@pytest.mark.parametrize("weight", ["-1.0", "nan"])
+def test_negative_or_non_finite_weights_are_refused_at_the_selection(
+    tmp_path: Path, weight: str
+) -> None:
+    path = write_config(tmp_path, TINY + f'[[methods]]\nname = "{PLUGIN}:Weighted"\n')
+    args = ["run", str(path), "--out", str(tmp_path / "o"), "--set", f"methods.0.weight={weight}"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 1  # was: accepted, the model stepped against the updates
+    assert "must give 2 finite, non-negative selection weights" in one_error(result)
+    assert "at round 0" in one_error(result)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("offset", "1.5", "offset must be int (its annotation), got 1.5"),
+        ("offset", "true", "offset must be int (its annotation), got True"),
+        ("rate", '"fast"', "rate must be float (its annotation), got 'fast'"),
+        ("deep", "1", "deep must be bool (its annotation), got 1"),
+        ("tag", "3", "tag must be str (its annotation), got 3"),
+        ("pair", "[1, 2, 3]", "pair must be tuple[int, int] (its annotation), got (1, 2, 3)"),
+        ("pair", '[1, "x"]', "pair must be tuple[int, int]"),
+    ],
+)
+def test_a_plugin_parameter_must_fit_its_annotation(key: str, value: str, said: str) -> None:
+    doc = _doc(f"{PLUGIN}:Typed", **{key: tomllib.loads(f"v = {value}")["v"]})
+    with pytest.raises(ConfigError, match=re.escape(said)):  # was: accepted as given
+        config_from_dict(doc)
+
+
+def test_a_plugin_parameter_that_fits_its_annotation_is_accepted() -> None:
+    config = config_from_dict(_doc(f"{PLUGIN}:Typed", offset=2, rate=1, deep=True, pair=[3, 4]))
+    assert dict(config.methods[0].params) == {"offset": 2, "rate": 1, "deep": True, "pair": (3, 4)}
+    for key, value in [("offset", np.int64(3)), ("rate", np.float32(0.5)), ("deep", np.True_)]:
+        check_annotation(Typed, key, value)  # NumPy's numbers from Python (a notebook's sweep)
+
+
+def test_two_distributions_declaring_one_entry_point_name_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def point(value: str, dist: str) -> Any:
+        ep = metadata.EntryPoint("lowest", value, "adcs.schedulers")
+        return type("Point", (), {"name": ep.name, "value": ep.value, "group": ep.group,
+                                  "load": ep.load, "dist": type("D", (), {"name": dist})()})()  # fmt: skip
+
+    both = [point(f"{PLUGIN}:LowestIndex", "pkg-a"), point(f"{PLUGIN}:Greedy", "pkg-b")]
+    monkeypatch.setattr(metadata, "entry_points", lambda group: both * (group == "adcs.schedulers"))
+    with pytest.raises(ValueError, match=r"'lowest' is declared by 2 distributions: pkg-a "):
+        SCHEDULERS.resolve("lowest")  # was: the first one found, silently
+    with pytest.raises(ValueError, match=r"pkg-b \(.*:Greedy\)"):
+        SCHEDULERS.resolve("lowest")
+    same = [point(f"{PLUGIN}:LowestIndex", "pkg-a")] * 2  # one distribution seen twice
+    monkeypatch.setattr(metadata, "entry_points", lambda group: same * (group == "adcs.schedulers"))
+    assert SCHEDULERS.resolve("lowest") is LowestIndex

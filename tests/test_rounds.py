@@ -41,3 +41,15 @@ def test_scheduler_weights_keep_their_total_when_clients_drop() -> None:
     assert coef.sum() == pytest.approx(w.sum())
     with pytest.raises(SelectionError, match="finite"):
         aggregation_weights(clients, everyone, scheduler_weights=[1.0, np.nan, 1.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    "weights", [[0.5, -0.5], [0.5, np.nan], [0.5, np.inf], [1.0], [[1.0, 1.0]], ["a", "b"]]
+)
+def test_selection_weights_that_are_negative_or_not_finite_break_the_contract(
+    weights: list[object],
+) -> None:
+    available = np.ones(4, dtype=bool)
+    with pytest.raises(SelectionError, match="2 finite, non-negative selection weights"):
+        check_selection([0, 1], available, 2, weights=weights)  # was: accepted silently
+    assert check_selection([0, 1], available, 2, weights=[0.0, 2.5]).tolist() == [0, 1]

@@ -258,3 +258,155 @@ def test_a_resumed_run_keeps_its_earlier_steps_and_shows_each_once(tmp_path: Pat
     events.Reload()
     values = [e.value for e in events.Scalars("worst_acc")]
     assert values == [0.0, 1.0, 12.0, 13.0, 14.0, 15.0, 16.0]  # the resumed session's from 2 on
+
+
+# ------------------------------------------------------------------- export's faults
+
+
+def test_the_how_tos_sqlite_uri_is_a_store(results: Path, tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
+    assert result.exit_code == 0, result.output  # was: KeyError: 'sqlite' without SQLAlchemy
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("tiny")
+    assert experiment is not None
+    assert len(client.search_runs([experiment.experiment_id])) == len(expected(results))
+
+
+def test_a_database_store_without_sqlalchemy_is_one_line(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mlflow")
+    import adcs.tracking as tracking
+
+    real = tracking.importlib.util.find_spec
+    monkeypatch.setattr(
+        tracking.importlib.util, "find_spec", lambda n, *a: None if n == "sqlalchemy" else real(n)
+    )
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
+    assert result.exit_code == 1
+    assert "needs SQLAlchemy and Alembic" in one_error(result) and "adcs[mlflow]" in result.output
+
+
+def test_an_unreachable_server_fails_at_once_in_one_line(results: Path) -> None:
+    pytest.importorskip("mlflow")
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    uri = f"http://127.0.0.1:{port}"
+    result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
+    assert result.exit_code == 1  # was: minutes of retries, then a 100-line traceback
+    assert f"the MLflow tracking server {uri} cannot be reached" in one_error(result)
+    assert time.monotonic() - start < 10
+
+
+def _interrupt_after(monkeypatch: pytest.MonkeyPatch, cls: type, calls: int) -> None:
+    real = cls.log
+    count = iter(range(calls))
+
+    def log(self: object, *args: object) -> None:
+        if next(count, None) is None:
+            raise KeyboardInterrupt
+        real(self, *args)
+
+    monkeypatch.setattr(cls, "log", log)
+
+
+@pytest.mark.parametrize("to", ["tensorboard", "mlflow"])
+def test_an_interrupted_export_leaves_whole_runs_and_resumes(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, to: str
+) -> None:
+    pytest.importorskip(to)
+    import adcs.tracking as tracking
+
+    want = expected(results)
+    per_run = len(next(iter(want.values())))
+    cls = tracking.TensorBoardTracker if to == "tensorboard" else tracking.MLflowTracker
+    _interrupt_after(monkeypatch, cls, per_run + 1)  # inside the second run
+    dest = tmp_path / "dest"
+    args = ["export", str(results), "--to", to, "--dest", str(dest)]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 130
+    line = one_error(result)  # was: "nothing was kept", with every run marked FINISHED
+    assert f"1 of {len(want)} runs are exported whole" in line and "--resume" in line
+    assert _held(to, dest) == {next(iter(want)): "FINISHED"}
+    monkeypatch.undo()
+    assert runner.invoke(cli.app, args).exit_code == 2  # refused: it would double a run
+    result = runner.invoke(cli.app, [*args, "--resume"])
+    assert result.exit_code == 0, result.output
+    assert _held(to, dest) == dict.fromkeys(want, "FINISHED")
+
+
+def _held(to: str, dest: Path) -> dict[str, str]:
+    """The runs ``dest`` holds, and their status."""
+    if to == "tensorboard":
+        files = dest.glob("**/events.out.tfevents.*")
+        return {str(p.parent.relative_to(dest)): "FINISHED" for p in files}
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=dest.resolve().as_uri())
+    experiment = client.get_experiment_by_name("tiny")
+    assert experiment is not None
+    return {r.info.run_name: r.info.status for r in client.search_runs([experiment.experiment_id])}
+
+
+def test_a_full_disk_is_one_line_naming_the_file(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("tensorboard")
+    import errno
+
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    def full(self: object, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RecordWriter, "write", full)
+    dest = tmp_path / "tb"
+    result = runner.invoke(
+        cli.app, ["export", str(results), "--to", "tensorboard", "--dest", str(dest)]
+    )
+    assert result.exit_code == 1 and "Traceback" not in result.output  # was: a thread's
+    line = one_error(result)
+    assert f"{dest / '.partial'}" in line and "No space left on device" in line
+    assert "0 of" in line and "--resume" in line
+    assert not dest.exists() or not any(dest.glob("**/events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ([], "--track-to tb does nothing without --track"),  # was: ignored
+        (["--sweep", "m=1,2"], "--track-to: a sweep is not tracked live yet"),
+    ],
+)
+def test_a_track_destination_without_tracking_is_refused(
+    tmp_path: Path, extra: list[str], said: str
+) -> None:
+    config = write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
+    args = ["run", str(config), "--out", str(tmp_path / "o"), "--track-to", "tb", *extra]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 2 and said in one_error(result)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "tb").exists()
+
+
+def test_a_server_that_never_answers_fails_in_one_line(results: Path) -> None:
+    pytest.importorskip("mlflow")
+    import socket
+
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
+    assert result.exit_code == 1  # was: minutes of MLflow's retries, then a traceback
+    assert f"the MLflow tracking server {uri} does not answer within 5 s" in one_error(result)

@@ -23,11 +23,9 @@ import re
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any, TypeVar
 
 import click
@@ -35,15 +33,20 @@ import typer
 import typer.core
 
 from adcs.cli_display import (
-    _RECEIVED,
+    _DEBUG,
+    EXIT_INTERRUPTED,
     _configure_logging,
+    _debug_traceback,
+    _interrupts,
     _limit_blas_threads,
     _Lines,  # noqa: F401 - the progress lines, as tests reach them (cli._Lines)
-    _Terminated,
+    _said,
+    _signal_name,
     console,
     fail,
 )
 from adcs.cli_runs import (
+    _export,
     _reproduce_theory,
     _run,
     _run_leaderboard,
@@ -141,8 +144,6 @@ class Bench(str, enum.Enum):
 
 
 EXPERIMENT_TARGETS = ("fig1", "fig2", "fig3", "table1")
-EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
-"""Exit status after an interrupt: 128 + the signal's number, as shells report it."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,28 +151,6 @@ EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 _fail = fail
-
-
-@contextmanager
-def _interrupts() -> Iterator[list[int]]:
-    """SIGTERM stops the run the way Ctrl-C does; yields the list the signal received is put in."""
-    received = _RECEIVED
-    received.clear()
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        if len(received) == 1:  # later ones must not cut the clean-up short
-            raise _Terminated
-
-    try:
-        previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (e.g. an embedding test runner): nothing to install
-        yield received
-        return
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -184,7 +163,9 @@ def _one_line_errors(command: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from adcs.data import ChecksumError, DataError
         from adcs.experiments.folder import OutputRefused, RunError, os_error
+        from adcs.experiments.resultfiles import ResultsFileError
         from adcs.experiments.runner import RunInterrupted
+        from adcs.registry import PluginError
 
         with _interrupts() as received:
             try:
@@ -201,23 +182,21 @@ def _one_line_errors(command: F) -> F:
                 raise _fail(str(exc)) from None
             except RunError as exc:
                 raise _fail(_said(exc), code=1) from None
+            except ResultsFileError as exc:  # a results folder read back, spoiled
+                raise _fail(_said(exc)) from None
+            except PluginError as exc:  # a plug-in raised: named, with the run and the round
+                _debug_traceback(exc)
+                raise _fail(_said(exc), code=1) from None
             except SelectionError as exc:  # a scheduler broke the contract: its bug, named
                 raise _fail(f"scheduler: {_said(exc)}", code=1) from None
             except (FileNotFoundError, ChecksumError, DataError) as exc:
                 raise _fail(f"data: {_said(exc)}", code=1) from None
-            except OSError as exc:
-                raise _fail(str(os_error("operating system", exc)), code=1) from None
+            except OSError as exc:  # its notes say what is kept
+                error = os_error("operating system", exc)
+                error.__notes__ = getattr(exc, "__notes__", [])  # type: ignore[attr-defined]
+                raise _fail(_said(error), code=1) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def _said(exc: BaseException) -> str:
-    """The error's message and its notes (e.g. what of the run is kept for ``--resume``)."""
-    return "; ".join([str(exc), *getattr(exc, "__notes__", [])])
-
-
-def _signal_name(received: Sequence[int]) -> str:
-    return "terminated (SIGTERM)" if received else "interrupted (Ctrl-C)"
 
 
 def _resume_hint(exc: Any) -> str:
@@ -228,10 +207,7 @@ def _resume_hint(exc: Any) -> str:
         argv += ["--out", str(_DEFAULT_OUT.get("out", ""))]
     if "--resume" not in argv:
         argv.append("--resume")
-    return (
-        f"the checkpoint ({exc.progress}) is kept in {exc.partial}; continue with: "
-        + shlex.join(["adcs", *argv])
-    )
+    return f"{exc.kept} is kept in {exc.partial}; continue with: " + shlex.join(["adcs", *argv])
 
 
 def _print_version(value: bool) -> None:
@@ -253,6 +229,12 @@ def _main(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show the library's log (INFO and above).")
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="Show the traceback of a plug-in that raises (a scheduler, a split)."
+        ),
+    ] = False,
     blas_threads: Annotated[
         int,
         typer.Option(
@@ -266,6 +248,7 @@ def _main(
     """Adaptive Determinantal Client Scheduling (ADCS) for federated learning."""
     _configure_logging(verbose)
     _limit_blas_threads(blas_threads)
+    _DEBUG[:] = [True] if debug else []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -561,9 +544,10 @@ def run(
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
     if axes:
         check_set_keys(config, sets or (), {"rounds": rounds, "seeds": seeds, "data": data}, axes)
-        if track is not None:
+        if track is not None or track_to is not None:
             raise _fail(
-                "--track: a sweep is not tracked live yet; adcs export its folder afterwards"
+                f"--track{'' if track else '-to'}: a sweep is not tracked live yet; adcs export "
+                "its folder afterwards"
             )
         _run_sweep(
             config, axes, _out(out, config.name + "-sweep", resume, input_files(config, config_path)),
@@ -640,12 +624,18 @@ def leaderboard(
     declares points (ADCS) wins and where it loses.
     """
     from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
+    from adcs.experiments.overrides import split_items
     from adcs.schedulers import SCHEDULERS
 
-    names = None if workloads is None else [w.strip() for w in workloads.split(",") if w.strip()]
-    if names == []:
-        raise _fail(f"--workloads {workloads!r} names no workload; omit it to run the whole suite")
-    extra = [] if entries is None else [e.strip() for e in entries.split(",") if e.strip()]
+    names = None
+    if workloads is not None:
+        names = split_items(workloads, "--workloads", "workload", "omit it to run the whole suite")
+    extra = []
+    if entries is not None:  # was: '' ran as if absent
+        extra = split_items(entries, "--entries", "entry", "omit it to rank the built-in ones")
+    metrics = []
+    if rank_by is not None:
+        metrics = split_items(rank_by, "--rank-by", "column", "omit it to rank the accuracies")
     for entry in extra:  # named as given, not as the nth method of the table it joins
         try:
             SCHEDULERS.resolve(entry)
@@ -664,7 +654,7 @@ def leaderboard(
     _run_leaderboard(
         configs, folder, quick=quick, force=force, resume=resume, workers=workers,
         checkpoint_every=checkpoint_every, ray_address=ray_address,
-        metrics=[] if rank_by is None else [m.strip() for m in rank_by.split(",") if m.strip()],
+        metrics=metrics,
     )  # fmt: skip
 
 
@@ -726,18 +716,16 @@ def export(
             "RESULTS/mlruns).",
         ),
     ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Finish an export that stopped: write only the runs --dest lacks.",
+        ),
+    ] = False,
 ) -> None:
     """Write a results folder's evaluations to TensorBoard or MLflow, one run per adcs run."""
-    from adcs.tracking import ExportError
-    from adcs.tracking import export as export_results
-
-    try:
-        where = export_results(results, to.value, dest)
-    except (FileNotFoundError, ExportError) as exc:
-        raise _fail(str(exc)) from None
-    except ImportError as exc:
-        raise _fail(str(exc), code=1) from None
-    console.print(f"{to.value}: {where}")
+    _export(results, to.value, dest, resume=resume)
 
 
 @app.command(

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 import time
-from collections.abc import Callable, Iterator
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import typer
@@ -72,6 +75,55 @@ def _check_terminated() -> None:
     """
     if _RECEIVED:
         raise _Terminated
+
+
+EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+"""Exit status after an interrupt: 128 + the signal's number, as shells report it."""
+
+
+@contextmanager
+def _interrupts() -> Iterator[list[int]]:
+    """SIGTERM stops the run the way Ctrl-C does; yields the list the signal received is put in."""
+    received = _RECEIVED
+    received.clear()
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) == 1:  # later ones must not cut the clean-up short
+            raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (e.g. an embedding test runner): nothing to install
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+_DEBUG: list[bool] = []
+"""Whether ``--debug`` was given (a plug-in's traceback is then shown above its error line)."""
+
+
+def _debug_traceback(exc: BaseException) -> None:
+    """With ``--debug``, the traceback of what ``exc`` was raised from (the plug-in's own)."""
+    if _DEBUG:
+        cause = exc.__cause__ or exc
+        text = getattr(exc, "plugin_traceback", None) or "".join(
+            traceback.format_exception(type(cause), cause, cause.__traceback__)
+        )
+        err_console.print(text, highlight=False, markup=False, end="", soft_wrap=True)
+
+
+def _said(exc: BaseException) -> str:
+    """The error's message and its notes (e.g. what of the run is kept for ``--resume``)."""
+    return "; ".join([str(exc), *getattr(exc, "__notes__", [])])
+
+
+def _signal_name(received: Sequence[int]) -> str:
+    return "terminated (SIGTERM)" if received else "interrupted (Ctrl-C)"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -13,10 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adcs.cli_display import (
+    _RECEIVED,
+    EXIT_INTERRUPTED,
     Display,
     _print_leaderboard,
     _print_summary,
     _progress,
+    _said,
+    _signal_name,
     console,
     fail,
 )
@@ -100,6 +105,8 @@ def _run(
 ) -> None:
     from adcs.experiments.runner import plan_experiment, run_experiment
 
+    if track is None and track_to is not None:  # a setting that does nothing
+        raise fail(f"--track-to {track_to} does nothing without --track: add --track or remove it")
     planned = plan_experiment(config, out, overwrite=force, resume=resume)
     plan = planned.runs
     console.print(
@@ -132,14 +139,14 @@ def _tracking(
     if kind is None:
         yield None
         return
-    from adcs.tracking import default_destination, make_tracker, run_params
+    from adcs.tracking import TrackingError, default_destination, make_tracker, run_params
 
     where: str | Path = dest if dest is not None else default_destination(kind)
     if kind == "tensorboard" and dest is None:
         where = Path(where) / experiment  # one folder of runs per experiment
     try:
         tracker = make_tracker(kind, where, experiment, resume=resume)
-    except ImportError as exc:
+    except (ImportError, TrackingError) as exc:
         raise fail(str(exc), code=1) from None
     for spec in plan:
         tracker.start(spec.run_id, run_params(spec))
@@ -285,7 +292,8 @@ def _run_sweep(
     from adcs.experiments.runner import expand_runs
     from adcs.experiments.sweep import run_sweep, sweep_points
 
-    points = sweep_points(config, axes)
+    with _progress() as checking:  # a large sweep takes a while to check before it runs
+        points = sweep_points(config, axes, progress=checking.tracker("checking points", "points"))
     n_runs = sum(len(expand_runs(c)) for _, c in points)
     swept = ", ".join(a.name for a in axes)
     rounds = sorted({c.sim.rounds for _, c in points})
@@ -297,7 +305,7 @@ def _run_sweep(
     command = shlex.join(["adcs", *sys.argv[1:]])
     with _executor(ray_address) as executor, _progress() as display:
         outcome = run_sweep(
-            config, axes, out, force=force, resume=resume, executor=executor,
+            config, axes, out, points=points, force=force, resume=resume, executor=executor,
             workers=workers if workers is not None or resume else default_workers(),
             checkpoint_every=checkpoint_every, command=command,
             progress=lambda name: display.tracker(name, "rounds"),
@@ -307,3 +315,27 @@ def _run_sweep(
     console.print(
         f"  table: {outcome.folder / 'sweep.csv'}; figure: {outcome.folder / 'sweep.png'}"
     )
+
+
+def _export(results: Path, to: str, dest: str | None, *, resume: bool) -> None:
+    """``adcs export``: each refusal or failure one line, an interrupt saying what was written."""
+    from adcs.experiments.folder import os_error
+    from adcs.experiments.resultfiles import ResultsFileError
+    from adcs.tracking import ExportError, TrackingError
+    from adcs.tracking import export as export_results
+
+    try:
+        where = export_results(results, to, dest, resume=resume)
+    except (FileNotFoundError, ExportError, ResultsFileError) as exc:
+        raise fail(_said(exc)) from None
+    except (ImportError, TrackingError) as exc:
+        raise fail(_said(exc), code=1) from None
+    except KeyboardInterrupt as exc:
+        code = EXIT_INTERRUPTED[signal.SIGTERM if _RECEIVED else signal.SIGINT]
+        said = "; ".join(getattr(exc, "__notes__", [])) or "nothing was written"
+        raise fail(f"{_signal_name(_RECEIVED)}: {said}", code) from None
+    except OSError as exc:
+        error = os_error("export", exc)
+        error.__notes__ = getattr(exc, "__notes__", [])  # type: ignore[attr-defined]
+        raise fail(_said(error), code=1) from None
+    console.print(f"{to}: {where}")

@@ -36,6 +36,15 @@ from adcs.experiments.config import (
     with_overrides,
 )
 from adcs.experiments.overrides import apply_assignments
+from adcs.experiments.resultfiles import (
+    METRIC_COLUMNS,
+    RUN_COLUMNS,
+    ResultsFileError,
+    parsed,
+    read_arrays,
+    read_manifest,
+    read_table,
+)
 from adcs.experiments.sweep import SweepAxis, check_swept_keys, load_with_sweep, run_sweep
 
 if TYPE_CHECKING:
@@ -271,6 +280,8 @@ def _expanded_params(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The ``params`` JSON column spread into one column per parameter, and their names."""
     pandas = _pandas()
     params = pandas.DataFrame([json.loads(p) if isinstance(p, str) else {} for p in runs["params"]])
+    if params.columns.has_duplicates or not all(isinstance(c, str) for c in params.columns):
+        raise ValueError("the params column holds no JSON objects of named parameters")
     params.index = runs.index
     out = runs.drop(columns=["params"])
     for name in params.columns:
@@ -281,13 +292,17 @@ def _expanded_params(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return out, list(params.columns)
 
 
+def _frame(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    """A table of a results folder as a data frame, checked whole first (see
+    `adcs.experiments.resultfiles.read_table`)."""
+    read_table(path, columns)
+    return parsed(path, "the table", _pandas().read_csv, path)
+
+
 def _read_one(folder: Path, workload: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    pandas = _pandas()
-    for name in ("runs.csv", "metrics.csv"):
-        if not (folder / name).is_file():
-            raise FileNotFoundError(f"{folder} is not an adcs results folder: {name} is missing")
-    runs, params = _expanded_params(pandas.read_csv(folder / "runs.csv"))
-    metrics = pandas.read_csv(folder / "metrics.csv")
+    path = folder / "runs.csv"
+    runs, params = parsed(path, "its params column", _expanded_params, _frame(path, RUN_COLUMNS))
+    metrics = _frame(folder / "metrics.csv", METRIC_COLUMNS)
     identity = ["run_id", *(c for c in ("variant", *params) if c not in metrics.columns)]
     metrics = metrics.merge(runs[identity], on="run_id", how="left")
     if workload is not None:
@@ -298,27 +313,39 @@ def _read_one(folder: Path, workload: str | None) -> tuple[pd.DataFrame, pd.Data
 
 def _selection_frame(folder: Path, workload: str | None) -> pd.DataFrame:
     pandas = _pandas()
+    path = folder / "selections.npz"
+    npz = read_arrays(path, lambda key: key.startswith(("selected/", "returned/")))
     frames = []
-    with np.load(folder / "selections.npz") as npz:
-        for key in npz.files:
-            if not key.startswith("selected/"):
-                continue
-            run_id = key.split("/", 1)[1]
-            selected = npz[key]
-            returned = npz[f"returned/{run_id}"]
-            rounds, slots = np.nonzero(selected >= 0)
-            frame = pandas.DataFrame(
-                {
-                    "run_id": run_id,
-                    "round": rounds.astype(np.int32),
-                    "client": selected[rounds, slots].astype(np.int32),
-                    "returned": returned[rounds, slots],
-                }
+    for key in npz:
+        if not key.startswith("selected/"):
+            continue
+        run_id = key.split("/", 1)[1]
+        selected = npz[key]
+        returned = npz.get(f"returned/{run_id}")
+        if returned is None or returned.shape != selected.shape or selected.ndim != 2:
+            raise ResultsFileError(
+                path,
+                f"holds {key} without a returned/{run_id} of its shape (not a file adcs wrote)",
             )
-            if workload is not None:
-                frame.insert(0, "workload", workload)
-            frames.append(frame)
+        rounds, slots = np.nonzero(selected >= 0)
+        frame = pandas.DataFrame(
+            {
+                "run_id": run_id,
+                "round": rounds.astype(np.int32),
+                "client": selected[rounds, slots].astype(np.int32),
+                "returned": returned[rounds, slots],
+            }
+        )
+        if workload is not None:
+            frame.insert(0, "workload", workload)
+        frames.append(frame)
+    if not frames:
+        raise ResultsFileError(path, "holds no selected/<run_id> array (not a file adcs wrote)")
     return pandas.concat(frames, ignore_index=True)
+
+
+LEADERBOARD_COLUMNS = ("workload", "entry", "method", "variant")
+"""The columns every ``leaderboard.csv`` adcs writes has."""
 
 
 def load_results(folder: str | Path) -> Results:
@@ -328,6 +355,9 @@ def load_results(folder: str | Path) -> Results:
     ------
     FileNotFoundError
         ``folder`` is not an adcs results folder.
+    ResultsFileError
+        One of its files is empty, truncated, corrupt or not one adcs wrote (the message names
+        the file and what is wrong with it).
     TypeError
         ``folder`` is not a path.
     """
@@ -338,7 +368,7 @@ def load_results(folder: str | Path) -> Results:
     manifest_path = folder / "manifest.json"
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{folder} is not an adcs results folder: no manifest.json")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = read_manifest(manifest_path)
     board = folder / "leaderboard.csv"
     parts: tuple[tuple[str | None, Path], ...]
     if board.is_file():
@@ -346,7 +376,7 @@ def load_results(folder: str | Path) -> Results:
     else:
         parts = ((None, folder),)
     tables = [_read_one(path, workload) for workload, path in parts]
-    points = manifest.get("sweep", {}).get("points", {})
+    points = (manifest.get("sweep") or {}).get("points") or {}  # checked by read_manifest
     for runs, metrics in tables if points else ():  # a sweep: its values as columns of their own
         for frame in (runs, metrics):
             values = points.get(frame["workload"].iloc[0], {}) if len(frame) else {}
@@ -357,6 +387,6 @@ def load_results(folder: str | Path) -> Results:
         runs=pandas.concat([t[0] for t in tables], ignore_index=True),
         metrics=pandas.concat([t[1] for t in tables], ignore_index=True),
         manifest=manifest,
-        leaderboard=pandas.read_csv(board) if board.is_file() else None,
+        leaderboard=_frame(board, LEADERBOARD_COLUMNS) if board.is_file() else None,
         _parts=parts,
     )

@@ -24,16 +24,30 @@ import-path form.
 from __future__ import annotations
 
 import importlib
+import numbers
 import os
 import re
 import sys
+import traceback
+import types
 import typing
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry", "Table", "current_folder_on_path", "import_path"]
+import numpy as np
+
+__all__ = [
+    "PluginError",
+    "Registry",
+    "Table",
+    "check_annotation",
+    "current_folder_on_path",
+    "import_path",
+    "plugin_name",
+    "raised_in",
+]
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -54,6 +68,93 @@ def current_folder_on_path() -> Iterator[None]:
     finally:
         if added and here in sys.path:
             sys.path.remove(here)
+
+
+class PluginError(RuntimeError):
+    """A plug-in (a scheduler, a partition: the user's or a built-in one) raised where the runtime
+    called it. The message names the plug-in, what it was doing (the run and the round) and what
+    it raised; the plug-in's traceback is the exception's ``__cause__`` and, as text that crosses
+    process boundaries, its ``plugin_traceback``."""
+
+
+def plugin_name(obj: Any) -> str:
+    """The import path of ``obj``'s class (of ``obj`` itself when it is a class or function),
+    through adcs's own wrappers (a defended or lied-to scheduler names the scheduler inside)."""
+    for _ in range(8):  # adcs's wrappers hold what they wrap as .scheduler
+        inner = getattr(obj, "scheduler", None)
+        if inner is None or not type(obj).__module__.startswith("adcs."):
+            break
+        obj = inner
+    target = obj if hasattr(obj, "__qualname__") else type(obj)  # a class, a function
+    return f"{target.__module__}:{target.__qualname__}"
+
+
+def raised_in(what: str, obj: Any, doing: str, exc: BaseException) -> PluginError:
+    """The `PluginError` of ``exc``, raised by ``obj`` (a ``what``: ``"scheduler"``) while
+    ``doing`` (``"select, run 'x' at round 3"``)."""
+    said = str(exc).strip().splitlines()
+    error = PluginError(
+        f"{what} {plugin_name(obj)} raised {type(exc).__name__} in {doing}"
+        + (f": {said[0]}" if said else "")
+        + " (adcs --debug … shows its traceback)"
+    )
+    # the plug-in's traceback as text: it survives the pickling a worker process sends back
+    error.plugin_traceback = "".join(  # type: ignore[attr-defined]
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
+    return error
+
+
+_SCALARS: dict[Any, tuple[type, ...]] = {
+    int: (numbers.Integral,),  # NumPy's integers too
+    float: (numbers.Real,),
+    str: (str,),
+    bool: (bool, np.bool_),
+}
+
+
+def _fits(value: Any, hint: Any) -> bool | None:
+    """Whether ``value`` fits the type hint ``hint`` (None: a hint not checked here)."""
+    if hint in _SCALARS:
+        return isinstance(value, _SCALARS[hint]) and (hint is bool or not isinstance(value, bool))
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Literal:
+        return value in args
+    if origin in (typing.Union, types.UnionType):
+        found = [_fits(value, a) for a in args]
+        return True if any(found) else None if None in found else False
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            return False
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if args and len(items) != len(value):
+            return False
+        return all(_fits(v, a) is not False for v, a in zip(value, items, strict=False))
+    return None
+
+
+def check_annotation(cls: type, name: str, value: Any) -> None:
+    """Refuse ``value`` for the constructor argument ``name`` of ``cls`` unless it fits the
+    argument's annotation: ``int``, ``float`` (an int too), ``bool``, ``str``, a ``tuple`` of
+    them (a list too), ``Literal``, ``X | None``; other annotations are the class's to check.
+
+    Raises
+    ------
+    TypeError
+        Naming the argument, its annotation and the value.
+    """
+    try:
+        hint = typing.get_type_hints(cls).get(name)
+    except Exception:  # unresolvable hints: the constructor will judge the value
+        return
+    if hint is not None and _fits(value, hint) is False:
+        shown = getattr(hint, "__name__", None) if hint in _SCALARS else None
+        raise TypeError(
+            f"{name} must be {shown or str(hint).replace('typing.', '')} (its annotation), "
+            f"got {value!r}"
+        )
 
 
 def import_path(path: str) -> Any:
@@ -82,6 +183,12 @@ def import_path(path: str) -> Any:
         except AttributeError:
             raise ValueError(f"module {module_name!r} has no {attr!r} (from {path!r})") from None
     return obj
+
+
+def _distribution(ep: Any) -> str:
+    """The name of the distribution that declares entry point ``ep`` ("an unknown one")."""
+    dist = getattr(ep, "dist", None)
+    return str(getattr(dist, "name", None) or "an unknown distribution")
 
 
 class Table(MutableMapping[str, V], Generic[V]):
@@ -176,15 +283,23 @@ class Table(MutableMapping[str, V], Generic[V]):
             return self._builtins[name]
         if ":" in name:
             return self._checked(import_path(name), name)
-        for ep in metadata.entry_points(group=self.group):
-            if ep.name == name:
-                try:
-                    loaded = ep.load()
-                except Exception as exc:
-                    raise ValueError(
-                        f"the {self.what} entry point {name!r} ({ep.value}) cannot be loaded: {exc}"
-                    ) from None
-                return self._checked(loaded, name)
+        declared = {
+            ep.value: ep for ep in metadata.entry_points(group=self.group) if ep.name == name
+        }
+        if len(declared) > 1:  # two packages claim the name: neither wins silently
+            said = ", ".join(f"{_distribution(ep)} ({ep.value})" for ep in declared.values())
+            raise ValueError(
+                f"the {self.what} entry point {name!r} is declared by {len(declared)} "
+                f"distributions: {said}; uninstall one, or name the class by its import path"
+            )
+        for ep in declared.values():
+            try:
+                loaded = ep.load()
+            except Exception as exc:
+                raise ValueError(
+                    f"the {self.what} entry point {name!r} ({ep.value}) cannot be loaded: {exc}"
+                ) from None
+            return self._checked(loaded, name)
         raise ValueError(
             f"unknown {self.what} {name!r}: use one of {sorted(self._builtins)}, an import path "
             f"'package.module:Name', or an entry point of the group {self.group!r}"

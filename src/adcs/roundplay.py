@@ -49,6 +49,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from adcs.aggregation import Aggregator, F32Array
+from adcs.registry import PluginError, raised_in
 from adcs.rounds import (
     BoolArray,
     F64Array,
@@ -441,8 +442,17 @@ def _selected(
     ------
     SelectionError
         Naming the run, the round and what the scheduler returned.
+    PluginError
+        The scheduler raised (naming it, the run and the round).
     """
-    returned = rules.scheduler.select(state, t, stats, rng)
+    try:
+        returned = rules.scheduler.select(state, t, stats, rng)
+    except (SelectionError, PluginError, MemoryError):
+        raise
+    except Exception as exc:  # the scheduler's own failure: named, with the run and the round
+        raise raised_in(
+            "scheduler", rules.scheduler, f"select, run {rules.who} at round {t}", exc
+        ) from exc
     pair = isinstance(returned, tuple) and len(returned) == 2
     if pair and isinstance(returned[0], Selection):
         return returned
@@ -550,8 +560,9 @@ class RunRound:
         assert self.selection is not None
         who, m = f"{self.rules.who} at round {self.t}", self.rules.scheduler.m
         return check_selection(
-            self.selection.clients, stats.available, m, who=who, n_available=stats.n_available()
-        )
+            self.selection.clients, stats.available, m, who=who, n_available=stats.n_available(),
+            weights=self.selection.weights,
+        )  # fmt: skip
 
     @property
     def to_train(self) -> IntArray:

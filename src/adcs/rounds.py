@@ -27,6 +27,7 @@ __all__ = [
     "SelectionError",
     "aggregation_weights",
     "check_selection",
+    "check_weights",
     "n_to_select",
 ]
 
@@ -56,6 +57,7 @@ def check_selection(
     *,
     who: str = "the scheduler",
     n_available: int | None = None,
+    weights: ArrayLike | None = None,
 ) -> IntArray:
     """The selected clients as an index array, after checking the contract.
 
@@ -71,11 +73,14 @@ def check_selection(
     n_available : int, optional
         The number of available clients when the caller knows it (``available`` is then not
         scanned again).
+    weights : array of shape (k,), optional
+        The selection's own aggregation weights (``Selection.weights``): k finite numbers ≥ 0.
 
     Raises
     ------
     SelectionError
-        Unless ``clients`` holds exactly ``min(m, n_available)`` distinct available indices.
+        Unless ``clients`` holds exactly ``min(m, n_available)`` distinct available indices, and
+        ``weights`` (when given) one finite, non-negative number per client.
     """
     idx = np.asarray(clients)
     n = available.shape[0]
@@ -90,7 +95,31 @@ def check_selection(
             f"{who} must select {k} distinct available clients in [0, {n}) "
             f"(min(m={m}, {int(np.count_nonzero(available))} available)), got {clients!r}"
         )
+    if weights is not None:
+        check_weights(weights, k, who=who)
     return idx.astype(np.intp, copy=False)
+
+
+def check_weights(weights: ArrayLike, k: int, *, who: str = "the scheduler") -> F64Array:
+    """A selection's aggregation weights as float64, shape (k,), after the contract's check: one
+    finite, non-negative number per selected client (a negative weight would step against a
+    client's update: no unbiased sampler gives one).
+
+    Raises
+    ------
+    SelectionError
+        Naming ``who`` and the weights.
+    """
+    try:
+        w = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        w = np.full(0, np.nan)
+    if w.shape != (k,) or not np.isfinite(w).all() or (w < 0).any():
+        raise SelectionError(
+            f"{who} must give {k} finite, non-negative selection weights (one per client), "
+            f"got {weights!r}"
+        )
+    return w
 
 
 def aggregation_weights(

@@ -223,7 +223,7 @@ def test_the_tables_are_written_back_as_earlier_manifests_have_them():
     they replaced (no ``kind`` for the default kinds; the attack and defence after ``lr_decay``)."""
     doc = doc_with(
         {"kind": "lie", "clients": [4, 1], "lie": [], "poison": "sign_flip", "factor": 10},
-        {"aggregation": "median", "trim": 0, "novelty": 3},
+        {"aggregation": "trimmed_mean", "trim": 0, "novelty": 3},
     )
     doc["sim"]["lr_decay"] = [[2, 0.5]]
     sim = config_to_dict(config_from_dict(doc))["sim"]
@@ -234,7 +234,7 @@ def test_the_tables_are_written_back_as_earlier_manifests_have_them():
     ]  # fmt: skip
     assert list(sim["defence"].items()) == [
         ("received", False), ("consistency", 1.0), ("corroborate", False), ("peers", 2),
-        ("plausibility", 0.0), ("uniform_mix", 0.0), ("aggregation", "median"), ("trim", 0),
+        ("plausibility", 0.0), ("uniform_mix", 0.0), ("aggregation", "trimmed_mean"), ("trim", 0),
         ("novelty", 3), ("cap", 0.0), ("window", 100),
     ]  # fmt: skip
     crafted = config_from_dict(doc_with({"kind": "crafted", "clients": [5, 1], "target": "worst"}))
@@ -242,3 +242,39 @@ def test_the_tables_are_written_back_as_earlier_manifests_have_them():
         ("kind", "crafted"), ("clients", [1, 5]), ("cosine", 0.5), ("target", "worst"),
         ("shared", False), ("scale", 1.0), ("factor", 1.0), ("start", 0), ("adaptive", False),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "setting"),
+    [
+        ("defence", {"window": 50}, "a cap (cap > 0)"),  # was: accepted, no cap ever applied
+        ("defence", {"trim": 0.3}, "aggregation = 'trimmed_mean'"),  # was: the plain mean
+        ("defence", {"trim": 0.3, "aggregation": "median"}, "aggregation = 'trimmed_mean'"),
+        ("defence", {"consistency": 0.5}, "received = true"),
+        ("defence", {"peers": 4}, "corroborate = true"),
+        ("attack", {"n_malicious": 1, "lie": ["direction"], "factor": 3.0}, "a loss or norm lie"),
+        ("attack", {"n_malicious": 1, "direction": "random"}, "a direction lie"),
+    ],
+)
+def test_a_key_that_does_nothing_without_another_is_refused(
+    table: str, key: dict[str, Any], setting: str
+) -> None:
+    doc = doc_with(**{table: key})
+    name = next(k for k in key if k not in ("n_malicious", "lie", "aggregation"))
+    with pytest.raises(ConfigError, match=rf"sim\.{table}\.{name} = .* does nothing without"):
+        config_from_dict(doc)
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(doc)
+    assert setting in str(info.value)
+
+
+def test_a_key_beside_its_setting_or_at_its_default_is_accepted() -> None:
+    config = config_from_dict(
+        doc_with(
+            {"n_malicious": 1, "lie": ["direction"], "direction": "random", "factor": 10.0},
+            {"cap": 1.5, "window": 50, "aggregation": "trimmed_mean", "trim": 0.3, "peers": 2},
+        )
+    )
+    assert config.defence.window == 50 and config.defence.trim == 0.3
+    again = config_from_dict(config_to_dict(config))  # the table written back holds every key
+    assert config_to_dict(again) == config_to_dict(config)

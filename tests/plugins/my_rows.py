@@ -173,3 +173,21 @@ class Unlicensed(EveryOther):
 
     def __post_init__(self) -> None:
         raise RuntimeError("no trace server")
+
+
+def _split_raises(data: Any, rng: np.random.Generator, **params: Any) -> Any:
+    raise IndexError("label 9 has no samples")
+
+
+RAISING_PARTITION = PartitionKind(_split_raises, frozenset({"n_clients"}))
+"""A partition row whose split raises an error of its own."""
+
+
+@dataclass(frozen=True)
+class DownAt(EveryOther):
+    """EveryOther whose mask raises an error of its own at round 2."""
+
+    def mask(self, key: int, round_idx: int, groups: np.ndarray) -> np.ndarray:
+        if round_idx == 2:
+            raise ConnectionError("the trace server is down")
+        return super().mask(key, round_idx, groups)

@@ -119,3 +119,49 @@ class PicklesNot(LowestIndex):
 
 class NotAScheduler:
     """Has none of the protocol's methods."""
+
+
+@dataclass(frozen=True)
+class BreaksAt(LowestIndex):
+    """LowestIndex whose ``select`` raises an error of its own at round ``at``."""
+
+    at: int = 1
+
+    def select(
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, BasicState]:
+        if round_idx == self.at:
+            raise ZeroDivisionError("the quality table is empty")
+        return super().select(state, round_idx, stats, rng)
+
+
+@dataclass(frozen=True)
+class InitFails(LowestIndex):
+    """LowestIndex whose ``init`` raises an error of its own (not a ValueError)."""
+
+    def init(self, n_clients: int, data_sizes: np.ndarray | None = None) -> BasicState:
+        raise KeyError("cluster map")
+
+
+@dataclass(frozen=True)
+class Weighted(LowestIndex):
+    """LowestIndex that gives its own aggregation weights ``weight`` (each client alike)."""
+
+    weight: float = 1.0
+
+    def select(
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: np.random.Generator
+    ) -> tuple[Selection, BasicState]:
+        selection, state = super().select(state, round_idx, stats, rng)
+        weights = np.full(selection.clients.size, self.weight)
+        return Selection(selection.clients, weights), state
+
+
+@dataclass(frozen=True)
+class Typed(LowestIndex):
+    """LowestIndex with a parameter of each annotated type."""
+
+    rate: float = 0.5
+    deep: bool = False
+    tag: str = "a"
+    pair: tuple[int, int] = (1, 2)

@@ -45,9 +45,9 @@ form; fine for cross-silo populations (a sketched store would bound it at scale)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -135,6 +135,15 @@ class Defence:
     novelty: float = 0.0
     cap: float = 0.0
     window: int = 100
+
+    needs: ClassVar[Mapping[str, tuple[str, Callable[[Defence], bool]]]] = {
+        "consistency": ("received = true", lambda d: d.received),
+        "peers": ("corroborate = true", lambda d: d.corroborate),
+        "trim": ("aggregation = 'trimmed_mean'", lambda d: d.aggregation is Robust.TRIMMED_MEAN),
+        "window": ("a cap (cap > 0)", lambda d: d.cap > 0),
+    }
+    """The keys that only matter beside another setting (a configuration setting one without
+    it is refused, see `adcs.experiments.schema.KindTable`)."""
 
     def __post_init__(self) -> None:
         check_bool("received", self.received)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import enum
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from adcs.adversary.attack import Attack, Direction, Lie, Poison
 from adcs.adversary.members import check_members, members_of
@@ -54,6 +54,19 @@ class Liars:
     direction: Direction | float = Direction.ORTHOGONAL
     poison: Poison = Poison.NONE
     adaptive: bool = False
+
+    needs: ClassVar[Mapping[str, tuple[str, Callable[[Liars], bool]]]] = {
+        "factor": (
+            "a loss or norm lie or poison = 'scaled'",
+            lambda a: bool({Lie.LOSS, Lie.NORM} & set(a.lie)) or a.poison is Poison.SCALED,
+        ),
+        "direction": (
+            "a direction lie or poison = 'direction'",
+            lambda a: Lie.DIRECTION in a.lie or a.poison is Poison.DIRECTION,
+        ),
+    }
+    """The keys that only matter beside another setting (a configuration setting one without
+    it is refused, see `adcs.experiments.schema.KindTable`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "clients", check_members(self.clients, self.n_malicious))

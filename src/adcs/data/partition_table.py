@@ -23,7 +23,7 @@ from adcs.data.partition import (
     paper_groups,
     shards,
 )
-from adcs.registry import Table
+from adcs.registry import PluginError, Table, raised_in
 
 __all__ = ["PARTITIONS", "partition_data", "partition_kind"]
 
@@ -103,6 +103,8 @@ def partition_data(
     ValueError
         Unknown kind or parameter, a missing parameter, a split the data cannot give, or a split
         that returns no `Partition`.
+    PluginError
+        The split raised anything else (naming it).
     """
     entry = partition_kind(kind)
     unknown = sorted(set(params) - entry.keys)
@@ -113,7 +115,12 @@ def partition_data(
     missing = sorted(entry.required - set(params))
     if missing:
         raise ValueError(f"partition {kind!r} needs the parameter(s) {missing}")
-    partition = entry.split(data, rng, **params)
+    try:
+        partition = entry.split(data, rng, **params)
+    except (ValueError, PluginError, MemoryError):
+        raise
+    except Exception as exc:  # the split's own failure: named
+        raise raised_in("partition", entry.split, f"its split (partition = {kind!r})", exc) from exc
     if not isinstance(partition, Partition):  # a user's split (by import path) that broke it
         raise ValueError(f"the split returned {type(partition).__name__}, not a Partition")
     return partition

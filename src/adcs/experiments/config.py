@@ -79,6 +79,7 @@ from adcs.experiments.schema import (
 )
 from adcs.optimizers import SERVER_OPTIMIZERS
 from adcs.privacy import PrivateProbes
+from adcs.registry import check_annotation
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, UsesRoundTimes
 from adcs.sim.availability import AVAILABILITY
@@ -272,10 +273,13 @@ class MethodConfig:
         """The scheduler for one grid point, constructed through the name → class table.
 
         A string given for an enum-typed hyperparameter (e.g. ``quality = "grad_norm"``) is turned
-        into the enum member of that value.
+        into the enum member of that value; every value must fit its annotation
+        (`adcs.registry.check_annotation`: an ``int`` parameter takes no 1.5).
         """
         cls = self.scheduler_class
         kwargs = {k: _coerce_enum(cls, k, v) for k, v in params.items()}
+        for k, v in kwargs.items():  # a user's class may check nothing itself
+            check_annotation(cls, k, v)
         scheduler: Scheduler = cls(m=m, **kwargs)
         return scheduler
 

@@ -62,7 +62,7 @@ class _Progress:
     def describe(self, rounds: int) -> str:
         batches = self.identity["batches"]
         if self.finished >= batches:
-            return "simulation complete"
+            return f"all {rounds} rounds simulated, the results not yet written"
         if self.shards and self.current is None:
             return f"{len(self.shards)} shard(s) of one seed done"
         done = 0 if self.current is None else self.current.rounds_done

@@ -66,6 +66,7 @@ from adcs.experiments.folder import (
     ResultsFolder,
     RunError,
     note_kept,
+    os_error,
     provenance,
     source_checkout,
 )
@@ -412,10 +413,16 @@ def _run(workloads: Sequence[ExperimentConfig], options: _Options) -> Leaderboar
             _check_resume(folder, identity)
         folder.save_checkpoint(identity, {"progress": "leaderboard", "workloads": names})
         _run_workloads(workloads, folder, options)
-        ranks, scores = write_summary(
-            folder.partial, names, quick=options.quick, metrics=metrics, kind=options.kind
-        )
-        extra = {} if options.finalize is None else dict(options.finalize(folder.partial))
+        try:
+            ranks, scores = write_summary(
+                folder.partial, names, quick=options.quick, metrics=metrics, kind=options.kind
+            )
+            extra = {} if options.finalize is None else dict(options.finalize(folder.partial))
+        except OSError as exc:  # a full disk: the folder, and that every workload is kept
+            error = os_error(f"cannot write the {options.kind}'s summary", exc, folder.partial)
+            kept = _kept(folder.partial, names, options.kind, "")
+            note_kept(error, kept or "the checkpoint", folder.partial)
+            raise error from exc
         executor = options.executor
         manifest = {
             "experiment": options.kind, "kind": options.kind, "workloads": names,
@@ -465,25 +472,52 @@ def _run_workloads(
                                   dataset=runs.dataset)  # fmt: skip
         for config in workloads:
             _run_workload(config, partial, states[config.name], runs)
-    except RunInterrupted as exc:
+    except (RunInterrupted, KeyboardInterrupt) as exc:
+        inner = exc.progress if isinstance(exc, RunInterrupted) and exc.resumable else ""
+        kept = _kept(partial, names, runs.kind, inner)
+        if kept is None:  # no workload finished and none took a checkpoint
+            folder.discard(keep_checkpoint=False)
+            raise RunInterrupted(
+                f"interrupted before the first {_unit(runs.kind)} finished or took a checkpoint; "
+                "nothing was kept",
+                resumable=False, partial=partial, progress="",
+            ) from exc  # fmt: skip
         raise RunInterrupted(
-            f"interrupted; the leaderboard is kept in {partial} (finished workloads and the "
-            f"current one's checkpoint, {exc.progress or 'none yet'}): continue with the "
-            "same command and --resume",
-            resumable=True, partial=partial, progress=exc.progress,
-        ) from exc  # fmt: skip
-    except KeyboardInterrupt as exc:
-        raise RunInterrupted(
-            f"interrupted; the leaderboard is kept in {partial}: continue with the same "
-            "command and --resume",
-            resumable=True, partial=partial, progress="",
+            f"interrupted; {kept} is kept in {partial}: continue with the same command and "
+            "--resume",
+            resumable=True, partial=partial, progress=inner, kept=kept,
         ) from exc  # fmt: skip
     except BaseException as exc:
-        if not any(_workload_state(partial, n) != "new" for n in names):
+        kept = _kept(partial, names, runs.kind, "")
+        if kept is None:
             folder.discard(keep_checkpoint=False)  # nothing worth resuming
-        else:
-            note_kept(exc, f"what the {runs.kind} has done", partial)
+        if isinstance(exc, OSError):  # a full disk: the folder it was writing, named
+            error = os_error(f"cannot write the {runs.kind}", exc, partial)
+            if kept is not None:
+                note_kept(error, kept, partial)
+            raise error from exc
+        if kept is not None:
+            note_kept(exc, kept, partial)
         raise
+
+
+def _unit(kind: str) -> str:
+    return "point" if kind == "sweep" else "workload"
+
+
+def _kept(partial: Path, names: Sequence[str], kind: str, progress: str) -> str | None:
+    """What an interrupted leaderboard or sweep keeps, in words (None: nothing worth resuming):
+    its finished workloads (a sweep's points) and the checkpoint of the one that was running."""
+    states = {n: _workload_state(partial, n) for n in names}
+    done = sum(s == "done" for s in states.values())
+    running = [n for n, s in states.items() if s == "resume"]
+    if not done and not running:
+        return None
+    unit = _unit(kind)
+    said = f"{done} of {len(names)} {unit}s finished"
+    if running:
+        said += f", {unit} {running[0]}'s checkpoint" + (f": {progress}" if progress else "")
+    return f"what the {kind} has done ({said})"
 
 
 def _run_workload(config: ExperimentConfig, partial: Path, state: str, runs: _Options) -> None:

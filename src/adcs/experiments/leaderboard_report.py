@@ -10,7 +10,6 @@ wall-clock time is written to these files; the leaderboard's ``manifest.json`` h
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from adcs.experiments.ranking import (
     workload_scores,
 )
 from adcs.experiments.records import RunRecord
+from adcs.experiments.resultfiles import read_manifest
 from adcs.experiments.results import _write_csv, _write_json
 from adcs.experiments.stats import CONFIDENCE, FINAL_FRACTION
 from adcs.experiments.timing import TARGET_FRACTION
@@ -61,7 +61,7 @@ SUMMARY_FIGURE = "summary.png"
 
 def _context(folder: Path, name: str) -> dict[str, Any]:
     """What the report says of a workload's setting, from its manifest."""
-    doc = json.loads((folder / name / MANIFEST).read_text(encoding="utf-8"))
+    doc = read_manifest(folder / name / MANIFEST)
     config = doc.get("config", {})
     sim = config.get("sim", {})
     data = doc.get("data", {})

@@ -43,6 +43,7 @@ __all__ = [
     "parse_value",
     "parse_values",
     "split_assignment",
+    "split_items",
     "target_paths",
     "with_sets",
 ]
@@ -113,13 +114,55 @@ def parse_value(raw: str, where: str) -> Any:
         return raw
 
 
+def _top_level_parts(raw: str) -> list[str]:
+    """``raw`` split at its commas outside quotes, brackets and braces."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(raw):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(raw[start:i])
+            start = i + 1
+    return [*parts, raw[start:]]
+
+
+def split_items(raw: str, where: str, noun: str, instead: str) -> list[str]:
+    """A comma-separated list's items, stripped; an empty item (``4,,6``, a comma at an end) or
+    an empty list is refused: it would be dropped silently.
+
+    ``where`` names the option in the error (``--sweep m``), ``noun`` what an item is
+    (``workload``), ``instead`` what to do in place of an empty list.
+
+    Raises
+    ------
+    ConfigError
+    """
+    items = [part.strip() for part in _top_level_parts(raw)]
+    if not any(items):
+        raise ConfigError(f"{where} {raw!r} names no {noun}; {instead}")
+    empty = [i + 1 for i, item in enumerate(items) if not item]
+    if empty:
+        raise ConfigError(
+            f"{where} {raw!r}: item {empty[0]} of {len(items)} is empty (two commas, or one at "
+            "an end); give a value there or remove the comma"
+        )
+    return items
+
+
 def parse_values(raw: str, where: str) -> list[Any]:
     """``V1,V2,…``: TOML values (a comma inside a quoted string or a table is kept), or, when
-    they are not all TOML, each part a value or a bare word."""
+    they are not all TOML, each part a value or a bare word. An empty value is refused."""
+    items = split_items(raw, where, "value", "give at least one")
     try:
         values: list[Any] = tomllib.loads(f"values = [{raw}]")["values"]
     except tomllib.TOMLDecodeError:
-        return [parse_value(v.strip(), where) for v in raw.split(",") if v.strip()]
+        return [parse_value(v, where) for v in items]
     return values
 
 

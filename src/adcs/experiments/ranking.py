@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from adcs.columns import COLUMNS, Column
 from adcs.experiments.records import RunRecord, method_label, tell_apart, variant_labels
+from adcs.experiments.resultfiles import read_arrays
 from adcs.experiments.results import load_records
 from adcs.experiments.stats import CONFIDENCE, SeedValues, t_interval, tied
 from adcs.experiments.timing import TARGET_FRACTION, Estimate, time_to_reach
@@ -413,6 +414,4 @@ def rank_table(
 def workload_scores(folder: Path, name: str) -> tuple[list[RunRecord], dict[str, NDArray[Any]]]:
     """A workload's records and per-client accuracies, read back from its results folder."""
     records = load_records(folder / name)
-    with np.load(folder / name / "client_acc.npz") as npz:
-        client_acc = {k: np.asarray(npz[k]) for k in npz.files}
-    return records, client_acc
+    return records, read_arrays(folder / name / "client_acc.npz")

@@ -26,6 +26,13 @@ from adcs.experiments.config import ExperimentConfig
 from adcs.experiments.folder import write_npz
 from adcs.experiments.plan import _canonical
 from adcs.experiments.report import RunRecord
+from adcs.experiments.resultfiles import (
+    METRIC_COLUMNS,
+    RUN_COLUMNS,
+    parsed,
+    read_manifest,
+    read_table,
+)
 from adcs.schedulers import SCHEDULERS
 from adcs.sim.data import ClientData
 from adcs.sim.engine import RunResult, RunSpec, SimConfig
@@ -266,59 +273,85 @@ def load_records(folder: str | Path) -> list[RunRecord]:
 
     Group sizes come from ``group_share.csv`` and wall times from ``manifest.json`` when the
     folder has them.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``runs.csv`` or ``metrics.csv`` is missing.
+    ResultsFileError
+        A file is empty, truncated, corrupt or not one adcs wrote (the message names it).
     """
     folder = Path(folder)
-    with (folder / "runs.csv").open(newline="", encoding="utf-8") as fh:
-        run_reader = csv.DictReader(fh)
-        runs = list(run_reader)
-        run_fields = list(run_reader.fieldnames or ())
-    with (folder / "metrics.csv").open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        metrics = list(reader)
-        fields = list(reader.fieldnames or ())
+    runs_table = read_table(folder / "runs.csv", RUN_COLUMNS)
+    metrics_table = read_table(folder / "metrics.csv", METRIC_COLUMNS)
+    runs, run_fields = runs_table.rows, runs_table.header
+    fields = metrics_table.header
     by_run: dict[str, list[dict[str, str]]] = {}
-    for row in metrics:
+    for row in metrics_table.rows:
         by_run.setdefault(row["run_id"], []).append(row)
     clients: dict[str, dict[int, int]] = {}
-    if (folder / "group_share.csv").is_file():
-        with (folder / "group_share.csv").open(newline="", encoding="utf-8") as fh:
-            for row in csv.DictReader(fh):
-                if row.get("clients"):
-                    clients.setdefault(row["run_id"], {})[int(row["group"])] = int(row["clients"])
+    shares = folder / "group_share.csv"
+    if shares.is_file():
+        for row in read_table(shares, ("run_id", "group", "clients")).rows:
+            if row["clients"]:
+                what = f"run {row['run_id']!r}'s group sizes"
+                group, count = parsed(
+                    shares, what, lambda r: (int(r["group"]), int(r["clients"])), row
+                )
+                clients.setdefault(row["run_id"], {})[group] = count
     wall: dict[str, float] = {}
     manifest = folder / "manifest.json"
     if manifest.is_file():
-        doc = json.loads(manifest.read_text(encoding="utf-8"))
-        wall = {k: float(v) for k, v in (doc.get("run_wall_s") or {}).items()}
+        walls = read_manifest(manifest).get("run_wall_s") or {}
+        wall = parsed(manifest, "run_wall_s", lambda w: {k: float(v) for k, v in w.items()}, walls)
 
-    own = {f.name for f in dataclasses.fields(RunRecord)}
     readers = [(c, c.file_headers(run_fields if c.per == "run" else fields)) for c in COLUMNS]
     records = []
     for row in runs:
         rows = by_run.get(row["run_id"], [])
-        groups = clients.get(row["run_id"])
-        values = {
-            c.attr: c.read([row] if c.per == "run" else rows, headers)
-            for c, headers in readers
-            if headers is not None
-        }
         records.append(
-            RunRecord(
-                run_id=row["run_id"],
-                variant=row["variant"],
-                method=row["method"],
-                seed=int(row["seed"]),
-                params=json.loads(row["params"]),
-                eval_rounds=np.array([int(m["round"]) for m in rows], dtype=np.int64),
-                group_clients=None
-                if groups is None
-                else np.array([groups[k] for k in sorted(groups)], dtype=np.int64),
-                wall_s=wall.get(row["run_id"], float(row.get("wall_s") or "nan")),
-                **{k: v for k, v in values.items() if k in own},
-                extra={k: v for k, v in values.items() if k not in own},
+            parsed(
+                runs_table.path,
+                f"run {row['run_id']!r} (its row, or its rows of metrics.csv)",
+                _read_record,
+                row,
+                rows,
+                readers,
+                clients.get(row["run_id"]),
+                wall,
             )
         )
     return records
+
+
+def _read_record(
+    row: Mapping[str, str],
+    rows: Sequence[Mapping[str, str]],
+    readers: Sequence[tuple[Column, Any]],
+    groups: Mapping[int, int] | None,
+    wall: Mapping[str, float],
+) -> RunRecord:
+    """One run's record from its ``runs.csv`` row and its ``metrics.csv`` rows."""
+    own = {f.name for f in dataclasses.fields(RunRecord)}
+    values = {
+        c.attr: c.read([row] if c.per == "run" else rows, headers)
+        for c, headers in readers
+        if headers is not None
+    }
+    return RunRecord(
+        run_id=row["run_id"],
+        variant=row["variant"],
+        method=row["method"],
+        seed=int(row["seed"]),
+        params=json.loads(row["params"]),
+        eval_rounds=np.array([int(m["round"]) for m in rows], dtype=np.int64),
+        group_clients=None
+        if groups is None
+        else np.array([groups[k] for k in sorted(groups)], dtype=np.int64),
+        wall_s=wall.get(row["run_id"], float(row.get("wall_s") or "nan")),
+        **{k: v for k, v in values.items() if k in own},
+        extra={k: v for k, v in values.items() if k not in own},
+    )
 
 
 def write_data_files(

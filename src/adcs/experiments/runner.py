@@ -164,13 +164,18 @@ class RunInterrupted(RunError):
     partial : Path
     progress : str
         How far the kept checkpoint got.
+    kept : str
+        What is kept, in words (default: the checkpoint and how far it got).
     """
 
-    def __init__(self, message: str, *, resumable: bool, partial: Path, progress: str) -> None:
+    def __init__(
+        self, message: str, *, resumable: bool, partial: Path, progress: str, kept: str = ""
+    ) -> None:
         super().__init__(message)
         self.resumable = resumable
         self.partial = partial
         self.progress = progress
+        self.kept = kept or (f"the checkpoint ({progress})" if progress else "the checkpoint")
 
 
 @dataclass(frozen=True, eq=False)

@@ -158,11 +158,27 @@ class KindTable:
             path = Path(table["path"]).expanduser()
             table["path"] = str(path if path.is_absolute() else base_dir / path)
         try:
-            return cls(**table)
+            obj = cls(**table)
         except (TypeError, ValueError) as exc:
             raise ConfigError(self._message(str(exc), keys)) from None
         except Exception as exc:  # a user's row may raise anything: its message, named
             raise ConfigError(self._message(f"{type(exc).__name__}: {exc}", keys)) from None
+        self._refuse_idle(obj, table, keys)
+        return obj
+
+    def _refuse_idle(self, obj: Any, table: Mapping[str, Any], keys: Mapping[str, Any]) -> None:
+        """Refuse a key set to other than its default where it does nothing: the row's class
+        declares, in ``needs``, the keys that only matter beside another setting (``window``
+        only with a ``cap``) as ``{key: (the setting in words, obj → whether it is on)}``.
+
+        A key at its default passes (the table written back holds every key)."""
+        needs: Mapping[str, tuple[str, Any]] = getattr(type(obj), "needs", {})
+        for name, (setting, on) in needs.items():
+            if name in table and getattr(obj, name) != keys[name].default and not on(obj):
+                raise ConfigError(
+                    f"{self.key}.{name} = {table[name]!r} does nothing without {setting}: "
+                    f"set {setting} or remove {name}"
+                )
 
     def _refuse_unknown(self, kind: str, table: Mapping[str, Any], keys: Mapping[str, Any]) -> None:
         """Name a key of another kind as such (``model.factory is only for kind = 'torch'``)."""

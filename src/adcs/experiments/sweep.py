@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,22 +146,38 @@ def _label(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _frozen(value: Any) -> Any:
+    """A configuration document as a hashable value that is equal exactly where the document
+    is (``1`` and ``1.0`` of a float key hash and compare alike, as in the document)."""
+    if isinstance(value, Mapping):
+        return frozenset((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
 def sweep_points(
-    config: ExperimentConfig, axes: Sequence[SweepAxis]
+    config: ExperimentConfig,
+    axes: Sequence[SweepAxis],
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[dict[str, Any], ExperimentConfig]]:
     """Every point of the sweep: its values by dotted key, and the configuration it runs.
 
     Each point's configuration is named after the point (``03-alpha=0.3-p=0.5``) and checked like
     the file (its records' size too, `check_counts`), so a value
-    the configuration refuses is named with its key before anything runs.
+    the configuration refuses is named with its key before anything runs. Two points that are
+    one configuration are refused (found by hashing each point's checked configuration: linear
+    in the number of points). ``progress(done, total)`` is called after each point.
     """
     names = [a.name for a in axes]
     if "name" in names:  # it would be replaced by each point's own, silently
         raise ConfigError("sweep name: a point is named after its values; sweep another key")
     check_swept_keys(config, axes)
     base = config_to_dict(config)
+    total = math.prod(len(a.values) for a in axes)
     points: list[tuple[dict[str, Any], ExperimentConfig]] = []
-    seen: list[tuple[dict[str, Any], str]] = []  # each point's configuration, as checked
+    seen: dict[Any, str] = {}  # each point's configuration, as checked, to the point
     for i, values in enumerate(itertools.product(*(a.values for a in axes))):
         point = dict(zip(names, values, strict=True))
         doc = apply_assignments(base, [(a.key, v) for a, v in zip(axes, values, strict=True)])
@@ -169,12 +186,12 @@ def sweep_points(
         where = ", ".join(f"{k}={v!r}" for k, v in point.items())
         checked = config_from_dict(doc, source=f"{config.source} (sweep {where})")
         check_counts(checked, runs_per_seed=runs_per_seed(checked))  # the file's bounds too
-        doc = {**config_to_dict(checked), "name": ""}
-        for other, said in seen:  # == holds for 1 and 1.0 of a float key
-            if other == doc:
-                raise ConfigError(f"sweep: {said} and {where} are one configuration; sweep others")
-        seen.append((doc, where))
+        said = seen.setdefault(_frozen({**config_to_dict(checked), "name": ""}), where)
+        if said != where:
+            raise ConfigError(f"sweep: {said} and {where} are one configuration; sweep others")
         points.append((point, checked))
+        if progress is not None:
+            progress(i + 1, total)
     return points
 
 
@@ -224,14 +241,21 @@ def check_overlaps(
 
 
 def run_sweep(
-    config: ExperimentConfig, axes: Sequence[SweepAxis], out: str | Path, **options: Any
+    config: ExperimentConfig,
+    axes: Sequence[SweepAxis],
+    out: str | Path,
+    *,
+    points: Sequence[tuple[dict[str, Any], ExperimentConfig]] | None = None,
+    **options: Any,
 ) -> LeaderboardOutcome:
     """Run every point of the sweep into ``out`` and write its summary.
 
-    ``options`` are `run_leaderboard`'s (``force``,
+    ``points``: `sweep_points` of ``config`` and ``axes``, when the caller has them
+    already. ``options`` are `run_leaderboard`'s (``force``,
     ``resume``, ``workers``, ``executor``, ``progress``, …).
     """
-    points = sweep_points(config, axes)
+    if points is None:
+        points = sweep_points(config, axes)
     return run_leaderboard(
         [c for _, c in points], out, kind="sweep",
         finalize=lambda folder: write_sweep_summary(folder, points), **options,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from adcs.registry import PluginError, raised_in
 from adcs.roundplay import Available
 from adcs.schedulers.base import ClientStats
 from adcs.sim.availability import AlwaysAvailable, BernoulliAvailability, TraceAvailability
@@ -111,7 +112,7 @@ class _Context:
             mask = np.zeros(self.data.n_clients, dtype=bool)
             mask[clients] = True
         else:
-            mask = model.mask(seed_key, t, self.data.groups)
+            mask = _mask(model, seed_key, t, self.data.groups)
             clients = np.flatnonzero(mask)
         mask.setflags(write=False)
         return Available(mask, clients, ClientStats.blind(mask, clients))
@@ -228,6 +229,18 @@ def _check_gather_memory(ctx: _Context) -> None:
         )
 
 
+def _mask(model: Any, key: int, t: int, groups: IntArray) -> BoolArray:
+    """``model.mask(key, t, groups)``; an error of the model's own (not a ValueError: a trace
+    that does not fit refuses so) named as the plug-in's, with the round."""
+    try:
+        mask: BoolArray = model.mask(key, t, groups)
+    except (ValueError, PluginError, MemoryError):
+        raise
+    except Exception as exc:
+        raise raised_in("availability", model, f"mask, round {t}", exc) from exc
+    return mask
+
+
 def _check_mask(mask: Any, n_clients: int, model: Any) -> None:
     """Refuse an availability model whose ``mask`` is no bool array of shape (n_clients,)."""
     if isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.shape == (n_clients,):
@@ -255,7 +268,7 @@ def _context(data: ClientData, config: SimConfig, model: Model | None) -> _Conte
         )
     availability = config.availability
     if not isinstance(availability, BernoulliAvailability):  # Bernoulli draws indices
-        mask = availability.mask(0, 0, data.groups)  # a trace of another population refuses
+        mask = _mask(availability, 0, 0, data.groups)  # a trace of another population refuses
         if not isinstance(availability, TraceAvailability):  # one's own model: the contract
             _check_mask(mask, data.n_clients, availability)
     ctx = _Context(data, config, model)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from adcs.registry import PluginError, raised_in
 from adcs.roundplay import RoundClock, RoundRules, scheduler_to_ask
 from adcs.rounds import SchedulerInitError
 from adcs.schedulers.base import Scheduler
@@ -112,6 +113,10 @@ def _new_run(spec: RunSpec, ctx: _Context) -> _Run:
         state = scheduler.init(ctx.data.n_clients, ctx.sizes.astype(np.float64))
     except ValueError as exc:
         raise SchedulerInitError(f"run {spec.run_id}: {exc}") from exc
+    except (PluginError, MemoryError):
+        raise
+    except Exception as exc:  # the scheduler's own failure: named, with the run
+        raise raised_in("scheduler", scheduler, f"init, run {spec.run_id}", exc) from exc
     return _Run(
         spec=spec,
         rules=_rules(spec, scheduler, target, clock, ctx),
