@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import functools
 import math
 import os
@@ -389,14 +390,36 @@ def vmap_forward(
     return forward
 
 
+PATH_VARIANTS: dict[str, dict[str, Any]] = {
+    "vmap": {},
+    "shared": {},
+    "shared-nchw": {"channels_last": False},
+    "shared-unfold": {"conv_weight_grad": "unfold"},
+}
+"""Benchmarked paths: TorchModel's ``path`` ("vmap" or "shared"), and variants of the shared
+pass's plan (NCHW convolutions; the written-out patches and one bmm for convolutions' weights)."""
+
+
+def path_model(w: Workload, path: str) -> TorchModel:
+    """The TorchModel of ``w`` on ``path`` (a variant of the shared pass is its plan's fields)."""
+    model = TorchModel(
+        w.factory,
+        input_shape=w.input_shape,
+        n_classes=10,
+        path="vmap" if path == "vmap" else "shared",
+    )
+    if PATH_VARIANTS[path]:
+        model._plan = dataclasses.replace(model._plan, **PATH_VARIANTS[path])
+    return model
+
+
 def round_parts(w: Workload, path: str, args: argparse.Namespace) -> tuple[list[Part], float]:
     """The parts of one round on ``path`` and the engine's whole round (CPU seconds)."""
-    model = TorchModel(w.factory, input_shape=w.input_shape, n_classes=10)
+    model = path_model(w, path)
     params = model.init_params(w.clients)
     x, y = w.data.train_batch(w.rows)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     flat = torch.from_numpy(params[0].copy())
-    forward = vmap_forward(model, flat, xt, yt)
     whole = functools.partial(model.loss_and_grad, params, x, y)
     _, g = whole()
     coeffs = np.full(w.clients, 1.0 / w.clients, dtype=np.float32)
@@ -408,18 +431,33 @@ def round_parts(w: Workload, path: str, args: argparse.Namespace) -> tuple[list[
     least = minimum_flops(macs, x.shape[0] * x.shape[1], w.clients, model.dim)
     reps = args.repeats
     t_gather = least_cpu(lambda: w.data.train_batch(w.rows), reps)
-    t_fwd = least_cpu(forward, reps)
     t_whole = least_cpu(whole, reps)
     t_step = least_cpu(step, reps)
-    f_fwd, f_whole = counted_flops(forward), counted_flops(whole)
+    f_whole = counted_flops(whole)
+    parts = [Part("data gather", t_gather, float("nan"), 0.0)]
+    plan = model._plan
+    if plan is None:  # vmap: one grad, input and weight gradients together
+        forward = vmap_forward(model, flat, xt, yt)
+        t_fwd, f_fwd = least_cpu(forward, reps), counted_flops(forward)
+        backward = least["input gradient"] + least["weight gradient"]
+        parts += [
+            Part("forward", t_fwd, f_fwd, least["forward"]),
+            Part("input + weight grad", t_whole - t_fwd, f_whole - f_fwd, backward),
+        ]
+    else:
+        xs, ys = xt.flatten(0, 1), yt.flatten()
+        loss_fn = model._loss_fn
+        forward = functools.partial(plan.loss, flat, xs, ys, loss_fn, w.clients)
+        to_outputs = functools.partial(plan.output_grads, flat, xs, ys, loss_fn, w.clients)
+        t_fwd, f_fwd = least_cpu(forward, reps), counted_flops(forward)
+        t_out, f_out = least_cpu(to_outputs, reps), counted_flops(to_outputs)
+        parts += [
+            Part("forward", t_fwd, f_fwd, least["forward"]),
+            Part("input gradient", t_out - t_fwd, f_out - f_fwd, least["input gradient"]),
+            Part("weight gradient", t_whole - t_out, f_whole - f_out, least["weight gradient"]),
+        ]
+    parts.append(Part("optimizer step", t_step, least["optimizer step"], least["optimizer step"]))
     t_round = _engine_round(w, model, args.rounds, max(1, reps // 2))
-    backward = least["input gradient"] + least["weight gradient"]
-    parts = [
-        Part("data gather", t_gather, float("nan"), 0.0),
-        Part("forward", t_fwd, f_fwd, least["forward"]),
-        Part("input + weight grad", t_whole - t_fwd, f_whole - f_fwd, backward),
-        Part("optimizer step", t_step, least["optimizer step"], least["optimizer step"]),
-    ]
     python = t_round - sum(p.seconds for p in parts)
     parts.append(Part("Python and engine", python, float("nan"), 0.0))
     return parts, t_round
@@ -545,6 +583,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--batch", type=int, default=BATCH, help=f"by part: minibatch size (default {BATCH})"
     )
     parser.add_argument(
+        "--paths",
+        default="vmap,shared",
+        help="by part: comma-separated engine paths among "
+        f"{', '.join(PATH_VARIANTS)} (default vmap,shared)",
+    )
+    parser.add_argument(
         "--repeats", type=int, default=7, help="by part: repetitions, least kept (default 7)"
     )
     parser.add_argument(
@@ -573,7 +617,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 40 if args.end_to_end else 5
-    args.paths = ["vmap"]
+    args.paths = [p.strip() for p in args.paths.split(",")]
+    unknown = [p for p in args.paths if p not in PATH_VARIANTS]
+    if unknown:
+        parser.error(f"--paths: unknown {unknown}; choose from {list(PATH_VARIANTS)}")
     for name in ("rounds", "seeds", "workers", "loop_threads", "clients", "batch", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
