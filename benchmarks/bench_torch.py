@@ -3,7 +3,9 @@ and the shared-weight floor; and (``--end-to-end``) whole runs against the loop.
 
 **By part** (the default). One round of the paper's workload shape (Sec. 6): m = 18 clients
 (``--clients``) of a run, each one local step (E = 1) on a minibatch of B = 16 (``--batch``),
-synthetic images (uint8, like Fashion-MNIST's) of the model's input shape. Every figure is CPU
+synthetic images (uint8, like Fashion-MNIST's) of the model's input shape; the model is LeNet-5
+(``--model lenet5``, 28 × 28 × 1) or the small CIFAR-shaped CNN (``--model cifar-cnn``,
+32 × 32 × 3), or both (``--model all``). Every figure is CPU
 time of this process with one PyTorch thread, the least of ``--repeats`` repetitions (other work
 on the machine slows a repetition, never speeds it up; the load average is printed). Per engine
 path, the round's parts:
@@ -36,7 +38,8 @@ clients adcs selected on the same rows (PyTorch's intra-op threads: ``--loop-thr
 time, CPU time (this process and its workers), client updates per second and per CPU-second, the
 ratio, and the largest difference between the two engines' final parameters.
 
-Run: ``adcs bench torch [--repeats 7] [--rounds 5]``;
+Run: ``adcs bench torch [--model lenet5|cifar-cnn|all] [--paths vmap,shared] [--repeats 7]
+[--rounds 5]``;
 ``adcs bench torch --end-to-end [--rounds 40] [--seeds N] [--workers N] [--loop-threads N]
 [--data DIR] [--cpu-only]``.
 """
@@ -223,7 +226,10 @@ def compare(data: FederatedData, args: argparse.Namespace, device: str) -> list[
 # a round by part
 
 
-MODELS: dict[str, tuple[str, tuple[int, ...]]] = {"lenet5": ("lenet5", (784,))}
+MODELS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "lenet5": ("lenet5", (784,)),
+    "cifar-cnn": ("cifar_cnn", (3, 32, 32)),
+}
 """Benchmarked models: name → (factory in adcs.sim.torch, input shape of the synthetic data)."""
 
 COMPUTE_PARTS = ("forward", "input gradient", "weight gradient", "input + weight grad")

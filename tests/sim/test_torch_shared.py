@@ -25,7 +25,7 @@ from adcs.experiments.schema import ConfigError
 from adcs.schedulers import OCS, PowerOfChoice, Uniform
 from adcs.sim import FederatedData, RunSpec, SimConfig, local_update, simulate
 from adcs.sim.models import MODELS
-from adcs.sim.torch import TorchModel, lenet5
+from adcs.sim.torch import TorchModel, cifar_cnn, lenet5, model_for
 
 from .conftest import N_CLASSES, N_FEATURES, make_data
 
@@ -66,6 +66,7 @@ def mlp() -> nn.Module:
 
 FACTORIES = {
     "lenet5": (lenet5, (784,), 10),
+    "cifar-cnn": (cifar_cnn, (3, 32, 32), 10),
     "conv": (conv_net, (16,), N_CLASSES),
     "conv-stride-2": (lambda: conv_net(stride=2), (16,), N_CLASSES),
     "conv-dilation-2": (lambda: conv_net(padding=2, dilation=2), (16,), N_CLASSES),
@@ -107,21 +108,23 @@ def random_jobs(
     return params, x, y
 
 
-@pytest.mark.parametrize("name", list(FACTORIES))
-@pytest.mark.parametrize("samples_per_call", [4096, 8])
+@pytest.mark.parametrize(
+    ("name", "samples_per_call"),
+    [(name, 4096) for name in FACTORIES] + [(name, 8) for name in FACTORIES if name != "cifar-cnn"],
+)  # in chunks of two jobs too; the CIFAR-shaped CNN is slow on the vmap path, so once
 def test_shared_pass_equals_the_vmap_path_to_float32_rounding(
     name: str, samples_per_call: int
 ) -> None:
     factory, shape, n_classes = FACTORIES[name]
-    batch = 4
+    batch, n_jobs = (2, 6) if name == "cifar-cnn" else (4, 9)
     kwargs: dict[str, Any] = {"input_shape": shape, "n_classes": n_classes}
     vmapped = TorchModel(factory, samples_per_call=samples_per_call, **kwargs)
     shared = TorchModel(factory, samples_per_call=samples_per_call, path="shared", **kwargs)
     assert (vmapped.path, shared.path) == ("vmap", "shared")
-    params, x, y = random_jobs(vmapped, 9, batch, shape, n_classes, seed=3)
+    params, x, y = random_jobs(vmapped, n_jobs, batch, shape, n_classes, seed=3)
     loss, grad = vmapped.loss_and_grad(params, x, y)
     loss_s, grad_s = shared.loss_and_grad(params, x, y)
-    assert grad_s.dtype == np.float32 and grad_s.shape == (9, vmapped.dim)
+    assert grad_s.dtype == np.float32 and grad_s.shape == (n_jobs, vmapped.dim)
     # the worst-case rounding of a float32 sum of n terms is n·eps of the terms' magnitude
     n = longest_sum(factory, shape, batch)
     np.testing.assert_allclose(grad_s, grad, rtol=0, atol=n * EPS32 * np.abs(grad).max())
@@ -323,3 +326,15 @@ def test_the_model_table_chooses_the_path_and_writes_it_only_when_set() -> None:
     assert MODEL_TABLE.build(shared, (784,), 10).path == "shared"
     with pytest.raises(ConfigError, match="torch_path must be one of"):
         MODEL_TABLE.parse({"kind": "cnn", "torch_path": "fast"}, None)
+
+
+def test_the_cifar_shaped_cnn_is_registered_and_takes_the_shared_path() -> None:
+    model = model_for("cnn-cifar", (3, 32, 32), 10, path="auto")
+    assert model.path == "shared"
+    # conv 3→32 (5×5), conv 32→64 (5×5), linear 1600→512, linear 512→10, with biases
+    assert model.dim == (3 * 25 + 1) * 32 + (32 * 25 + 1) * 64 + 1601 * 512 + 513 * 10
+    assert model_for("cnn-cifar", (3072,), 10).path == "vmap"
+    with pytest.raises(ValueError, match="32×32×3 inputs; the data's inputs have shape"):
+        model_for("cnn-cifar", (784,), 10)
+    table = MODEL_TABLE.parse({"kind": "cnn-cifar", "torch_path": "shared"}, None)
+    assert MODEL_TABLE.build(table, (3, 32, 32), 10).dim == model.dim

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from adcs.registry import Registry
 from adcs.sim.model import LogisticRegression, Model
 
-__all__ = ["MLP", "MODELS", "LeNet5", "Logistic", "TorchFactory", "TorchLogistic"]
+__all__ = ["MLP", "MODELS", "CifarCNN", "LeNet5", "Logistic", "TorchFactory", "TorchLogistic"]
 
 _DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")
 _PATHS = ("vmap", "shared", "auto")  # adcs.sim.torch_shared.PATHS (that module needs PyTorch)
@@ -147,6 +147,14 @@ class LeNet5(_Torch):
 
 
 @dataclass(frozen=True)
+class CifarCNN(_Torch):
+    """A small CNN for 32×32×3 inputs (``kind = "cnn-cifar"``; :func:`adcs.sim.torch.cifar_cnn`)."""
+
+    torch_kind: ClassVar[str] = "cnn-cifar"
+    text: ClassVar[str] = "a small CNN for 32×32×3 images (PyTorch)"
+
+
+@dataclass(frozen=True)
 class MLP(_Torch):
     """Fully connected ReLU layers (``kind = "mlp"``; :func:`adcs.sim.torch.mlp`).
 
@@ -225,6 +233,7 @@ MODELS: Registry[Any] = Registry(
         "logistic": Logistic,
         "logistic-torch": TorchLogistic,
         "cnn": LeNet5,
+        "cnn-cifar": CifarCNN,
         "mlp": MLP,
         "torch": TorchFactory,
     },

@@ -25,9 +25,11 @@ are refused. Buffers that do not change, and frozen parameters (``requires_grad 
 constants.
 
 Built-in factories: :func:`logistic` (the paper's model, Sec. 6, as a module), :func:`lenet5`
-(LeNet-5 for 28 × 28 × 1 inputs) and :func:`mlp` (fully connected ReLU layers of given widths). Importing this module needs the extra ``adcs[torch]``; once it is
-imported, every forked child process (the simulator's workers) starts with one PyTorch thread,
-since the thread teams of its parent's MKL and OpenMP do not survive a fork.
+(LeNet-5 for 28 × 28 × 1 inputs), :func:`cifar_cnn` (a small CNN for 32 × 32 × 3 inputs) and
+:func:`mlp` (fully connected ReLU layers of given widths). Importing this module needs the extra
+``adcs[torch]``; once it is imported, every forked child process (the simulator's workers)
+starts with one PyTorch thread, since the thread teams of its parent's MKL and OpenMP do not
+survive a fork.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ __all__ = [
     "LOSSES",
     "MODEL_FACTORIES",
     "TorchModel",
+    "cifar_cnn",
     "lenet5",
     "load_factory",
     "logistic",
@@ -148,6 +151,32 @@ def lenet5(n_classes: int = 10) -> nn.Module:
         nn.Linear(120, 84),
         nn.ReLU(),
         nn.Linear(84, n_classes),
+    )
+
+
+def cifar_cnn(n_classes: int = 10) -> nn.Module:
+    """A small CNN for 32 × 32 × 3 inputs, of the size FL papers train on CIFAR-10 (878 538
+    parameters with 10 classes; McMahan et al.'s FedAvg CNN, AISTATS 2017, without padding).
+
+    conv(3→32, 5×5) → ReLU → max-pool 2 → conv(32→64, 5×5) → ReLU → max-pool 2 → flatten (1600)
+    → linear 512 → ReLU → linear ``n_classes``. Inputs with 3 072 entries per sample are
+    reshaped to (3, 32, 32), channels first (CIFAR-10's layout in adcs and torchvision).
+    PyTorch's default initialisation.
+    """
+    check_int("n_classes", n_classes, minimum=2)
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Unflatten(1, (3, 32, 32)),
+        nn.Conv2d(3, 32, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(1600, 512),
+        nn.ReLU(),
+        nn.Linear(512, n_classes),
     )
 
 
@@ -239,6 +268,7 @@ def load_factory(spec: str) -> Callable[[], nn.Module]:
 MODEL_FACTORIES: dict[str, Callable[..., nn.Module]] = {
     "logistic-torch": logistic,
     "cnn": lenet5,
+    "cnn-cifar": cifar_cnn,
     "mlp": mlp,
 }
 """Built-in model kinds of the ``[model]`` table (besides ``logistic``, NumPy, and ``torch``)."""
@@ -258,8 +288,9 @@ def model_for(
     """The :class:`TorchModel` of a ``[model]`` kind for inputs of ``input_shape``, checked.
 
     ``kind`` is ``"logistic-torch"``, ``"cnn"`` (LeNet-5, inputs with 28 × 28 × 1 entries),
-    ``"mlp"`` (:func:`mlp` with ``hidden`` and ``input_norm``) or ``"torch"`` (``factory`` names
-    a zero-argument callable returning the module). ``path`` is :class:`TorchModel`'s.
+    ``"cnn-cifar"`` (:func:`cifar_cnn`, inputs with 32 × 32 × 3 entries), ``"mlp"``
+    (:func:`mlp` with ``hidden`` and ``input_norm``) or ``"torch"`` (``factory`` names a
+    zero-argument callable returning the module). ``path`` is :class:`TorchModel`'s.
     """
     shape = tuple(int(d) for d in input_shape)
     n_features = math.prod(shape)
@@ -272,6 +303,12 @@ def model_for(
                 f"kind 'cnn' is LeNet-5 for 28×28×1 inputs; the data's inputs have shape {shape}"
             )
         module_factory = functools.partial(lenet5, n_classes)
+    elif kind == "cnn-cifar":
+        if n_features != 32 * 32 * 3:
+            raise ValueError(
+                f"kind 'cnn-cifar' is a CNN for 32×32×3 inputs; the data's inputs have shape {shape}"
+            )
+        module_factory = functools.partial(cifar_cnn, n_classes)
     elif kind == "mlp":
         module_factory = functools.partial(mlp, n_features, n_classes, tuple(hidden), input_norm)
     elif kind == "torch":
