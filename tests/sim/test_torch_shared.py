@@ -132,6 +132,26 @@ def test_shared_pass_equals_the_vmap_path_to_float32_rounding(
     assert not np.array_equal(grad_s, np.zeros_like(grad_s))
 
 
+@pytest.mark.parametrize("name", ["conv", "conv-stride-2", "conv-dilation-2", "pooled", "lenet5"])
+@pytest.mark.parametrize(
+    "variant", [{"channels_last_from": 0}, {"conv_weight_grad": "unfold"}], ids=["cl", "unfold"]
+)
+def test_the_plans_layouts_and_weight_gradients_give_the_same_numbers(
+    name: str, variant: dict[str, Any]
+) -> None:
+    """Every convolution channels-last, and the written-out patches with one bmm."""
+    factory, shape, n_classes = FACTORIES[name]
+    model = TorchModel(factory, input_shape=shape, n_classes=n_classes, path="shared")
+    params, x, y = random_jobs(model, 6, 3, shape, n_classes, seed=6)
+    loss, grad = model.loss_and_grad(params, x, y)
+    assert model._plan is not None
+    model._plan = dataclasses.replace(model._plan, **variant)
+    loss_v, grad_v = model.loss_and_grad(params, x, y)
+    n = longest_sum(factory, shape, 3)
+    np.testing.assert_allclose(grad_v, grad, rtol=0, atol=n * EPS32 * np.abs(grad).max())
+    np.testing.assert_allclose(loss_v, loss, rtol=0, atol=n * EPS32 * np.abs(loss).max())
+
+
 def test_one_run_of_many_clients_and_later_local_steps() -> None:
     """E = 3: the first step is the shared pass, later steps (distinct w) the vmap path."""
     kwargs: dict[str, Any] = {"input_shape": (16,), "n_classes": N_CLASSES}

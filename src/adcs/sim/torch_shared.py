@@ -3,8 +3,8 @@
 With E = 1 (the paper's setting), and at the first local step of every round, all the clients of
 a run start from the same global weights w⁽ᵗ⁾ (docs/design.md §4, "Models"). Their forward pass
 and their input-gradient pass are then one ordinary batched pass with shared weights — the
-module's own kernels on J·B samples, channels-last for convolutions (on the CPU oneDNN's
-channels-last kernels are the faster ones). Only the weight gradients are per client. For a
+module's own kernels on J·B samples, channels-last for convolutions wide enough for
+oneDNN's channels-last kernels to pay. Only the weight gradients are per client. For a
 ``Linear`` layer with inputs a (J, B, in) and output gradients g (J, B, out), client j's weight
 gradient is Σ_b g[j, b]ᵀ a[j, b], one batched GEMM over the clients (``torch.bmm``). For a
 ``Conv2d`` layer it is the same product of the unfolded input (im2col) and g; by default each
@@ -117,8 +117,11 @@ class SharedPlan:
         For each layer, where its parameters sit in the flat vector (None: it has none).
     dim : int
         Length of the flat parameter vector.
-    channels_last : bool
-        Run convolutions on channels-last tensors (on the CPU their oneDNN kernels are faster).
+    channels_last_from : int
+        A convolution runs on channels-last tensors when it has at least this many output
+        channels, NCHW otherwise (0: every one). Channels-last kernels vectorise over the
+        channels: measured with ``adcs bench torch --paths shared,shared-nchw,shared-cl``, they
+        pay on the CIFAR-shaped CNN (32 and 64 channels), not on LeNet-5 (6 and 16).
     conv_weight_grad : {"kernel", "unfold"}
         A Conv2d's per-client weight gradients: PyTorch's weight-gradient kernel on each
         client's rows, or the written-out patches and one ``torch.bmm`` over the clients.
@@ -127,7 +130,7 @@ class SharedPlan:
     layers: tuple[nn.Module, ...]
     params: tuple[_Param | None, ...]
     dim: int
-    channels_last: bool
+    channels_last_from: int = 32
     conv_weight_grad: str = "kernel"
 
     def forward(
@@ -147,8 +150,10 @@ class SharedPlan:
             w = flat[where.weight[0] : where.weight[1]]
             b = None if where.bias is None else flat[where.bias[0] : where.bias[1]]
             if isinstance(layer, nn.Conv2d):
-                if self.channels_last and h.ndim == 4:
+                if layer.out_channels >= self.channels_last_from:
                     h = h.contiguous(memory_format=torch.channels_last)
+                else:
+                    h = h.contiguous()
                 out = F.conv2d(
                     h,
                     w.view(where.shape),
@@ -331,5 +336,4 @@ def plan_for(
         if weight is None or ("bias" in spans and bias is None) or set(spans) - {"weight", "bias"}:
             return None, f"{layer} has frozen parameters"
         params.append(_Param(weight, bias, tuple(own["weight"].shape)))
-    convs = any(isinstance(layer, nn.Conv2d) for layer in layers)
-    return SharedPlan(tuple(layers), tuple(params), offset, channels_last=convs), ""
+    return SharedPlan(tuple(layers), tuple(params), offset), ""
