@@ -29,7 +29,9 @@ Compared on the same shapes, one thread each: the per-client loop (``copy.deepco
 global module, ``torch.optim.SGD``, one step per client, state dicts averaged; its gather
 included) and the shared-weight floor (one plain batch of all clients' samples, forward and
 backward through the module with shared weights, NCHW and channels-last). Client updates per
-CPU-second are clients / round time.
+CPU-second are clients / round time. In this comparison the passes (each path's
+``loss_and_grad``, the loop, the floors) are timed in turn, repetition by repetition, so that a
+change of the machine's load hits them alike; the engine's round is the breakdown's.
 
 **End to end** (``--end-to-end``). The paper's workload with LeNet-5 on Fashion-MNIST in 10
 groups × 3 clients, m = 18 uniform, E = 1, B = 16, one run per seed (``--seeds``): adcs's
@@ -231,9 +233,6 @@ MODELS: dict[str, tuple[str, tuple[int, ...]]] = {
     "cifar-cnn": ("cifar_cnn", (3, 32, 32)),
 }
 """Benchmarked models: name → (factory in adcs.sim.torch, input shape of the synthetic data)."""
-
-COMPUTE_PARTS = ("forward", "input gradient", "weight gradient", "input + weight grad")
-"""The parts of a round inside the model's ``loss_and_grad``."""
 
 
 @dataclass(frozen=True)
@@ -471,8 +470,8 @@ def round_parts(w: Workload, path: str, args: argparse.Namespace) -> tuple[list[
     return parts, t_round
 
 
-def loop_time(w: Workload, repeats: int) -> float:
-    """CPU seconds of one round of the per-client loop (its data gather included)."""
+def loop_pass(w: Workload) -> Callable[[], object]:
+    """One round of the per-client loop (its data gather included)."""
     global_model = w.factory()
 
     def one_round() -> None:
@@ -482,11 +481,11 @@ def loop_time(w: Workload, repeats: int) -> float:
         ]
         loop_round(global_model, batches, LR)
 
-    return least_cpu(one_round, repeats)
+    return one_round
 
 
-def floor_time(w: Workload, channels_last: bool, repeats: int) -> float:
-    """CPU seconds of one plain batch of all the round's samples, forward and backward."""
+def floor_pass(w: Workload, channels_last: bool) -> Callable[[], object]:
+    """One plain batch of all the round's samples, forward and backward, shared weights."""
     module = w.factory()
     if channels_last:
         module = module.to(memory_format=torch.channels_last)
@@ -498,7 +497,21 @@ def floor_time(w: Workload, channels_last: bool, repeats: int) -> float:
             p.grad = None
         F.cross_entropy(module(xt), yt).backward()
 
-    return least_cpu(one_pass, repeats)
+    return one_pass
+
+
+def least_cpu_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """The least CPU time of each of ``fns`` over ``repeats`` rounds that call each once in
+    turn (after one warm-up call each): a change of the machine's load hits them alike."""
+    for fn in fns.values():
+        fn()
+    best = dict.fromkeys(fns, math.inf)
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.process_time()
+            fn()
+            best[name] = min(best[name], time.process_time() - start)
+    return best
 
 
 def _fmt(value: float, digits: int = 2) -> str:
@@ -553,16 +566,21 @@ def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
         )
         times: dict[str, float] = {}
+        passes: dict[str, Callable[[], object]] = {}
         for path in args.paths:
             parts, total = round_parts(w, path, args)
             print(f"\npath {path!r}, one round by part:")
             print(parts_table(parts, total))
             times[f"adcs, path {path!r}: engine round"] = total
-            compute = sum(p.seconds for p in parts if p.name in COMPUTE_PARTS)
-            times[f"adcs, path {path!r}: loss_and_grad"] = compute
-        times["per-client loop"] = loop_time(w, args.repeats)
-        times["floor: one batch, NCHW"] = floor_time(w, False, args.repeats)
-        times["floor: one batch, channels-last"] = floor_time(w, True, args.repeats)
+            model, (x, y) = path_model(w, path), w.data.train_batch(w.rows)
+            params = model.init_params(w.clients)
+            passes[f"adcs, path {path!r}: loss_and_grad"] = functools.partial(
+                model.loss_and_grad, params, x, y
+            )
+        passes["per-client loop"] = loop_pass(w)
+        passes["floor: one batch, NCHW"] = floor_pass(w, False)
+        passes["floor: one batch, channels-last"] = floor_pass(w, True)
+        times.update(least_cpu_interleaved(passes, args.repeats))
         loop, floor = times["per-client loop"], times["floor: one batch, channels-last"]
         print(f"\n{name}: against the loop and the channels-last floor (same shapes, one thread)")
         print(compare_table(list(times.items()), w.clients, loop, floor))
