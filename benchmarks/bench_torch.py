@@ -16,7 +16,7 @@ path, the round's parts:
 * weight gradient — (the whole ``loss_and_grad``) − (forward and input gradient);
 * optimizer step — the clients' updates −η∇ and their uniform average into w;
 * Python and engine — the engine's round (``simulate``: (time of 2T rounds − time of T) / T) less
-  the parts above: the scheduler, bookkeeping and Python between the kernels.
+  the parts above: the scheduler, aggregation, bookkeeping and Python between the kernels.
 
 For each part: the FLOPs it computes (the products and convolutions it runs, counted on the pass
 itself with ``torch.utils.flop_counter``'s formulas), the minimum (per sample and layer: forward
@@ -29,9 +29,9 @@ Compared on the same shapes, one thread each: the per-client loop (``copy.deepco
 global module, ``torch.optim.SGD``, one step per client, state dicts averaged; its gather
 included) and the shared-weight floor (one plain batch of all clients' samples, forward and
 backward through the module with shared weights, NCHW and channels-last). Client updates per
-CPU-second are clients / round time. In this comparison the passes (each path's
-``loss_and_grad``, the loop, the floors) are timed in turn, repetition by repetition, so that a
-change of the machine's load hits them alike; the engine's round is the breakdown's.
+CPU-second are clients / round time. The engine's runs, each path's ``loss_and_grad``, the loop
+and the floors are timed in turn, repetition by repetition, so that a change of the machine's
+load hits them alike (the breakdown's parts are timed path by path).
 
 **End to end** (``--end-to-end``). The paper's workload with LeNet-5 on Fashion-MNIST in 10
 groups × 3 clients, m = 18 uniform, E = 1, B = 16, one run per seed (``--seeds``): adcs's
@@ -367,18 +367,11 @@ def workload(name: str, clients: int, batch: int) -> Workload:
     return Workload(name, factory, shape, data, data.train_rows(chosen, local[:, 0]))
 
 
-def _engine_round(w: Workload, model: TorchModel, rounds: int, repeats: int) -> float:
-    """CPU seconds of one engine round: (simulate 2T rounds − simulate T) / T, least of k."""
-
-    def run(length: int) -> None:
-        config = SimConfig(
-            rounds=length, batch_size=w.rows.shape[1], local_lr=LR, eval_every=length
-        )
-        simulate([RunSpec(Uniform(m=w.clients), 0, "uniform")], w.data, config, model=model)
-
-    return (
-        least_cpu(lambda: run(2 * rounds), repeats) - least_cpu(lambda: run(rounds), repeats)
-    ) / rounds
+def engine_run(w: Workload, model: TorchModel, rounds: int) -> Callable[[], object]:
+    """``simulate`` of one run of ``rounds`` rounds of the workload (uniform selection, E = 1)."""
+    config = SimConfig(rounds=rounds, batch_size=w.rows.shape[1], local_lr=LR, eval_every=rounds)
+    spec = RunSpec(Uniform(m=w.clients), 0, "uniform")
+    return functools.partial(simulate, [spec], w.data, config, model=model)
 
 
 def vmap_forward(
@@ -420,8 +413,9 @@ def path_model(w: Workload, path: str) -> TorchModel:
     return model
 
 
-def round_parts(w: Workload, path: str, args: argparse.Namespace) -> tuple[list[Part], float]:
-    """The parts of one round on ``path`` and the engine's whole round (CPU seconds)."""
+def round_parts(w: Workload, path: str, args: argparse.Namespace) -> list[Part]:
+    """The parts of one round on ``path`` inside ``loss_and_grad`` and around it (CPU seconds;
+    the engine's whole round, and so "Python and engine", are added by :func:`bench_parts`)."""
     model = path_model(w, path)
     params = model.init_params(w.clients)
     x, y = w.data.train_batch(w.rows)
@@ -464,10 +458,7 @@ def round_parts(w: Workload, path: str, args: argparse.Namespace) -> tuple[list[
             Part("weight gradient", t_whole - t_out, f_whole - f_out, least["weight gradient"]),
         ]
     parts.append(Part("optimizer step", t_step, least["optimizer step"], least["optimizer step"]))
-    t_round = _engine_round(w, model, args.rounds, max(1, reps // 2))
-    python = t_round - sum(p.seconds for p in parts)
-    parts.append(Part("Python and engine", python, float("nan"), 0.0))
-    return parts, t_round
+    return parts
 
 
 def loop_pass(w: Workload) -> Callable[[], object]:
@@ -565,22 +556,31 @@ def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             f"{w.rows.shape[1]}, E = 1; one thread; least CPU time of {args.repeats}; "
             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
         )
-        times: dict[str, float] = {}
+        breakdown = {path: round_parts(w, path, args) for path in args.paths}
+        runs: dict[str, Callable[[], object]] = {}  # the engine, T and 2T rounds
         passes: dict[str, Callable[[], object]] = {}
         for path in args.paths:
-            parts, total = round_parts(w, path, args)
-            print(f"\npath {path!r}, one round by part:")
-            print(parts_table(parts, total))
-            times[f"adcs, path {path!r}: engine round"] = total
             model, (x, y) = path_model(w, path), w.data.train_batch(w.rows)
-            params = model.init_params(w.clients)
+            for length in (args.rounds, 2 * args.rounds):
+                runs[f"{path} {length}"] = engine_run(w, model, length)
             passes[f"adcs, path {path!r}: loss_and_grad"] = functools.partial(
-                model.loss_and_grad, params, x, y
+                model.loss_and_grad, model.init_params(w.clients), x, y
             )
         passes["per-client loop"] = loop_pass(w)
         passes["floor: one batch, NCHW"] = floor_pass(w, False)
         passes["floor: one batch, channels-last"] = floor_pass(w, True)
-        times.update(least_cpu_interleaved(passes, args.repeats))
+        timed = least_cpu_interleaved({**runs, **passes}, args.repeats)
+        times: dict[str, float] = {}
+        for path, parts in breakdown.items():
+            # the engine's round: (2T rounds − T rounds) / T, setup and evaluations cancel
+            total = timed[f"{path} {2 * args.rounds}"] - timed[f"{path} {args.rounds}"]
+            total /= args.rounds
+            python = total - sum(p.seconds for p in parts)
+            parts.append(Part("Python and engine", python, float("nan"), 0.0))
+            print(f"\npath {path!r}, one round by part:")
+            print(parts_table(parts, total))
+            times[f"adcs, path {path!r}: engine round"] = total
+        times.update({name: timed[name] for name in passes})
         loop, floor = times["per-client loop"], times["floor: one batch, channels-last"]
         print(f"\n{name}: against the loop and the channels-last floor (same shapes, one thread)")
         print(compare_table(list(times.items()), w.clients, loop, floor))
