@@ -6,7 +6,9 @@ and their input-gradient pass are then one ordinary batched pass with shared wei
 module's own kernels on J·B samples, channels-last for convolutions wide enough for
 oneDNN's channels-last kernels to pay. Only the weight gradients are per client. For a
 ``Linear`` layer with inputs a (J, B, in) and output gradients g (J, B, out), client j's weight
-gradient is Σ_b g[j, b]ᵀ a[j, b], one batched GEMM over the clients (``torch.bmm``). For a
+gradient is Σ_b g[j, b]ᵀ a[j, b] = g[j]ᵀ a[j], one GEMM per client written in place into the
+client's row of the flat gradient (a ``torch.bmm`` over the clients computes the same products
+but writes a (J, out, in) block that must then be copied into those rows). For a
 ``Conv2d`` layer it is the same product of the unfolded input (im2col) and g; by default each
 client's is computed by PyTorch's own convolution weight-gradient kernel on the client's rows
 (oneDNN unfolds on the fly, without writing the patches out), and ``conv_weight_grad =
@@ -15,7 +17,7 @@ client's is computed by PyTorch's own convolution weight-gradient kernel on the 
 g. A probe (the loss at w⁽ᵗ⁾) is the forward pass alone.
 
 :class:`SharedPlan` is the plan of one module: which layers it runs and where each trainable
-parameter sits in the flat vector. :func:`plan_for` returns ``None`` for a module it cannot run
+parameter sits in the flat vector. :func:`plan_for` gives none (and why) for a module it cannot run
 (anything but an ``nn.Sequential`` — nested ones are flattened — of ``Conv2d`` (zero padding,
 one group), ``Linear``, pooling, activations, ``Flatten``/``Unflatten`` and ``Identity``, every
 parameter trainable), which then keeps the ``vmap`` path of :mod:`adcs.sim.torch`.
@@ -257,15 +259,17 @@ class SharedPlan:
         if isinstance(layer, nn.Conv2d) and self.conv_weight_grad == "kernel":
             _conv_weight_grads(layer, a, g, n_jobs, grad[:, w0:w1])
             g_rows = g.sum(dim=(2, 3)).view(n_jobs, -1, g.shape[1])
-        else:
-            if isinstance(layer, nn.Conv2d):
-                cols = _patches(a, layer)  # (N·L, C·kh·kw)
-                g_rows = g.permute(0, 2, 3, 1).reshape(n_jobs, -1, g.shape[1])  # (J, B·L, O)
-                cols = cols.view(n_jobs, -1, cols.shape[-1])  # (J, B·L, C·kh·kw)
-            else:
-                g_rows = g.reshape(n_jobs, -1, g.shape[-1])  # (J, B·…, out)
-                cols = a.reshape(n_jobs, -1, a.shape[-1])  # (J, B·…, in)
+        elif isinstance(layer, nn.Conv2d):
+            cols = _patches(a, layer)  # (N·L, C·kh·kw)
+            g_rows = g.permute(0, 2, 3, 1).reshape(n_jobs, -1, g.shape[1])  # (J, B·L, O)
+            cols = cols.view(n_jobs, -1, cols.shape[-1])  # (J, B·L, C·kh·kw)
             grad[:, w0:w1] = torch.bmm(g_rows.transpose(1, 2), cols).view(n_jobs, -1)
+        else:  # Linear: one GEMM per job, written in place into the job's row
+            g_rows = g.reshape(n_jobs, -1, g.shape[-1])  # (J, B·…, out)
+            cols = a.reshape(n_jobs, -1, a.shape[-1])  # (J, B·…, in)
+            for j in range(n_jobs):
+                out = grad[j, w0:w1].view(g_rows.shape[-1], cols.shape[-1])
+                torch.mm(g_rows[j].t(), cols[j], out=out)
         if where.bias is not None:
             grad[:, where.bias[0] : where.bias[1]] = g_rows.sum(dim=1)
 
