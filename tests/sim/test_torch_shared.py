@@ -23,11 +23,11 @@ from adcs.experiments.config import MODEL_TABLE, packaged_config, with_overrides
 from adcs.experiments.runner import run_experiment
 from adcs.experiments.schema import ConfigError
 from adcs.schedulers import OCS, PowerOfChoice, Uniform
-from adcs.sim import FederatedData, RunSpec, SimConfig, local_update, simulate
+from adcs.sim import RunSpec, SimConfig, local_update, simulate
 from adcs.sim.models import MODELS
 from adcs.sim.torch import TorchModel, cifar_cnn, lenet5, model_for
 
-from .conftest import N_CLASSES, N_FEATURES, make_data
+from .conftest import N_CLASSES, N_FEATURES, as_images, make_data
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -275,25 +275,10 @@ def test_the_pass_stays_on_the_device_in_float32_and_leaves_it_once(n_jobs: int)
     assert sorted(host) == ["cpu", "numpy"]
 
 
-def padded(data: FederatedData) -> FederatedData:
-    """The synthetic data with its 12 features padded to 4 × 4 images."""
-    return FederatedData(
-        train_images=np.pad(data.train_images, ((0, 0), (0, 4))),
-        train_labels=data.train_labels,
-        test_images=np.pad(data.test_images, ((0, 0), (0, 4))),
-        test_labels=data.test_labels,
-        train_indices=data.train_indices,
-        test_indices=data.test_indices,
-        groups=data.groups,
-        n_groups=data.n_groups,
-        n_classes=data.n_classes,
-    )
-
-
 def test_the_engine_on_the_shared_path_selects_and_scores_like_the_vmap_path() -> None:
     """The torch equivalence bar (tests/experiments/test_torch_equivalence.py): selections
     identical in at least 99 % of rounds (Uniform: all), accuracies equal to 1e-4."""
-    data = padded(make_data(seed=5, n_clients=12, clients_per_group=2, train_per_client=40))
+    data = as_images(make_data(seed=5, n_clients=12, clients_per_group=2, train_per_client=40))
     config = SimConfig(rounds=40, batch_size=5, local_lr=0.5, eval_every=10)
     specs = [
         RunSpec(Uniform(m=4), 0, "uniform"),
