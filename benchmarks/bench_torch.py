@@ -1,38 +1,62 @@
-"""LeNet-5 client updates per second: adcs's vmap engine vs a plain per-client PyTorch loop.
+"""PyTorch models in the simulator: a round broken down by part, against the per-client loop
+and the shared-weight floor; and (``--end-to-end``) whole runs against the loop.
 
-The workload is the paper's (Sec. 6) with LeNet-5 instead of logistic regression: Fashion-MNIST in
-10 groups × 3 clients, m = 18 clients per round chosen uniformly, E = 1 local step, B = 16, one
-run per seed (``--seeds``, default: one per CPU). Two engines train the same clients on the same
-minibatches:
+**By part** (the default). One round of the paper's workload shape (Sec. 6): m = 18 clients
+(``--clients``) of a run, each one local step (E = 1) on a minibatch of B = 16 (``--batch``),
+synthetic images (uint8, like Fashion-MNIST's) of the model's input shape; the model is LeNet-5
+(``--model lenet5``, 28 × 28 × 1) or the small CIFAR-shaped CNN (``--model cifar-cnn``,
+32 × 32 × 3), or both (``--model all``). Every figure is CPU
+time of this process with one PyTorch thread, the least of ``--repeats`` repetitions (other work
+on the machine slows a repetition, never speeds it up; the load average is printed). Per engine
+path, the round's parts:
 
-* **adcs** — :func:`adcs.sim.simulate` with :class:`adcs.sim.torch.TorchModel` (the
-  ``[model] kind = "cnn"`` of a configuration): each round's 18 client gradients are one
-  ``torch.func.vmap`` of ``grad``; ``--workers`` forked processes advance the seeds' runs in
-  parallel (default: one per CPU, one PyTorch thread each). A second row runs it in one process.
-* **loop** — the way FL research code usually is: per round and selected client,
-  ``copy.deepcopy`` of the global module, ``torch.optim.SGD``, one step on the client's minibatch,
-  its ``state_dict`` kept; the state dicts are averaged into the global module. It replays the
-  clients adcs selected, on the same rows, with PyTorch's intra-op threads on all CPUs
-  (``--loop-threads``).
+* data gather — the engine's gather of the round's minibatches (rows → float32 inputs);
+* forward — the clients' forward pass and losses, no gradient;
+* input gradient — (forward and the gradients of the loss at every layer's output) − forward;
+* weight gradient — (the whole ``loss_and_grad``) − (forward and input gradient);
+* optimizer step — the clients' updates −η∇ and their uniform average into w;
+* Python and engine — the engine's round (``simulate``: (time of 2T rounds − time of T) / T) less
+  the parts above: the scheduler, aggregation, bookkeeping and Python between the kernels.
 
-Printed per engine and device (CPU, and CUDA when available): wall time, client updates, client
-updates per second, CPU time (this process and its workers; it includes the time PyTorch's
-threads spend waiting for each other, and it is the steadier figure when other work shares the
-machine) and updates per CPU-second, the adcs/loop ratio, and the largest difference between the
-two engines' final parameters (they compute the same thing). Evaluation is kept out of the timing (each client
-has 10 test samples, evaluated at rounds 0 and T only).
+For each part: the FLOPs it computes (the products and convolutions it runs, counted on the pass
+itself with ``torch.utils.flop_counter``'s formulas), the minimum (per sample and layer: forward
+2·MACs, input gradient 2·MACs of every parameter layer but the first, weight gradient 2·MACs; the
+optimizer step 3 per client and parameter plus 1 per parameter; pooling and activations are not
+counted), and the achieved GFLOP/s (computed FLOPs / time). The ``vmap`` path's one ``grad``
+cannot be split: its input and weight gradients are one row.
 
-Run: ``adcs bench torch [--rounds 40] [--seeds N] [--workers N] [--loop-threads N] [--data DIR]``.
+Compared on the same shapes, one thread each: the per-client loop (``copy.deepcopy`` of the
+global module, ``torch.optim.SGD``, one step per client, state dicts averaged; its gather
+included) and the shared-weight floor (one plain batch of all clients' samples, forward and
+backward through the module with shared weights, NCHW and channels-last). Client updates per
+CPU-second are clients / round time. The engine's runs, each path's ``loss_and_grad``, the loop
+and the floors are timed in turn, repetition by repetition, so that a change of the machine's
+load hits them alike (the breakdown's parts are timed path by path).
+
+**End to end** (``--end-to-end``). The paper's workload with LeNet-5 on Fashion-MNIST in 10
+groups × 3 clients, m = 18 uniform, E = 1, B = 16, one run per seed (``--seeds``): adcs's
+``simulate`` (``--workers`` forked processes, then one) against the per-client loop replaying the
+clients adcs selected on the same rows (PyTorch's intra-op threads: ``--loop-threads``); wall
+time, CPU time (this process and its workers), client updates per second and per CPU-second, the
+ratio, and the largest difference between the two engines' final parameters.
+
+Run: ``adcs bench torch [--model lenet5|cifar-cnn|all] [--paths vmap,shared] [--repeats 7]
+[--rounds 5]``;
+``adcs bench torch --end-to-end [--rounds 40] [--seeds N] [--workers N] [--loop-threads N]
+[--data DIR] [--cpu-only]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
+import functools
+import math
 import os
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,8 +70,11 @@ from adcs.streams import minibatch_indices, stream_key
 try:
     import torch
     from torch import nn
+    from torch.func import vmap
     from torch.nn import functional as F
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
 
     from adcs.sim.torch import TorchModel, lenet5
 except ImportError:  # `--help` still works; a run says what to install
@@ -197,10 +224,406 @@ def compare(data: FederatedData, args: argparse.Namespace, device: str) -> list[
     return rows
 
 
+# ---------------------------------------------------------------------------------------------
+# a round by part
+
+
+MODELS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "lenet5": ("lenet5", (784,)),
+    "cifar-cnn": ("cifar_cnn", (3, 32, 32)),
+}
+"""Benchmarked models: name → (factory in adcs.sim.torch, input shape of the synthetic data)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a round: CPU seconds, FLOPs computed (NaN: none counted) and the minimum."""
+
+    name: str
+    seconds: float
+    flops: float
+    min_flops: float
+
+    @property
+    def gflops_per_s(self) -> float:
+        ok = self.seconds > 0 and math.isfinite(self.flops) and self.flops > 0
+        return self.flops / self.seconds / 1e9 if ok else float("nan")
+
+
+def least_cpu(fn: Callable[[], object], repeats: int) -> float:
+    """The least CPU time (this process) of ``repeats`` calls of ``fn``, after one warm-up call."""
+    fn()
+    best = math.inf
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def counted_flops(fn: Callable[[], object]) -> float:
+    """FLOPs of the matrix products and convolutions ``fn`` runs, by the formulas of
+    ``torch.utils.flop_counter`` (its FlopCounterMode's module hooks break ``torch.func.grad``)."""
+
+    class Count(TorchDispatchMode):
+        flops = 0
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            out = func(*args, **(kwargs or {}))
+            formula = flop_registry.get(func._overloadpacket)
+            if formula is not None:
+                self.flops += formula(*args, **(kwargs or {}), out_val=out)
+            return out
+
+    with Count() as counter:
+        fn()
+    return float(counter.flops)
+
+
+def layer_macs(module: nn.Module, input_shape: Sequence[int]) -> list[int]:
+    """Multiply-adds per sample of every Conv2d and Linear layer, in the order they run."""
+    macs: list[int] = []
+
+    def hook(layer: nn.Module, _: Any, out: torch.Tensor) -> None:
+        weight = layer.weight
+        assert isinstance(weight, torch.Tensor)
+        macs.append(out.numel() * math.prod(weight.shape[1:]))
+
+    handles = [
+        m.register_forward_hook(hook)
+        for m in module.modules()
+        if isinstance(m, nn.Conv2d | nn.Linear)
+    ]
+    with torch.no_grad():
+        module(torch.zeros((1, *input_shape)))
+    for handle in handles:
+        handle.remove()
+    return macs
+
+
+def minimum_flops(macs: Sequence[int], samples: int, clients: int, dim: int) -> dict[str, float]:
+    """The least FLOPs of each part of a round (see the module's docstring)."""
+    forward = 2.0 * sum(macs) * samples
+    return {
+        "forward": forward,
+        "input gradient": 2.0 * sum(macs[1:]) * samples,
+        "weight gradient": forward,
+        "optimizer step": 3.0 * clients * dim + dim,
+    }
+
+
+def synthetic_data(
+    input_shape: tuple[int, ...], n_clients: int, per_client: int, seed: int = 0
+) -> FederatedData:
+    """Random uint8 images of ``input_shape`` and labels of 10 classes, per_client per client."""
+    rng = np.random.default_rng(seed)
+
+    def split(per: int) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+        images = rng.integers(0, 256, size=(n_clients * per, *input_shape), dtype=np.uint8)
+        labels = rng.integers(0, 10, size=n_clients * per)
+        return images, labels, tuple(np.arange(c * per, (c + 1) * per) for c in range(n_clients))
+
+    train_x, train_y, train_idx = split(per_client)
+    test_x, test_y, test_idx = split(10)
+    return FederatedData(
+        train_images=train_x,
+        train_labels=train_y,
+        test_images=test_x,
+        test_labels=test_y,
+        train_indices=train_idx,
+        test_indices=test_idx,
+        groups=np.arange(n_clients) % 10,
+        n_groups=min(10, n_clients),
+        n_classes=10,
+    )
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One round's shapes and data: a model, its synthetic clients and the round's rows."""
+
+    name: str
+    factory: Callable[[], nn.Module]
+    input_shape: tuple[int, ...]
+    data: FederatedData
+    rows: np.ndarray  # (clients, batch)
+
+    @property
+    def clients(self) -> int:
+        return int(self.rows.shape[0])
+
+
+def workload(name: str, clients: int, batch: int) -> Workload:
+    """The round of ``clients`` × ``batch`` samples of model ``name`` on synthetic data."""
+    import adcs.sim.torch as torch_models
+
+    factory_name, shape = MODELS[name]
+    factory = getattr(torch_models, factory_name)
+    data = synthetic_data(shape, n_clients=max(30, clients), per_client=4 * batch)
+    chosen = np.arange(clients)
+    local = minibatch_indices(stream_key(0), chosen, 0, data.data_sizes[chosen], 1, batch)
+    return Workload(name, factory, shape, data, data.train_rows(chosen, local[:, 0]))
+
+
+def engine_run(w: Workload, model: TorchModel, rounds: int) -> Callable[[], object]:
+    """``simulate`` of one run of ``rounds`` rounds of the workload (uniform selection, E = 1)."""
+    config = SimConfig(rounds=rounds, batch_size=w.rows.shape[1], local_lr=LR, eval_every=rounds)
+    spec = RunSpec(Uniform(m=w.clients), 0, "uniform")
+    return functools.partial(simulate, [spec], w.data, config, model=model)
+
+
+def vmap_forward(
+    model: TorchModel, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+) -> Callable[[], object]:
+    """The vmap path's forward pass alone (``torch.func.vmap`` cannot split its backward into
+    the input and the weight gradients: the one ``grad`` computes both)."""
+    job = functools.partial(model._job_loss, model._module())
+
+    def forward() -> object:
+        with torch.no_grad():
+            return vmap(job, in_dims=(None, 0, 0))(w, x, y)
+
+    return forward
+
+
+PATH_VARIANTS: dict[str, dict[str, Any]] = {
+    "vmap": {},
+    "shared": {},
+    "shared-nchw": {"channels_last_from": 1 << 30},
+    "shared-cl": {"channels_last_from": 0},
+    "shared-unfold": {"conv_weight_grad": "unfold"},
+}
+"""Benchmarked paths: TorchModel's ``path`` ("vmap" or "shared"), and variants of the shared
+pass's plan (every convolution NCHW, or channels-last; the written-out patches and one bmm for
+convolutions' weight gradients)."""
+
+
+def path_model(w: Workload, path: str) -> TorchModel:
+    """The TorchModel of ``w`` on ``path`` (a variant of the shared pass is its plan's fields)."""
+    model = TorchModel(
+        w.factory,
+        input_shape=w.input_shape,
+        n_classes=10,
+        path="vmap" if path == "vmap" else "shared",
+    )
+    if PATH_VARIANTS[path]:
+        model._plan = dataclasses.replace(model._plan, **PATH_VARIANTS[path])
+    return model
+
+
+def round_parts(w: Workload, path: str, args: argparse.Namespace) -> list[Part]:
+    """The parts of one round on ``path`` inside ``loss_and_grad`` and around it (CPU seconds;
+    the engine's whole round, and so "Python and engine", are added by :func:`bench_parts`)."""
+    model = path_model(w, path)
+    params = model.init_params(w.clients)
+    x, y = w.data.train_batch(w.rows)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    flat = torch.from_numpy(params[0].copy())
+    whole = functools.partial(model.loss_and_grad, params, x, y)
+    _, g = whole()
+    coeffs = np.full(w.clients, 1.0 / w.clients, dtype=np.float32)
+
+    def step() -> object:  # 3·J·dim + dim FLOPs, the least an average of −η·g_j needs
+        return params[0] + coeffs @ (np.float32(-LR) * g)
+
+    macs = layer_macs(w.factory(), w.input_shape)
+    least = minimum_flops(macs, x.shape[0] * x.shape[1], w.clients, model.dim)
+    reps = args.repeats
+    t_gather = least_cpu(lambda: w.data.train_batch(w.rows), reps)
+    t_whole = least_cpu(whole, reps)
+    t_step = least_cpu(step, reps)
+    f_whole = counted_flops(whole)
+    parts = [Part("data gather", t_gather, float("nan"), 0.0)]
+    plan = model._plan
+    if plan is None:  # vmap: one grad, input and weight gradients together
+        forward = vmap_forward(model, flat, xt, yt)
+        t_fwd, f_fwd = least_cpu(forward, reps), counted_flops(forward)
+        backward = least["input gradient"] + least["weight gradient"]
+        parts += [
+            Part("forward", t_fwd, f_fwd, least["forward"]),
+            Part("input + weight grad", t_whole - t_fwd, f_whole - f_fwd, backward),
+        ]
+    else:
+        xs, ys = xt.flatten(0, 1), yt.flatten()
+        loss_fn = model._loss_fn
+        forward = functools.partial(plan.loss, flat, xs, ys, loss_fn, w.clients)
+        to_outputs = functools.partial(plan.output_grads, flat, xs, ys, loss_fn, w.clients)
+        t_fwd, f_fwd = least_cpu(forward, reps), counted_flops(forward)
+        t_out, f_out = least_cpu(to_outputs, reps), counted_flops(to_outputs)
+        parts += [
+            Part("forward", t_fwd, f_fwd, least["forward"]),
+            Part("input gradient", t_out - t_fwd, f_out - f_fwd, least["input gradient"]),
+            Part("weight gradient", t_whole - t_out, f_whole - f_out, least["weight gradient"]),
+        ]
+    parts.append(Part("optimizer step", t_step, least["optimizer step"], least["optimizer step"]))
+    return parts
+
+
+def loop_pass(w: Workload) -> Callable[[], object]:
+    """One round of the per-client loop (its data gather included)."""
+    global_model = w.factory()
+
+    def one_round() -> None:
+        batches = [
+            (torch.from_numpy(w.data.gather_train(r)), torch.from_numpy(w.data.train_labels[r]))
+            for r in w.rows
+        ]
+        loop_round(global_model, batches, LR)
+
+    return one_round
+
+
+def floor_pass(w: Workload, channels_last: bool) -> Callable[[], object]:
+    """One plain batch of all the round's samples, forward and backward, shared weights."""
+    module = w.factory()
+    if channels_last:
+        module = module.to(memory_format=torch.channels_last)
+    x, y = w.data.train_batch(w.rows.reshape(-1))
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def one_pass() -> None:
+        for p in module.parameters():
+            p.grad = None
+        F.cross_entropy(module(xt), yt).backward()
+
+    return one_pass
+
+
+def least_cpu_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """The least CPU time of each of ``fns`` over ``repeats`` rounds that call each once in
+    turn (after one warm-up call each): a change of the machine's load hits them alike."""
+    for fn in fns.values():
+        fn()
+    best = dict.fromkeys(fns, math.inf)
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.process_time()
+            fn()
+            best[name] = min(best[name], time.process_time() - start)
+    return best
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return "—" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def parts_table(parts: Sequence[Part], total: float) -> str:
+    """The breakdown of one path: ms per round, share, GFLOP computed and minimum, GFLOP/s."""
+    lines = [
+        f"{'part':<19} {'ms/round':>9} {'share':>6} {'GFLOP':>8} {'minimum':>8} {'GFLOP/s':>8}"
+    ]
+    for p in parts:
+        lines.append(
+            f"{p.name:<19} {p.seconds * 1e3:>9.2f} {p.seconds / total:>6.0%} "
+            f"{_fmt(p.flops / 1e9, 4):>8} {_fmt(p.min_flops / 1e9, 4):>8} {_fmt(p.gflops_per_s, 1):>8}"
+        )
+    flops = sum(p.flops for p in parts if math.isfinite(p.flops))
+    least = sum(p.min_flops for p in parts)
+    lines.append(
+        f"{'round':<19} {total * 1e3:>9.2f} {1:>6.0%} {flops / 1e9:>8.4f} {least / 1e9:>8.4f} "
+        f"{flops / total / 1e9:>8.1f}"
+    )
+    return "\n".join(lines)
+
+
+def compare_table(
+    rows: Sequence[tuple[str, float]], clients: int, loop: float, floor: float
+) -> str:
+    """ms per round, client updates per CPU-second and the ratios to the loop and the floor."""
+    lines = [
+        f"{'engine':<34} {'ms/round':>9} {'updates/CPU-s':>14} {'x loop':>7} {'time / floor':>12}"
+    ]
+    for name, seconds in rows:
+        lines.append(
+            f"{name:<34} {seconds * 1e3:>9.2f} {clients / seconds:>14.1f} {loop / seconds:>7.2f} "
+            f"{seconds / floor:>12.2f}"
+        )
+    return "\n".join(lines)
+
+
+def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Print the breakdown and the comparison for every model; return the round times."""
+    torch.set_num_threads(1)
+    out: dict[str, dict[str, float]] = {}
+    names = list(MODELS) if args.model == "all" else [args.model]
+    for name in names:
+        w = workload(name, args.clients, args.batch)
+        dim = TorchModel(w.factory).dim
+        print(
+            f"\n{name}: {dim:,} parameters, input {w.input_shape}; {w.clients} clients × batch "
+            f"{w.rows.shape[1]}, E = 1; one thread; least CPU time of {args.repeats}; "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+        )
+        breakdown = {path: round_parts(w, path, args) for path in args.paths}
+        runs: dict[str, Callable[[], object]] = {}  # the engine, T and 2T rounds
+        passes: dict[str, Callable[[], object]] = {}
+        for path in args.paths:
+            model, (x, y) = path_model(w, path), w.data.train_batch(w.rows)
+            for length in (args.rounds, 2 * args.rounds):
+                runs[f"{path} {length}"] = engine_run(w, model, length)
+            passes[f"adcs, path {path!r}: loss_and_grad"] = functools.partial(
+                model.loss_and_grad, model.init_params(w.clients), x, y
+            )
+        passes["per-client loop"] = loop_pass(w)
+        passes["floor: one batch, NCHW"] = floor_pass(w, False)
+        passes["floor: one batch, channels-last"] = floor_pass(w, True)
+        timed = least_cpu_interleaved({**runs, **passes}, args.repeats)
+        times: dict[str, float] = {}
+        for path, parts in breakdown.items():
+            # the engine's round: (2T rounds − T rounds) / T, setup and evaluations cancel
+            total = timed[f"{path} {2 * args.rounds}"] - timed[f"{path} {args.rounds}"]
+            total /= args.rounds
+            python = total - sum(p.seconds for p in parts)
+            parts.append(Part("Python and engine", python, float("nan"), 0.0))
+            print(f"\npath {path!r}, one round by part:")
+            print(parts_table(parts, total))
+            times[f"adcs, path {path!r}: engine round"] = total
+        times.update({name: timed[name] for name in passes})
+        loop, floor = times["per-client loop"], times["floor: one batch, channels-last"]
+        print(f"\n{name}: against the loop and the channels-last floor (same shapes, one thread)")
+        print(compare_table(list(times.items()), w.clients, loop, floor))
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+        out[name] = times
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     cpus = os.cpu_count() or 1
     parser = argparse.ArgumentParser(prog="adcs bench torch", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=40, help="rounds T per run (default 40)")
+    parser.add_argument(
+        "--end-to-end", action="store_true", help="whole runs on Fashion-MNIST against the loop"
+    )
+    parser.add_argument(
+        "--model", default="lenet5", choices=[*MODELS, "all"], help="by part: the model"
+    )
+    parser.add_argument(
+        "--clients", type=int, default=M, help=f"by part: clients per round (default {M})"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=BATCH, help=f"by part: minibatch size (default {BATCH})"
+    )
+    parser.add_argument(
+        "--paths",
+        default="vmap,shared",
+        help="by part: comma-separated engine paths among "
+        f"{', '.join(PATH_VARIANTS)} (default vmap,shared)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=7, help="by part: repetitions, least kept (default 7)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds T per run (end to end: default 40; by part: the engine's round is timed "
+        "as (2T rounds − T rounds) / T, default 5)",
+    )
     parser.add_argument(
         "--seeds", type=int, default=cpus, help=f"runs, one per seed (default: CPUs = {cpus})"
     )
@@ -218,17 +641,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--cpu-only", action="store_true", help="skip CUDA even when available")
     args = parser.parse_args(argv)
-    for name in ("rounds", "seeds", "workers", "loop_threads"):
+    if args.rounds is None:
+        args.rounds = 40 if args.end_to_end else 5
+    args.paths = [p.strip() for p in args.paths.split(",")]
+    unknown = [p for p in args.paths if p not in PATH_VARIANTS]
+    if unknown:
+        parser.error(f"--paths: unknown {unknown}; choose from {list(PATH_VARIANTS)}")
+    for name in ("rounds", "seeds", "workers", "loop_threads", "clients", "batch", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> list[Row]:
-    """Run both engines on the CPU (and CUDA when present) and print the comparison."""
+def main(argv: Sequence[str] | None = None) -> Any:
+    """By part (default) or end to end (``--end-to-end``): measure and print."""
     args = parse_args(argv)
     if torch is None:
         raise SystemExit(NEEDS_TORCH)
+    if not args.end_to_end:
+        return bench_parts(args)
     data, source = load_data(args.data)
     print(
         f"workload: LeNet-5 ({TorchModel(lenet5).dim:,} parameters), Fashion-MNIST ({source}), "

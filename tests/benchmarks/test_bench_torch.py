@@ -1,4 +1,4 @@
-"""Smoke test of the PyTorch benchmark: both engines run, through the CLI, and agree."""
+"""Smoke tests of the PyTorch benchmark: a round by part, and whole runs against the loop."""
 
 from __future__ import annotations
 
@@ -12,10 +12,68 @@ from typer.testing import CliRunner
 
 from adcs import cli
 
+# LeNet-5's multiply-adds per sample: conv 6·28·28·(1·5·5), conv 16·10·10·(6·5·5), linear
+# 120·400, 84·120, 10·84
+LENET5_MACS = 6 * 28 * 28 * 25 + 16 * 10 * 10 * 150 + 120 * 400 + 84 * 120 + 10 * 84
 
-def test_bench_torch_measures_both_engines_and_they_train_the_same_model() -> None:
-    args = ["bench", "torch", "--rounds", "2", "--seeds", "2", "--workers", "2", "--cpu-only",
-            "--loop-threads", "1"]  # fmt: skip
+
+def _parts(section: str) -> dict[str, list[float]]:
+    """The rows of one path's breakdown: part → [ms, GFLOP computed, GFLOP minimum, GFLOP/s]."""
+    number = r"(—|-?[\d.]+)"
+    return {
+        m[0]: [float(v) if v != "—" else float("nan") for v in m[1:]]
+        for m in re.findall(
+            rf"^([A-Za-z +]+?) +{number} +-?\d+% +{number} +{number} +{number}$",
+            section,
+            flags=re.MULTILINE,
+        )
+    }
+
+
+def test_bench_torch_breaks_a_round_down_and_compares_with_the_loop_and_the_floor() -> None:
+    args = ["bench", "torch", "--clients", "3", "--batch", "4", "--repeats", "1", "--rounds", "1",
+            "--paths", "vmap,shared,shared-unfold"]  # fmt: skip
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    sections = re.split(r"^path '([a-z-]+)', one round by part:$", result.output, flags=re.M)
+    paths = dict(zip(sections[1::2], map(_parts, sections[2::2]), strict=True))
+    assert list(paths) == ["vmap", "shared", "shared-unfold"]
+    common = ["data gather", "forward", "optimizer step", "Python and engine", "round"]
+    assert set(paths["vmap"]) == {*common, "input + weight grad"}
+    assert set(paths["shared"]) == {*common, "input gradient", "weight gradient"}
+    samples, first = 3 * 4, 6 * 28 * 28 * 25
+    for path, rows in paths.items():
+        # the minimum of the forward pass is 2 FLOPs per multiply-add, and it computes that
+        assert rows["forward"][2] == pytest.approx(2 * LENET5_MACS * samples / 1e9, abs=1e-4)
+        assert rows["forward"][1] == pytest.approx(rows["forward"][2], abs=1e-4), path
+        # the parts add up to the engine's round (each printed to 0.01 ms)
+        parts = sum(v[0] for k, v in rows.items() if k != "round")
+        assert parts == pytest.approx(rows["round"][0], abs=0.01 * len(rows)), path
+    backward = 2 * (2 * LENET5_MACS - first) * samples / 1e9
+    assert paths["vmap"]["input + weight grad"][2] == pytest.approx(backward, abs=1e-4)
+    for path in ("shared", "shared-unfold"):  # the shared pass computes the minimum, no more
+        for part in ("input gradient", "weight gradient"):
+            computed, least = paths[path][part][1:3]
+            assert computed == pytest.approx(least, abs=1e-4), (path, part)
+    engines = re.findall(r"^(per-client loop|floor: one batch, (?:NCHW|channels-last)|adcs, .+?) "
+                         r"+([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+)$", result.output,
+                         flags=re.MULTILINE)  # fmt: skip
+    names = [e[0].strip() for e in engines]
+    assert "per-client loop" in names and "floor: one batch, channels-last" in names
+    assert "adcs, path 'shared': engine round" in names
+    for name, ms, per_cpu_s, _, _ in engines:
+        assert float(per_cpu_s) == pytest.approx(3 / (float(ms) / 1e3), rel=0.02), name
+
+
+def test_bench_torch_refuses_an_unknown_path() -> None:
+    result = CliRunner().invoke(cli.app, ["bench", "torch", "--paths", "vmap,fast"])
+    assert result.exit_code != 0
+    assert "--paths: unknown ['fast']" in result.output
+
+
+def test_bench_torch_end_to_end_measures_both_engines_and_they_train_the_same_model() -> None:
+    args = ["bench", "torch", "--end-to-end", "--rounds", "2", "--seeds", "2", "--workers", "2",
+            "--cpu-only", "--loop-threads", "1"]  # fmt: skip
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     rows = re.findall(r"^(adcs, \d process(?:es)?|loop, \d threads?) +cpu +[\d.]+ +(\d+) +([\d.]+) ",

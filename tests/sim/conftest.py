@@ -57,6 +57,21 @@ def make_data(
     )
 
 
+def as_images(data: FederatedData) -> FederatedData:
+    """``data`` with its N_FEATURES = 12 features padded to 16, a 4 × 4 image per sample."""
+    return FederatedData(
+        train_images=np.pad(data.train_images, ((0, 0), (0, 4))),
+        train_labels=data.train_labels,
+        test_images=np.pad(data.test_images, ((0, 0), (0, 4))),
+        test_labels=data.test_labels,
+        train_indices=data.train_indices,
+        test_indices=data.test_indices,
+        groups=data.groups,
+        n_groups=data.n_groups,
+        n_classes=data.n_classes,
+    )
+
+
 @pytest.fixture(scope="session")
 def data() -> FederatedData:
     return make_data()

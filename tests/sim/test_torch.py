@@ -25,7 +25,7 @@ from adcs.sim import FederatedData, LogisticRegression, RunSpec, SimConfig, loca
 from adcs.sim.torch import TorchModel, lenet5, load_factory, logistic, model_for
 from adcs.streams import minibatch_indices, stream_key
 
-from .conftest import N_CLASSES, N_FEATURES, make_data
+from .conftest import N_CLASSES, N_FEATURES, as_images, make_data
 
 
 def mlp() -> nn.Module:
@@ -459,17 +459,7 @@ def test_forked_workers_after_threaded_work_give_the_same_results() -> None:
 
 def test_a_cnn_learns_in_the_simulator() -> None:
     data = make_data(seed=2, n_clients=6, clients_per_group=2, train_per_client=60)
-    padded = FederatedData(
-        train_images=np.pad(data.train_images, ((0, 0), (0, 4))),
-        train_labels=data.train_labels,
-        test_images=np.pad(data.test_images, ((0, 0), (0, 4))),
-        test_labels=data.test_labels,
-        train_indices=data.train_indices,
-        test_indices=data.test_indices,
-        groups=data.groups,
-        n_groups=data.n_groups,
-        n_classes=data.n_classes,
-    )
+    padded = as_images(data)
     model = TorchModel(small_cnn, input_shape=padded.input_shape, n_classes=N_CLASSES)
     config = SimConfig(rounds=60, batch_size=8, local_lr=0.5, eval_every=60)
     (result,) = simulate([RunSpec(Uniform(m=4), 0, "u")], padded, config, model=model)

@@ -194,13 +194,15 @@ class _Context:
         batch = self.config.batch_size
         out = np.empty(run_index.size, dtype=np.float32)
         per_call = max(1, _JOB_ROWS // batch)
+        # a model that can give losses without gradients says so (TorchModel.minibatch_loss)
+        loss_only = getattr(self.model, "minibatch_loss", None)
         for start in range(0, run_index.size, per_call):
             part = slice(start, start + per_call)
-            first = rows[part, :batch]
-            loss, _ = self.model.loss_and_grad(
-                params[run_index[part]], *self.data.train_batch(first)
-            )
-            out[part] = loss
+            batch_xy = self.data.train_batch(rows[part, :batch])
+            if loss_only is not None:
+                out[part] = loss_only(params[run_index[part]], *batch_xy)
+            else:
+                out[part] = self.model.loss_and_grad(params[run_index[part]], *batch_xy)[0]
         return out
 
 

@@ -22,9 +22,10 @@ from typing import Any, ClassVar
 from adcs.registry import Registry
 from adcs.sim.model import LogisticRegression, Model
 
-__all__ = ["MLP", "MODELS", "LeNet5", "Logistic", "TorchFactory", "TorchLogistic"]
+__all__ = ["MLP", "MODELS", "CifarCNN", "LeNet5", "Logistic", "TorchFactory", "TorchLogistic"]
 
 _DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")
+_PATHS = ("vmap", "shared", "auto")  # adcs.sim.torch_shared.PATHS (that module needs PyTorch)
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,16 @@ class _Torch:
     ----------
     device : str
         "cpu" (default), "cuda", "cuda:N" or "mps".
+    torch_path : str or None
+        How the clients of a run at one w⁽ᵗ⁾ are computed (`adcs.sim.torch.TorchModel`'s
+        ``path``): "vmap" (``torch.func.vmap``; None, the default, means it), "shared" (one
+        shared-weight pass, per-client weight gradients; refused for a module it cannot run) or
+        "auto" (shared where it can run). "vmap" stays the default until the committed LeNet-5
+        results are regenerated on the shared path (its sums run in another order).
     """
 
     device: str = "cpu"
+    torch_path: str | None = None
     torch_kind: ClassVar[str] = ""
     text: ClassVar[str] = ""
 
@@ -75,6 +83,8 @@ class _Torch:
             raise ValueError(
                 f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}"
             )
+        if self.torch_path is not None and self.torch_path not in _PATHS:
+            raise ValueError(f"torch_path must be one of {list(_PATHS)}, got {self.torch_path!r}")
 
     @property
     def kind(self) -> str:
@@ -107,6 +117,7 @@ class _Torch:
             n_classes,
             factory=self._factory(),
             device=self.device,
+            path=self.torch_path or "vmap",
             **self._options(),
         )
         return model
@@ -133,6 +144,14 @@ class LeNet5(_Torch):
 
     torch_kind: ClassVar[str] = "cnn"
     text: ClassVar[str] = "LeNet-5 (PyTorch)"
+
+
+@dataclass(frozen=True)
+class CifarCNN(_Torch):
+    """A small CNN for 32×32×3 inputs (``kind = "cnn-cifar"``; `adcs.sim.torch.cifar_cnn`)."""
+
+    torch_kind: ClassVar[str] = "cnn-cifar"
+    text: ClassVar[str] = "a small CNN for 32×32×3 images (PyTorch)"
 
 
 @dataclass(frozen=True)
@@ -214,6 +233,7 @@ MODELS: Registry[Any] = Registry(
         "logistic": Logistic,
         "logistic-torch": TorchLogistic,
         "cnn": LeNet5,
+        "cnn-cifar": CifarCNN,
         "mlp": MLP,
         "torch": TorchFactory,
     },

@@ -8,8 +8,10 @@ trainable parameters, concatenated in ``named_parameters()`` order), and the eng
 forward and backward instead of J small ones. Jobs that share their parameters (the clients of one
 run at w⁽ᵗ⁾, the usual case with E = 1) are mapped with the parameters unbatched, which folds the
 clients into one large batch of every layer; jobs with their own parameters (E > 1 after the first
-step) are mapped over the parameters too. Calls are cut into chunks of at most ``samples_per_call``
-samples, so memory stays bounded however many jobs a round holds.
+step) are mapped over the parameters too. With ``path = "shared"`` (or ``"auto"``), jobs that share
+their parameters are instead one shared-weight pass with per-job weight gradients
+(`adcs.sim.torch_shared`), and loss probes are a forward pass alone. Calls are cut into chunks of
+at most ``samples_per_call`` samples, so memory stays bounded however many jobs a round holds.
 
 The engine hands NumPy arrays; on the CPU they become tensors without a copy, on an accelerator
 each call moves its minibatches and the distinct parameter rows once (a round's minibatches are
@@ -22,11 +24,11 @@ global generator, not adcs's counter-based streams) and any buffer that changes 
 are refused. Buffers that do not change, and frozen parameters (``requires_grad = False``), are
 constants.
 
-Built-in factories: `logistic` (the paper's model, Sec. 6, as a module), `lenet5`
-(LeNet-5 for 28 × 28 × 1 inputs) and `mlp` (fully connected ReLU layers of given widths). Importing
-this module needs the extra ``adcs[torch]``; once it is imported, every forked child process (the
-simulator's workers) starts with one PyTorch thread, since the thread teams of its parent's MKL and
-OpenMP do not survive a fork.
+Built-in factories: `logistic` (the paper's model, Sec. 6, as a module), `lenet5` (LeNet-5 for
+28 × 28 × 1 inputs), `cifar_cnn` (a small CNN for 32 × 32 × 3 inputs) and `mlp` (fully connected
+ReLU layers of given widths). Importing this module needs the extra ``adcs[torch]``; once it is
+imported, every forked child process (the simulator's workers) starts with one PyTorch thread,
+since the thread teams of its parent's MKL and OpenMP do not survive a fork.
 """
 
 from __future__ import annotations
@@ -58,11 +60,13 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     ) from err
 
 from adcs._validate import check_int
+from adcs.sim.torch_shared import PATHS, SharedPlan, plan_for
 
 __all__ = [
     "LOSSES",
     "MODEL_FACTORIES",
     "TorchModel",
+    "cifar_cnn",
     "lenet5",
     "load_factory",
     "logistic",
@@ -146,6 +150,32 @@ def lenet5(n_classes: int = 10) -> nn.Module:
         nn.Linear(120, 84),
         nn.ReLU(),
         nn.Linear(84, n_classes),
+    )
+
+
+def cifar_cnn(n_classes: int = 10) -> nn.Module:
+    """A small CNN for 32 × 32 × 3 inputs, of the size FL papers train on CIFAR-10 (878 538
+    parameters with 10 classes; McMahan et al.'s FedAvg CNN, AISTATS 2017, without padding).
+
+    conv(3→32, 5×5) → ReLU → max-pool 2 → conv(32→64, 5×5) → ReLU → max-pool 2 → flatten (1600)
+    → linear 512 → ReLU → linear ``n_classes``. Inputs with 3 072 entries per sample are
+    reshaped to (3, 32, 32), channels first (CIFAR-10's layout in adcs and torchvision).
+    PyTorch's default initialisation.
+    """
+    check_int("n_classes", n_classes, minimum=2)
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Unflatten(1, (3, 32, 32)),
+        nn.Conv2d(3, 32, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(1600, 512),
+        nn.ReLU(),
+        nn.Linear(512, n_classes),
     )
 
 
@@ -237,6 +267,7 @@ def load_factory(spec: str) -> Callable[[], nn.Module]:
 MODEL_FACTORIES: dict[str, Callable[..., nn.Module]] = {
     "logistic-torch": logistic,
     "cnn": lenet5,
+    "cnn-cifar": cifar_cnn,
     "mlp": mlp,
 }
 """Built-in model kinds of the ``[model]`` table (besides ``logistic``, NumPy, and ``torch``)."""
@@ -251,12 +282,14 @@ def model_for(
     device: str = "cpu",
     hidden: Sequence[int] = (64, 30),
     input_norm: tuple[float, float] | None = None,
+    path: str = "vmap",
 ) -> TorchModel:
     """The `TorchModel` of a ``[model]`` kind for inputs of ``input_shape``, checked.
 
     ``kind`` is ``"logistic-torch"``, ``"cnn"`` (LeNet-5, inputs with 28 × 28 × 1 entries),
-    ``"mlp"`` (`mlp` with ``hidden`` and ``input_norm``) or ``"torch"`` (``factory`` names
-    a zero-argument callable returning the module).
+    ``"cnn-cifar"`` (`cifar_cnn`, inputs with 32 × 32 × 3 entries), ``"mlp"`` (`mlp` with
+    ``hidden`` and ``input_norm``) or ``"torch"`` (``factory`` names a zero-argument callable
+    returning the module). ``path`` is `TorchModel`'s.
     """
     shape = tuple(int(d) for d in input_shape)
     n_features = math.prod(shape)
@@ -269,6 +302,12 @@ def model_for(
                 f"kind 'cnn' is LeNet-5 for 28×28×1 inputs; the data's inputs have shape {shape}"
             )
         module_factory = functools.partial(lenet5, n_classes)
+    elif kind == "cnn-cifar":
+        if n_features != 32 * 32 * 3:
+            raise ValueError(
+                f"kind 'cnn-cifar' is a CNN for 32×32×3 inputs; the data's inputs have shape {shape}"
+            )
+        module_factory = functools.partial(cifar_cnn, n_classes)
     elif kind == "mlp":
         module_factory = functools.partial(mlp, n_features, n_classes, tuple(hidden), input_norm)
     elif kind == "torch":
@@ -279,7 +318,9 @@ def model_for(
         raise ValueError(
             f"kind must be one of {['torch', *MODEL_FACTORIES]} for a PyTorch model, got {kind!r}"
         )
-    return TorchModel(module_factory, device=device, input_shape=shape, n_classes=n_classes)
+    return TorchModel(
+        module_factory, device=device, input_shape=shape, n_classes=n_classes, path=path
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,6 +439,12 @@ class TorchModel:
     samples_per_call : int
         At most this many samples go through one mapped forward/backward pass (bounds memory:
         the activations of that many samples).
+    path : {"vmap", "shared", "auto"}
+        How jobs that share their parameters are computed: ``"vmap"`` (default) maps them with
+        ``torch.func.vmap``; ``"shared"`` runs them as one shared-weight pass with per-job
+        weight gradients (`adcs.sim.torch_shared`; a module it cannot run is refused);
+        ``"auto"`` takes the shared pass where it can run the module, ``vmap`` otherwise. The
+        shared pass sums in another order (float32 rounding).
 
     Notes
     -----
@@ -420,6 +467,7 @@ class TorchModel:
         n_classes: int | None = None,
         init_seed: int = 0,
         samples_per_call: int = 4096,
+        path: str = "vmap",
     ) -> None:
         if not callable(module_factory):
             raise ValueError(f"module_factory must be callable, got {module_factory!r}")
@@ -429,6 +477,8 @@ class TorchModel:
             check_int("n_classes", n_classes, minimum=2)
         check_int("init_seed", init_seed, minimum=0)
         self.samples_per_call = check_int("samples_per_call", samples_per_call)
+        if path not in PATHS:
+            raise ValueError(f"path must be one of {list(PATHS)}, got {path!r}")
         self.loss = loss
         self.device = _device(device)
         self.n_classes = n_classes
@@ -458,6 +508,17 @@ class TorchModel:
         for p in module.parameters():
             p.requires_grad_(False)  # gradients come from torch.func, never from .grad
         self._template = module
+        self._plan: SharedPlan | None = None
+        if path != "vmap":
+            self._plan, why = plan_for(module, self._names, self._sizes)
+            if self._plan is None and path == "shared":
+                raise ValueError(
+                    f"path 'shared' cannot run this module: {why}; use path 'auto' (the shared "
+                    "pass where it can run, vmap elsewhere) or 'vmap'"
+                )
+            if self._plan is None:
+                logger.info("path 'auto': vmap for this module, since %s", why)
+        self.path = "vmap" if self._plan is None else "shared"
         self._owner = threading.get_ident()
         self._pid = os.getpid()
         self._local = threading.local()
@@ -526,6 +587,9 @@ class TorchModel:
             len(runs) == 1 and n_jobs > 1 and n_jobs <= per_call
         ):  # the usual call: one run's clients
             w = _tensor(params[0], np.float32, self.device)
+            if self._plan is not None:
+                value, g = self._shared(w, xt, yt)
+                return value.cpu().numpy(), g.cpu().numpy()
             g, value = vmap(grad_and_value(shared), in_dims=(None, 0, 0))(w, xt, yt)
             return value.cpu().numpy(), g.cpu().numpy()  # on the CPU: no copy
         loss = np.empty(n_jobs, dtype=np.float32)
@@ -539,7 +603,10 @@ class TorchModel:
             mapped = vmap(grad_and_value(shared), in_dims=(None, 0, 0))
             for lo in range(start, stop, per_call):
                 hi = min(lo + per_call, stop)
-                g, value = mapped(w, xt[lo:hi], yt[lo:hi])
+                if self._plan is not None:
+                    value, g = self._shared(w, xt[lo:hi], yt[lo:hi])
+                else:
+                    g, value = mapped(w, xt[lo:hi], yt[lo:hi])
                 grad[lo:hi], loss[lo:hi] = g.cpu().numpy(), value.cpu().numpy()
         if singles:
             mapped = vmap(grad_and_value(shared), in_dims=(0, 0, 0))
@@ -550,6 +617,32 @@ class TorchModel:
                 g, value = mapped(w, xt[index], yt[index])
                 grad[rows], loss[rows] = g.cpu().numpy(), value.cpu().numpy()
         return loss, grad
+
+    def minibatch_loss(self, params: F32Array, x: F32Array, y: IntArray) -> F32Array:
+        """Mean minibatch loss (J,) of J jobs, without gradients (the engine's loss probes).
+
+        Arguments as `loss_and_grad`. On the shared-weight path it is a forward pass of
+        each run of jobs with identical parameters; on the ``vmap`` path it is
+        ``loss_and_grad(...)[0]``, bit for bit.
+        """
+        if self._plan is None:
+            return self.loss_and_grad(params, x, y)[0]
+        params = self._params(params)
+        x, y = np.asarray(x), np.asarray(y)
+        if x.ndim < 2 or x.shape[0] != params.shape[0] or y.shape != x.shape[:2] or not y.size:
+            return self.loss_and_grad(params, x, y)[0]  # its message names the bad shapes
+        xt = _tensor(x, np.float32, self.device)
+        yt = _tensor(y, np.int64, self.device)
+        per_call = max(1, self.samples_per_call // y.shape[1])
+        loss = torch.empty(params.shape[0], dtype=torch.float32, device=self.device)
+        for start, stop in _shared_runs(params):
+            w = _tensor(params[start], np.float32, self.device)
+            for lo in range(start, stop, per_call):
+                hi = min(lo + per_call, stop)
+                xs, ys = xt[lo:hi].flatten(0, 1), yt[lo:hi].flatten()
+                check = functools.partial(self._check_shared, batch=xs.shape[0])
+                loss[lo:hi] = self._plan.loss(w, xs, ys, self._loss_fn, hi - lo, check)
+        return loss.cpu().numpy()
 
     def evaluate(self, params: F32Array, x: F32Array, y: IntArray) -> tuple[F32Array, BoolArray]:
         """Per-sample loss (R, S) and correctness (R, S) of R models on shared samples.
@@ -607,6 +700,19 @@ class TorchModel:
         """Named parameter tensors (views) of one flat vector (dim,)."""
         pieces = torch.split(flat, self._sizes)
         return {n: t.view(s) for n, t, s in zip(self._names, pieces, self._shapes, strict=True)}
+
+    def _shared(
+        self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss (J,) and gradient (J, dim) of J jobs at one w (dim,): x (J, B, ...), y (J, B)."""
+        assert self._plan is not None
+        n_jobs = x.shape[0]
+        xs, ys = x.flatten(0, 1), y.flatten()
+        check = functools.partial(self._check_shared, batch=xs.shape[0])
+        return self._plan.loss_and_grad(w, xs, ys, self._loss_fn, n_jobs, check)
+
+    def _check_shared(self, out: torch.Tensor, batch: int) -> None:
+        _check_output(out, batch, self.n_classes)
 
     def _job_loss(
         self, module: nn.Module, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor

@@ -1,0 +1,343 @@
+"""Shared-weight passes of a PyTorch model: all clients of a run at one w⁽ᵗ⁾ in one batch.
+
+With E = 1 (the paper's setting), and at the first local step of every round, all the clients of
+a run start from the same global weights w⁽ᵗ⁾ (docs/design.md §4, "Models"). Their forward pass
+and their input-gradient pass are then one ordinary batched pass with shared weights — the
+module's own kernels on J·B samples, channels-last for convolutions wide enough for
+oneDNN's channels-last kernels to pay. Only the weight gradients are per client. For a
+``Linear`` layer with inputs a (J, B, in) and output gradients g (J, B, out), client j's weight
+gradient is Σ_b g[j, b]ᵀ a[j, b] = g[j]ᵀ a[j], one GEMM per client written in place into the
+client's row of the flat gradient (a ``torch.bmm`` over the clients computes the same products
+but writes a (J, out, in) block that must then be copied into those rows). For a
+``Conv2d`` layer it is the same product of the unfolded input (im2col) and g; by default each
+client's is computed by PyTorch's own convolution weight-gradient kernel on the client's rows
+(oneDNN unfolds on the fly, without writing the patches out), and ``conv_weight_grad =
+"unfold"`` writes the patches and takes one ``torch.bmm`` over the clients (slower on the CPU:
+``adcs bench torch --paths shared-unfold`` measures it). A bias gradient is the client's sum of
+g. A probe (the loss at w⁽ᵗ⁾) is the forward pass alone.
+
+`SharedPlan` is the plan of one module: which layers it runs and where each trainable
+parameter sits in the flat vector. `plan_for` gives none (and why) for a module it cannot run
+(anything but an ``nn.Sequential`` — nested ones are flattened — of ``Conv2d`` (zero padding,
+one group), ``Linear``, pooling, activations, ``Flatten``/``Unflatten`` and ``Identity``, every
+parameter trainable), which then keeps the ``vmap`` path of `adcs.sim.torch`.
+
+The arithmetic differs from the ``vmap`` path in the order of its sums (float32 rounding), so it
+is chosen by the ``[model]`` key ``torch_path`` (docs/guide.md); ``"vmap"`` stays the default
+until the committed LeNet-5 results are regenerated with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["PATHS", "SharedPlan", "plan_for"]
+
+PATHS = ("vmap", "shared", "auto")
+"""Values of ``torch_path``: ``vmap`` (every job through ``torch.func.vmap``), ``shared`` (the
+shared-weight pass; a module it cannot run is refused), ``auto`` (shared where it can run)."""
+
+_ELEMENTWISE = (
+    nn.ReLU,
+    nn.LeakyReLU,
+    nn.ELU,
+    nn.GELU,
+    nn.SiLU,
+    nn.Tanh,
+    nn.Sigmoid,
+    nn.Softplus,
+    nn.Identity,
+)
+"""Parameterless layers that act on every sample alone, whatever their input's shape."""
+_POOLING = (
+    nn.MaxPool1d,
+    nn.MaxPool2d,
+    nn.AvgPool1d,
+    nn.AvgPool2d,
+    nn.AdaptiveAvgPool2d,
+    nn.AdaptiveMaxPool2d,
+)
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class _Param:
+    """Where a layer's weight (and bias) sit in the flat parameter vector, [start, start + n),
+    and the weight's shape."""
+
+    weight: tuple[int, int]
+    bias: tuple[int, int] | None
+    shape: tuple[int, ...]
+
+
+def _layers(module: nn.Module) -> list[nn.Module] | None:
+    """The leaf layers of nested ``nn.Sequential`` containers, in order (None: not sequential)."""
+    if type(module) is not nn.Sequential:
+        return None
+    out: list[nn.Module] = []
+    for child in module.children():
+        inner = _layers(child) if type(child) is nn.Sequential else [child]
+        if inner is None:
+            return None
+        out += inner
+    return out
+
+
+def _why_not(layer: nn.Module) -> str | None:
+    """Why the shared pass cannot run ``layer`` (None: it can)."""
+    if isinstance(layer, nn.Conv2d):
+        if layer.groups != 1 or layer.padding_mode != "zeros" or isinstance(layer.padding, str):
+            return f"{layer} (groups, padding mode or string padding)"
+        return None
+    if isinstance(layer, nn.Linear):
+        return None
+    if isinstance(layer, nn.Flatten):
+        return None if layer.start_dim >= 1 else f"{layer} (flattens the batch)"
+    if isinstance(layer, nn.Unflatten):
+        return None if isinstance(layer.dim, int) and layer.dim >= 1 else f"{layer}"
+    if isinstance(layer, _ELEMENTWISE + _POOLING):
+        return None
+    return f"{type(layer).__name__} (not a layer the shared-weight pass knows)"
+
+
+@dataclass(frozen=True)
+class SharedPlan:
+    """How the shared-weight pass runs a module (see `plan_for`).
+
+    Attributes
+    ----------
+    layers : tuple of nn.Module
+        The module's leaf layers in order.
+    params : tuple of (_Param or None)
+        For each layer, where its parameters sit in the flat vector (None: it has none).
+    dim : int
+        Length of the flat parameter vector.
+    channels_last_from : int
+        A convolution runs on channels-last tensors when it has at least this many output
+        channels, NCHW otherwise (0: every one). Channels-last kernels vectorise over the
+        channels: measured with ``adcs bench torch --paths shared,shared-nchw,shared-cl``, they
+        pay on the CIFAR-shaped CNN (32 and 64 channels), not on LeNet-5 (6 and 16).
+    conv_weight_grad : {"kernel", "unfold"}
+        A Conv2d's per-client weight gradients: PyTorch's weight-gradient kernel on each
+        client's rows, or the written-out patches and one ``torch.bmm`` over the clients.
+    """
+
+    layers: tuple[nn.Module, ...]
+    params: tuple[_Param | None, ...]
+    dim: int
+    channels_last_from: int = 32
+    conv_weight_grad: str = "kernel"
+
+    def forward(
+        self, flat: torch.Tensor, x: torch.Tensor, keep: bool
+    ) -> tuple[torch.Tensor, list[tuple[int, torch.Tensor, torch.Tensor]]]:
+        """The module's output on x (N, *input_shape) at the flat parameters (dim,).
+
+        With ``keep``, autograd records the pass from the first parameter layer on, and the
+        returned list holds (layer index, its input, its output) of every parameter layer.
+        """
+        kept: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        h = x
+        for i, (layer, where) in enumerate(zip(self.layers, self.params, strict=True)):
+            if where is None:
+                h = layer(h)
+                continue
+            w = flat[where.weight[0] : where.weight[1]]
+            b = None if where.bias is None else flat[where.bias[0] : where.bias[1]]
+            if isinstance(layer, nn.Conv2d):
+                if layer.out_channels >= self.channels_last_from:
+                    h = h.contiguous(memory_format=torch.channels_last)
+                else:
+                    h = h.contiguous()
+                out = F.conv2d(
+                    h,
+                    w.view(where.shape),
+                    b,
+                    layer.stride,
+                    layer.padding,
+                    layer.dilation,
+                )
+            else:
+                out = F.linear(h, w.view(where.shape), b)
+            if keep and not out.requires_grad:
+                out.requires_grad_()  # the first parameter layer: where autograd starts
+            if keep:
+                kept.append((i, h, out))
+            h = out
+        return h, kept
+
+    def loss(
+        self,
+        flat: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        loss_fn: LossFn,
+        n_jobs: int,
+        check: Callable[[torch.Tensor], None] | None = None,
+    ) -> torch.Tensor:
+        """Mean loss (J,) of J jobs of B samples each at one w: x (J·B, ...), y (J·B,)."""
+        with torch.no_grad():
+            out, _ = self.forward(flat, x, keep=False)
+            if check is not None:
+                check(out)
+            return loss_fn(out, y).view(n_jobs, -1).mean(dim=1)
+
+    def output_grads(
+        self,
+        flat: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        loss_fn: LossFn,
+        n_jobs: int,
+        check: Callable[[torch.Tensor], None] | None = None,
+    ) -> tuple[torch.Tensor, list[tuple[int, torch.Tensor, torch.Tensor]]]:
+        """The forward pass and the input-gradient pass, shared by the J jobs (no weight
+        gradient): the jobs' mean losses (J,) and, for every parameter layer, (its index, its
+        input, the gradient of Σ_j (job j's mean loss) at its output).
+
+        Arguments as `loss_and_grad`.
+        """
+        flat = flat.detach()
+        with torch.enable_grad():
+            out, kept = self.forward(flat, x, keep=True)
+            if check is not None:
+                check(out)
+            per_sample = loss_fn(out, y).view(n_jobs, -1)
+            total = per_sample.sum() / per_sample.shape[1]  # Σ_j of job j's mean loss
+            grads = torch.autograd.grad(total, [o for _, _, o in kept])
+        at_outputs = [(i, a.detach(), g) for (i, a, _), g in zip(kept, grads, strict=True)]
+        return per_sample.detach().mean(dim=1), at_outputs
+
+    def loss_and_grad(
+        self,
+        flat: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        loss_fn: LossFn,
+        n_jobs: int,
+        check: Callable[[torch.Tensor], None] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean loss (J,) and its gradient (J, dim) of J jobs of B samples each at one w.
+
+        Parameters
+        ----------
+        flat : tensor (dim,)
+            The shared parameters (not modified; no gradient is taken through them).
+        x : tensor (J·B, *input_shape); y : tensor (J·B,)
+            Job j's samples are rows j·B … j·B + B − 1.
+        loss_fn : callable
+            Per-sample loss of (output, labels).
+        n_jobs : int
+            J.
+        check : callable, optional
+            Called on the module's output (its shape checks).
+        """
+        loss, at_outputs = self.output_grads(flat, x, y, loss_fn, n_jobs, check)
+        grad = torch.empty((n_jobs, self.dim), dtype=flat.dtype, device=flat.device)
+        for i, a, g in at_outputs:
+            self.weight_grad(i, a, g, n_jobs, grad)
+        return loss, grad
+
+    def weight_grad(
+        self, i: int, a: torch.Tensor, g: torch.Tensor, n_jobs: int, grad: torch.Tensor
+    ) -> None:
+        """Per-job weight and bias gradients of parameter layer ``i`` into ``grad`` (J, dim).
+
+        ``a`` is the layer's input and ``g`` the gradient of the loss at its output, both with
+        the J jobs' samples stacked along dimension 0.
+        """
+        layer, where = self.layers[i], self.params[i]
+        assert where is not None
+        w0, w1 = where.weight
+        if isinstance(layer, nn.Conv2d) and self.conv_weight_grad == "kernel":
+            _conv_weight_grads(layer, a, g, n_jobs, grad[:, w0:w1])
+            g_rows = g.sum(dim=(2, 3)).view(n_jobs, -1, g.shape[1])
+        elif isinstance(layer, nn.Conv2d):
+            cols = _patches(a, layer)  # (N·L, C·kh·kw)
+            g_rows = g.permute(0, 2, 3, 1).reshape(n_jobs, -1, g.shape[1])  # (J, B·L, O)
+            cols = cols.view(n_jobs, -1, cols.shape[-1])  # (J, B·L, C·kh·kw)
+            grad[:, w0:w1] = torch.bmm(g_rows.transpose(1, 2), cols).view(n_jobs, -1)
+        else:  # Linear: one GEMM per job, written in place into the job's row
+            g_rows = g.reshape(n_jobs, -1, g.shape[-1])  # (J, B·…, out)
+            cols = a.reshape(n_jobs, -1, a.shape[-1])  # (J, B·…, in)
+            for j in range(n_jobs):
+                out = grad[j, w0:w1].view(g_rows.shape[-1], cols.shape[-1])
+                torch.mm(g_rows[j].t(), cols[j], out=out)
+        if where.bias is not None:
+            grad[:, where.bias[0] : where.bias[1]] = g_rows.sum(dim=1)
+
+
+def _conv_weight_grads(
+    conv: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, n_jobs: int, out: torch.Tensor
+) -> None:
+    """Job j's weight gradient of ``conv`` into out[j] (J, O·C·kh·kw): PyTorch's own
+    weight-gradient kernel on the job's rows of a and g."""
+    weight = conv.weight
+    rows = a.shape[0] // n_jobs
+    for j in range(n_jobs):
+        part = slice(j * rows, (j + 1) * rows)
+        _, gw, _ = torch.ops.aten.convolution_backward(
+            g[part],
+            a[part],
+            weight,
+            None,
+            conv.stride,
+            conv.padding,
+            conv.dilation,
+            False,
+            (0, 0),
+            1,
+            (False, True, False),
+        )
+        out[j] = gw.reshape(-1)
+
+
+def _patches(a: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
+    """The im2col matrix of a Conv2d's input a (N, C, H, W): (N·Ho·Wo, C·kh·kw), rows ordered
+    (n, ho, wo) and columns (c, i, j) like the flattened weight — one copy of the patches."""
+    (kh, kw), (sh, sw), (dh, dw) = conv.kernel_size, conv.stride, conv.dilation
+    ph, pw = cast(tuple[int, int], conv.padding)  # string padding is refused
+    if ph or pw:
+        a = F.pad(a, (pw, pw, ph, ph))
+    # (N, C, Ho, Wo, span_h, span_w) views, then every dilation-th tap of the span
+    view = a.unfold(2, (kh - 1) * dh + 1, sh).unfold(3, (kw - 1) * dw + 1, sw)
+    view = view[..., ::dh, ::dw]
+    n, c, ho, wo = view.shape[:4]
+    return view.permute(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, c * kh * kw)
+
+
+def plan_for(
+    module: nn.Module, names: tuple[str, ...], sizes: list[int]
+) -> tuple[SharedPlan | None, str]:
+    """The shared-weight plan of ``module``, whose flat vector holds its trainable parameters
+    ``names`` (of ``sizes`` entries) in order, or (None, why the pass cannot run it)."""
+    layers = _layers(module)
+    if layers is None:
+        return None, f"{type(module).__name__} is not an nn.Sequential of known layers"
+    offset, offsets = 0, {}
+    for name, size in zip(names, sizes, strict=True):
+        offsets[name] = (offset, offset + size)
+        offset += size
+    by_param = {id(p): n for n, p in module.named_parameters()}
+    params: list[_Param | None] = []
+    for layer in layers:
+        why = _why_not(layer)
+        if why is not None:
+            return None, f"it cannot run {why}"
+        own = dict(layer.named_parameters(recurse=False))
+        if not own:
+            params.append(None)
+            continue
+        spans = {k: offsets.get(by_param[id(p)]) for k, p in own.items()}
+        weight, bias = spans.get("weight"), spans.get("bias")
+        if weight is None or ("bias" in spans and bias is None) or set(spans) - {"weight", "bias"}:
+            return None, f"{layer} has frozen parameters"
+        params.append(_Param(weight, bias, tuple(own["weight"].shape)))
+    return SharedPlan(tuple(layers), tuple(params), offset), ""
