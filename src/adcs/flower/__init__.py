@@ -6,8 +6,10 @@ aggregate → observe) over Flower's Grid, with any adcs scheduler choosing the 
 :func:`adcs.sim.model.local_update` so a Flower run and adcs's simulator compute the same thing.
 It runs on Flower's Simulation and Deployment Runtimes alike.
 
-:class:`ScheduledFedAvg` is the drop-in for any Flower app: Flower's ``FedAvg`` with an adcs
-scheduler choosing who trains, speaking only the app's own ``train`` and ``evaluate`` messages.
+:class:`Scheduled` wraps any Flower strategy (``Scheduled(FedAdam(...), scheduler=...)``), the
+way Flower's DP wrappers do, in any Flower app: an adcs scheduler chooses who trains, the wrapped
+strategy builds the app's own ``train`` and ``evaluate`` messages and aggregates the replies;
+:class:`ScheduledFedAvg` is ``Scheduled(FedAvg(...))``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     ) from err
 
 from adcs.flower.client import ClientData, TrainDefaults, make_client_app, minibatch_indices
-from adcs.flower.scheduled import ScheduledFedAvg
+from adcs.flower.scheduled import Scheduled, ScheduledFedAvg
+from adcs.flower.settings import Settings
 from adcs.flower.strategy import (
     EvaluationRecord,
     RejectedReply,
@@ -35,9 +38,11 @@ __all__ = [
     "EvaluationRecord",
     "RejectedReply",
     "RoundRecord",
+    "Scheduled",
     "ScheduledFedAvg",
     "SchedulerStrategy",
     "ServerSettings",
+    "Settings",
     "TrainDefaults",
     "history_dicts",
     "make_client_app",

@@ -1,5 +1,5 @@
-"""What :class:`~adcs.flower.ScheduledFedAvg` needs beyond the round: settings, the model's layout,
-the checks of a standard app's replies, and the scheduler named by a string.
+"""What :class:`~adcs.flower.Scheduled` needs beyond the round: the model's layout, the checks of a
+standard app's replies, and the scheduler named by a string.
 
 A standard Flower app exchanges an ``ArrayRecord`` of any number of arrays of any dtypes (a
 PyTorch ``state_dict()``) and one ``MetricRecord`` per reply. :class:`Template` is that layout as
@@ -13,20 +13,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message
 from numpy.typing import NDArray
 
-from adcs._validate import check_int, check_number
 from adcs.flower.round import RejectedReply, finite_metric, one_metric_record
+from adcs.flower.settings import Settings
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, check_scheduler
 
 __all__ = [
-    "DropInSettings",
     "Template",
     "read_evaluate_loss",
     "read_evaluation",
@@ -35,98 +33,6 @@ __all__ = [
 ]
 
 F32Array = NDArray[np.float32]
-
-
-@dataclass(frozen=True)
-class DropInSettings:
-    """Settings of :class:`~adcs.flower.ScheduledFedAvg`, validated on construction.
-
-    Attributes
-    ----------
-    n_clients : int
-        N: the first N nodes to appear are clients 0..N−1.
-    fraction_evaluate : float
-        Share of the available clients that get a federated ``evaluate`` after each round
-        (FedAvg's; 0 turns it off).
-    min_evaluate_nodes : int
-        At least this many clients evaluate (when that many are available).
-    min_available_nodes : int
-        A round waits until this many clients are connected (the first: also m).
-    weighted_by_key : str
-        MetricRecord key of a client's number of examples, FedAvg's aggregation weight.
-    arrayrecord_key, configrecord_key : str
-        Keys of the model and of the config in requests (FedAvg's).
-    loss_key : str
-        MetricRecord key of the loss in ``evaluate`` replies (a loss probe's value).
-    accuracy_key : str or None
-        MetricRecord key of the accuracy in ``evaluate`` replies (Flower's quickstart apps'
-        ``eval_acc``): each evaluated client's, from which the evaluation's result columns are
-        computed (:attr:`~adcs.flower.round.EvaluationRecord.columns`); a reply without it
-        counts as not reported. None: the app reports none.
-    train_loss_key : str or None
-        MetricRecord key of the loss in ``train`` replies (an update probe's quality, e.g.
-        ADCS's q_n); None: the app reports none and the quality is 0 for every client.
-    seed : int
-        Seeds the scheduler's stream (with ``run_id``), the evaluation sample and the sketch.
-    run_id : str
-        Names the scheduler's stream, :func:`adcs.streams.scheduler_rng` (seed, run_id).
-    sketch_dim : int or None
-        Updates longer than this reach the scheduler as a seeded JL sketch of this length
-        (:class:`adcs.sketch.UpdateSketch`); None: never sketched.
-    checkpoint_path : str or None
-        Where the server's state is saved and, at start, resumed from.
-    checkpoint_every : int
-        Save every this many rounds (and after the last).
-    connect_timeout_s : float
-        How long a round waits for enough connected clients before the run fails.
-    wait_for_all_s : float
-        Once the first round has enough clients, how much longer it waits for all N.
-    """
-
-    n_clients: int
-    fraction_evaluate: float = 1.0
-    min_evaluate_nodes: int = 2
-    min_available_nodes: int = 2
-    weighted_by_key: str = "num-examples"
-    arrayrecord_key: str = "arrays"
-    configrecord_key: str = "config"
-    loss_key: str = "eval_loss"
-    accuracy_key: str | None = "eval_acc"
-    train_loss_key: str | None = "train_loss"
-    seed: int = 0
-    run_id: str = "flower"
-    sketch_dim: int | None = 1024
-    checkpoint_path: str | None = None
-    checkpoint_every: int = 1
-    connect_timeout_s: float = 120.0
-    wait_for_all_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        check_int("n_clients", self.n_clients)
-        check_number("fraction_evaluate", self.fraction_evaluate, 0.0, 1.0)
-        check_int("min_evaluate_nodes", self.min_evaluate_nodes, minimum=0)
-        check_int("min_available_nodes", self.min_available_nodes, minimum=0)
-        for name in ("weighted_by_key", "arrayrecord_key", "configrecord_key", "loss_key"):
-            _check_key(name, getattr(self, name))
-        for name in ("train_loss_key", "accuracy_key"):
-            if getattr(self, name) is not None:
-                _check_key(name, getattr(self, name))
-        check_int("seed", self.seed, minimum=0)
-        _check_key("run_id", self.run_id)
-        if self.sketch_dim is not None:
-            check_int("sketch_dim", self.sketch_dim)
-        if self.checkpoint_path is not None:
-            if not isinstance(self.checkpoint_path, (str, Path)) or not str(self.checkpoint_path):
-                raise ValueError(f"checkpoint_path must be a path, got {self.checkpoint_path!r}")
-            object.__setattr__(self, "checkpoint_path", str(self.checkpoint_path))
-        check_int("checkpoint_every", self.checkpoint_every)
-        check_number("connect_timeout_s", self.connect_timeout_s, 0.0)
-        check_number("wait_for_all_s", self.wait_for_all_s, 0.0)
-
-
-def _check_key(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -234,7 +140,7 @@ class Template:
 
 
 def read_train_reply(
-    reply: Message, template: Template, sent: F32Array, settings: DropInSettings
+    reply: Message, template: Template, sent: F32Array, settings: Settings, weight_key: str
 ) -> tuple[F32Array, float, float]:
     """A ``train`` reply's update Δ of shape (dim,) float32, its training loss and its size.
 
@@ -242,10 +148,11 @@ def read_train_reply(
     ------
     RejectedReply
         Unless the reply holds one ArrayRecord of the model's layout, with finite values, and
-        one MetricRecord with a non-negative ``weighted_by_key`` (and ``train_loss_key``).
+        one MetricRecord with a non-negative ``weight_key`` (the wrapped strategy's
+        ``weighted_by_key``) and ``train_loss_key``.
     """
     metrics = one_metric_record(reply)
-    size = _weight_of(metrics, settings)
+    size = _weight_of(metrics, weight_key)
     loss = 0.0
     if settings.train_loss_key is not None:
         loss = finite_metric(metrics, settings.train_loss_key)
@@ -258,26 +165,26 @@ def read_train_reply(
     return update, loss, size
 
 
-def _weight_of(metrics: Any, settings: DropInSettings) -> float:
-    """A reply's ``weighted_by_key``, FedAvg's weight (:class:`RejectedReply` unless >= 0)."""
-    size = finite_metric(metrics, settings.weighted_by_key)
+def _weight_of(metrics: Any, weight_key: str) -> float:
+    """A reply's ``weight_key``, FedAvg's weight (:class:`RejectedReply` unless >= 0)."""
+    size = finite_metric(metrics, weight_key)
     if size < 0:
-        raise RejectedReply(f"'{settings.weighted_by_key}' is negative ({size})")
+        raise RejectedReply(f"'{weight_key}' is negative ({size})")
     return size
 
 
-def read_evaluate_loss(reply: Message, settings: DropInSettings) -> float:
+def read_evaluate_loss(reply: Message, settings: Settings) -> float:
     """An ``evaluate`` reply's ``loss_key`` (:class:`RejectedReply` unless finite)."""
     return finite_metric(one_metric_record(reply), settings.loss_key)
 
 
-def read_evaluation(reply: Message, settings: DropInSettings) -> tuple[float, float]:
+def read_evaluation(reply: Message, settings: Settings, weight_key: str) -> tuple[float, float]:
     """An ``evaluate`` reply's loss (:class:`RejectedReply` unless finite, or without a
-    ``weighted_by_key`` >= 0, FedAvg's weight of its metrics) and accuracy, the
-    ``accuracy_key`` (NaN when the app reports none, or not a finite number)."""
+    ``weight_key`` >= 0, the weight of its metrics) and accuracy, the ``accuracy_key`` (NaN
+    when the app reports none, or not a finite number)."""
     metrics = one_metric_record(reply)
     loss = finite_metric(metrics, settings.loss_key)
-    _weight_of(metrics, settings)
+    _weight_of(metrics, weight_key)
     if settings.accuracy_key is None:
         return loss, math.nan
     try:
@@ -287,7 +194,7 @@ def read_evaluation(reply: Message, settings: DropInSettings) -> tuple[float, fl
 
 
 def resolve_scheduler(
-    scheduler: Scheduler | str, params: Mapping[str, Any] | None, n_clients: int
+    scheduler: Scheduler | str, params: Mapping[str, Any] | None, n_clients: int | None
 ) -> Scheduler:
     """The scheduler object: given, or built from a name of :data:`adcs.SCHEDULERS` (or an
     import path ``"package.module:Class"``) and its constructor arguments ``params``."""
@@ -302,7 +209,7 @@ def resolve_scheduler(
     elif params is not None:
         raise ValueError("scheduler_params is only for a scheduler given by name")
     scheduler = check_scheduler(scheduler)
-    if scheduler.m > n_clients:
+    if n_clients is not None and scheduler.m > n_clients:
         raise ValueError(f"scheduler.m={scheduler.m} exceeds n_clients={n_clients}")
     return scheduler
 
