@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,12 @@ class Scheduled(Driver):
         **settings: Any,
     ) -> None:
         chain = _chain(strategy)
+        unknown = sorted(set(settings) - {f.name for f in fields(Settings)})
+        if unknown:
+            raise ValueError(
+                f"unknown setting {unknown[0]!r}: the wrapped strategy's own arguments go to "
+                f"its constructor; Scheduled takes {[f.name for f in fields(Settings)]}"
+            )
         settings_ = Settings(**settings)
         super().__init__(
             resolve_scheduler(scheduler, scheduler_params, settings_.n_clients), settings_
