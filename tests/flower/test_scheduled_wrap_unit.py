@@ -108,7 +108,7 @@ def test_n_is_the_connected_nodes_and_the_output_is_flowers(
             f"node {strategy.node_of[int(c)]} (partition {grid.nodes[strategy.node_of[int(c)]][1]})"
             for c in record.selected
         ]
-        assert f"selected: [{', '.join(names)}]" in text
+        assert f"selected [{', '.join(names)}], aggregated [" in text
     metrics = result.evaluate_metrics_clientapp[2]
     accuracy = strategy.evaluations[-1].accuracy
     assert metrics["worst_acc"] == pytest.approx(accuracy.min())

@@ -276,14 +276,19 @@ class Scheduled(Driver):
         return metrics
 
     def _log_round(self, record: RoundRecord) -> None:
+        """One line per round, in Flower node ids (and the app's partition ids where its
+        replies carry them), that a reader or a test can parse from the ServerApp's log."""
         node_of = self._nodes_index().node_of
         logger.info(
-            "adcs: %d nodes available; probed (%s): %s; selected: %s; failed: %s",
+            "adcs round %d: %d nodes available, probed (%s) %s, selected %s, aggregated %s, "
+            "failed %s",
+            record.server_round,
             int(record.available.sum()),
             record.probe_kind.name.lower(),
             self._names(record.probed),
             self._names(record.selected),
-            {node_of[c]: why for c, why in record.failed.items()} or "none",
+            self._names(record.aggregated),
+            {node_of[c]: why for c, why in record.failed.items()},
         )
 
     def _names(self, clients: IntArray) -> str:
