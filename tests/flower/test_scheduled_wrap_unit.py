@@ -84,8 +84,13 @@ def test_bad_arguments_are_refused() -> None:
         Scheduled(FedAvg(), Uniform(m=5), n_clients=4)
     with pytest.raises(ValueError, match=r"FedAvg\.fraction_evaluate"):
         Scheduled(FedAvg(fraction_evaluate=1.5), Uniform(m=2))
-    with pytest.raises(ValueError, match=r"unknown setting 'fraction_train'.*the wrapped strategy"):
+    with pytest.raises(
+        ValueError,
+        match=r"Scheduled takes no setting 'fraction_train'.*a wrapped strategy's own arg",
+    ):
         Scheduled(FedAvg(), Uniform(m=2), fraction_train=0.5)
+    with pytest.raises(ValueError, match="Scheduled takes no setting 'server_lr'"):
+        Scheduled(FedAvg(), Uniform(m=2), server_lr=0.5)
 
 
 def test_n_is_the_connected_nodes_and_the_output_is_flowers(

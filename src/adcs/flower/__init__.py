@@ -29,7 +29,6 @@ from adcs.flower.strategy import (
     RejectedReply,
     RoundRecord,
     SchedulerStrategy,
-    ServerSettings,
     history_dicts,
 )
 
@@ -41,7 +40,6 @@ __all__ = [
     "Scheduled",
     "ScheduledFedAvg",
     "SchedulerStrategy",
-    "ServerSettings",
     "Settings",
     "TrainDefaults",
     "history_dicts",

@@ -20,9 +20,9 @@ import io
 import logging
 import pickle
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -34,10 +34,11 @@ from adcs._validate import check_int
 from adcs.flower.checkpoint import ServerCheckpoint, load_checkpoint, restore_rng, save_checkpoint
 from adcs.flower.dropin import Template
 from adcs.flower.link import Link
-from adcs.flower.nodes import NodeIndex
-from adcs.flower.round import EvaluationRecord, RoundRecord, account, ask
+from adcs.flower.nodes import NodeIndex, NodeMap
+from adcs.flower.round import EvaluationRecord, RejectedReply, RoundRecord, account, ask
 from adcs.flower.settings import Settings
 from adcs.roundplay import Gatherer, Played, RoundRules, play
+from adcs.rounds import F64Array
 from adcs.schedulers.base import BoolArray, Scheduler
 from adcs.sketch import UpdateSketch
 from adcs.streams import scheduler_rng, stream_key
@@ -48,7 +49,10 @@ __all__ = ["Driver", "EvaluateFn"]
 logger = logging.getLogger("flwr").getChild("adcs")
 
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
+Nodes = NodeIndex | NodeMap
+T = TypeVar("T")
 _SLEEP_S = 0.2
+_CONNECT_SLICE_S = 1.0
 
 
 class Driver:
@@ -69,14 +73,17 @@ class Driver:
     """
 
     name = "Driver"
+    takes: frozenset[str] = frozenset()
+    """The :class:`~adcs.flower.settings.Settings` fields the adapter takes."""
 
     def __init__(self, scheduler: Scheduler, settings: Settings) -> None:
         self.scheduler = scheduler
         self.settings = settings
         self.history: list[RoundRecord] = []
         self.evaluations: list[EvaluationRecord] = []
-        self._nodes: NodeIndex | None = None
+        self._nodes: Nodes | None = None
         self._n_clients = settings.n_clients
+        self._num_rounds = 0
 
     @property
     def node_of(self) -> dict[int, int]:
@@ -110,7 +117,9 @@ class Driver:
         raise NotImplementedError
 
     def _summary(self) -> None:
-        logger.info("\t└──> adcs: %r, %r", self.scheduler, self.settings)
+        """Log the scheduler and the settings the adapter takes."""
+        settings = {k: getattr(self.settings, k) for k in sorted(self.takes)}
+        logger.info("\t└──> adcs: %r, settings %s", self.scheduler, settings)
 
     def _log_round(self, record: RoundRecord) -> None:
         logger.info("adcs: %s", record)
@@ -162,7 +171,8 @@ class Driver:
         flwr.serverapp.strategy.Result
         """
         check_int("num_rounds", num_rounds)
-        template = Template.of(initial_arrays)
+        template = self._check_initial(initial_arrays)
+        self._num_rounds = num_rounds
         link = Link(grid, timeout, self.settings.max_in_flight)
         rng = scheduler_rng(self.settings.seed, self.settings.run_id)
         logger.info("Starting %s strategy:", self.name)
@@ -178,11 +188,14 @@ class Driver:
             logger.info("")
             logger.info("[ROUND %s/%s]", server_round, num_rounds)
             started = time.perf_counter()
-            available = self._connect(link, first=state is None)
+            available = self._connect(link, first=server_round == first)
             if state is None:
-                state = self.scheduler.init(self._nodes_index().n_clients, None)
-            configs = _Configs(
-                _with_round(train_config, server_round), _with_round(evaluate_config, server_round)
+                state = self.scheduler.init(self._nodes_index().n_clients, self._data_sizes())
+            configs = self._configs(
+                _Configs(
+                    _with_round(train_config, server_round),
+                    _with_round(evaluate_config, server_round),
+                )
             )
             exchanges = self._exchanges(link, template, arrays, configs, server_round)
             played = play(rules, state, server_round - 1, available, rng, exchanges, template.size)
@@ -206,7 +219,7 @@ class Driver:
         _final(result, time.time() - started_at)
         return result
 
-    def _nodes_index(self) -> NodeIndex:
+    def _nodes_index(self) -> Nodes:
         if self._nodes is None:
             raise RuntimeError("no node is indexed before the first round")
         return self._nodes
@@ -214,8 +227,8 @@ class Driver:
     def _connect(self, link: Link, first: bool) -> BoolArray:
         """The availability mask at a round's start.
 
-        The first round waits for max(``min_available_nodes``, m) clients (then up to
-        ``wait_for_all_s`` for all N; for more nodes when N is inferred), a later one for
+        The first round of a start waits for max(``min_available_nodes``, m) clients (then up
+        to ``wait_for_all_s`` for all N; for more nodes when N is inferred), a later one for
         ``min_available_nodes``; a run that waits longer than ``connect_timeout_s`` fails with
         the count.
         """
@@ -223,11 +236,11 @@ class Driver:
         need = max(self._min_available(), self.scheduler.m if first else 1)
         if self._n_clients is not None:
             need = min(need, self._n_clients)
+        more_s = settings.wait_for_all_s if first else 0.0
         give_up = time.monotonic() + settings.connect_timeout_s
         enough_at: float | None = None
-        more_s = settings.wait_for_all_s if first else 0.0
         while True:
-            connected = link.connected()
+            connected = self._connected(link)
             if self._nodes is not None:
                 count = int(self._nodes.available(connected).sum())
             else:
@@ -236,63 +249,138 @@ class Driver:
             if count >= need and enough_at is None:
                 enough_at = now
             if count == self._n_clients or (enough_at is not None and now >= enough_at + more_s):
+                n = self._n_clients = self._n_clients or count
                 if self._nodes is None:
-                    self._n_clients = self._n_clients or count
-                    self._nodes = NodeIndex(self._n_clients, log=logger)
+                    self._nodes = self._new_nodes(n, ())
+                if first and count < n:
+                    logger.info("starting with %d of %d clients connected", count, n)
                 return self._nodes.available(connected)
             if enough_at is None and now >= give_up:
                 raise RuntimeError(
                     f"only {count} clients are connected after {settings.connect_timeout_s:g} s, "
-                    f"but the round needs {need} (min_available_nodes={self._min_available()}, "
-                    f"m={self.scheduler.m}); start more SuperNodes or raise connect_timeout_s"
+                    f"but the {'first round needs' if first else 'round needs at least'} {need} "
+                    f"(min_available_nodes={self._min_available()}, m={self.scheduler.m}, "
+                    f"N={self._n_clients}); start more SuperNodes or raise connect_timeout_s"
                 )
-            time.sleep(_SLEEP_S)
+            until = give_up if enough_at is None else enough_at + more_s
+            self._pause(link, min(until, now + _CONNECT_SLICE_S))
+
+    def _connected(self, link: Link) -> set[int]:
+        """The node ids connected now."""
+        return link.connected()
+
+    def _pause(self, link: Link, until: float) -> None:
+        """Wait (at most until ``until``, a ``time.monotonic()``) before looking again."""
+        time.sleep(max(0.0, min(_SLEEP_S, until - time.monotonic())))
+
+    def _new_nodes(self, n_clients: int, saved: Sequence[int]) -> Nodes:
+        """The client ↔ node map of a run (``saved``: a checkpoint's node ids in client order)."""
+        return NodeIndex(n_clients, saved, logger)
+
+    def _saved_nodes(self) -> list[int]:
+        """What of the node map a checkpoint keeps (node ids in client order)."""
+        nodes = self._nodes_index()
+        return nodes.nodes if isinstance(nodes, NodeIndex) else []
+
+    def _data_sizes(self) -> F64Array | None:
+        """The clients' data sizes for ``scheduler.init`` (None: not known)."""
+        return None
+
+    def _unanswered(self, nodes: list[int]) -> None:
+        """Nodes that did not answer a request at all (no reply, gone, the SuperLink's error)."""
+
+    def _rule_extras(self) -> dict[str, Any]:
+        """The adapter's :class:`~adcs.roundplay.RoundRules` fields (weights, a robust rule)."""
+        return {}
+
+    def _check_initial(self, arrays: ArrayRecord) -> Template:
+        """The layout of ``initial_arrays`` (ValueError unless the adapter can send it)."""
+        return Template.of(arrays)
+
+    def _configs(self, configs: _Configs) -> _Configs:
+        """The round's request configs (given with ``server-round`` set)."""
+        return configs
 
     def _rules(self, template: Template) -> RoundRules:
-        """The run's round rules: its scheduler, and the sketch the updates reach it through
-        (``sketch_dim``, seeded by ``seed``) when the model is longer."""
+        """The run's round rules: its scheduler, the adapter's extras, and the sketch the
+        updates reach it through (``sketch_dim``, seeded by ``seed``) when the model is longer."""
         k = self.settings.sketch_dim
         sketch = None
         if k is not None and k < template.size:
             sketch = UpdateSketch(template.size, k, stream_key(self.settings.seed)).apply
-        return RoundRules(self.scheduler, who=repr(self.scheduler), sketch=sketch)
+        return RoundRules(
+            self.scheduler, who=repr(self.scheduler), sketch=sketch, **self._rule_extras()
+        )
 
     def _ask(
         self, link: Link, requests: Mapping[int, Message], server_round: int, phase: str
     ) -> dict[int, Message | str]:
-        """Send ``requests`` (client → message) and account for the replies, Flower's way:
-        each client's reply, or why there is none (phase-prefixed)."""
-        nodes = self._nodes_index()
-        out: dict[int, Message | str] = {}
+        """Send ``requests`` (client → message): each client's reply, or why there is none."""
+        groups = []
         for message_type in sorted({m.metadata.message_type for m in requests.values()}):
             same = [c for c, m in requests.items() if m.metadata.message_type == message_type]
-            for content, clients in _by_content(requests, same):
-                got, _ = ask(
-                    link,
-                    nodes.node_of,
-                    nodes.client_of,
-                    clients,
-                    message_type,
-                    content,
-                    str(server_round),
-                    phase,
-                )
-                out.update(got)
+            groups += [(message_type, content, c) for content, c in _by_content(requests, same)]
+        return self._send(link, groups, server_round, phase)
+
+    def _send(
+        self,
+        link: Link,
+        groups: Iterable[tuple[str, RecordDict, Iterable[int]]],
+        server_round: int,
+        phase: str,
+    ) -> dict[int, Message | str]:
+        """One exchange per (message type, content, clients): each client's reply, or why there
+        is none (phase-prefixed)."""
+        nodes = self._nodes_index()
+        out: dict[int, Message | str] = {}
+        for message_type, content, clients in groups:
+            got, unanswered = ask(
+                link,
+                nodes.node_of,
+                nodes.client_of,
+                clients,
+                message_type,
+                content,
+                str(server_round),
+                phase,
+            )
+            self._unanswered(unanswered)
+            out.update(got)
         return out
 
     def _account(self, server_round: int, phase: str, replies: Mapping[int, Any]) -> None:
         account(server_round, phase, replies, self._nodes_index().node_of, logger)
 
+    def _check(
+        self,
+        server_round: int,
+        phase: str,
+        replies: Mapping[int, Message | str],
+        read: Callable[[int, Message], T],
+    ) -> dict[int, T | str]:
+        """Each reply as ``read(client, reply)`` gives it, or why there is none (a
+        :class:`~adcs.flower.round.RejectedReply` is a malformed reply); accounted Flower's way."""
+        out: dict[int, T | str] = {}
+        for client, reply in replies.items():
+            if isinstance(reply, str):
+                out[client] = reply
+                continue
+            try:
+                out[client] = read(client, reply)
+            except RejectedReply as why:
+                out[client] = f"{phase}: malformed reply: {why}"
+        self._account(server_round, phase, out)
+        return out
+
     def _record_evaluation(
         self, server_round: int, checked: Mapping[int, tuple[float, float] | str]
     ) -> EvaluationRecord:
-        """Record each evaluated client's (loss, accuracy), or why there is none."""
+        """Record each evaluated client's (loss, accuracy) (:meth:`_check`'s outcome)."""
         n = self._nodes_index().n_clients
         accuracy, loss = np.full(n, np.nan), np.full(n, np.nan)
         for client, value in checked.items():
             if not isinstance(value, str):
                 loss[client], accuracy[client] = value
-        self._account(server_round, "evaluate", checked)
         record = EvaluationRecord(server_round, accuracy, loss)
         self.evaluations.append(record)
         return record
@@ -321,7 +409,7 @@ class Driver:
             arrays={k: arrays[k].numpy() for k in arrays.keys()},
             scheduler_state=state,
             rng_states={"scheduler": dict(rng.bit_generator.state)},
-            nodes=self._nodes_index().nodes,
+            nodes=self._saved_nodes(),
             metrics=_metrics_of(result),
             history=list(self.history),
             evaluations=tuple(self.evaluations),
@@ -338,8 +426,8 @@ class Driver:
         path = self.settings.checkpoint_path
         checkpoint = None if path is None else load_checkpoint(Path(path), self._identity())
         if checkpoint is None:
-            self._n_clients = self.settings.n_clients
-            self._nodes = None
+            n = self._n_clients = self.settings.n_clients
+            self._nodes = None if n is None else self._new_nodes(n, ())
             self.history, self.evaluations = [], []
             return initial_arrays, None, Result(arrays=initial_arrays), 1
         given = self.settings.n_clients
@@ -351,7 +439,7 @@ class Driver:
         arrays = template.restore(checkpoint.arrays, str(path))
         restore_rng(rng, checkpoint.rng_states["scheduler"])
         self._n_clients = checkpoint.n_clients or given or len(checkpoint.nodes)
-        self._nodes = NodeIndex(self._n_clients, checkpoint.nodes, logger)
+        self._nodes = self._new_nodes(self._n_clients, checkpoint.nodes)
         self.history = list(checkpoint.history)
         self.evaluations = list(checkpoint.evaluations)
         self._restore_strategy_state(checkpoint.strategy_state)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -53,8 +52,8 @@ from adcs.flower.dropin import (
     resolve_scheduler,
 )
 from adcs.flower.link import Link
-from adcs.flower.round import RejectedReply, RoundRecord
-from adcs.flower.settings import Settings
+from adcs.flower.round import RoundRecord
+from adcs.flower.settings import WRAPPED, take
 from adcs.roundplay import Played, Trained
 from adcs.schedulers.base import IntArray, LossSource, Scheduler
 
@@ -97,6 +96,8 @@ class Scheduled(Driver):
         Client index → node id.
     """
 
+    takes = WRAPPED
+
     def __init__(
         self,
         strategy: Strategy,
@@ -106,13 +107,7 @@ class Scheduled(Driver):
         **settings: Any,
     ) -> None:
         chain = _chain(strategy)
-        unknown = sorted(set(settings) - {f.name for f in fields(Settings)})
-        if unknown:
-            raise ValueError(
-                f"unknown setting {unknown[0]!r}: the wrapped strategy's own arguments go to "
-                f"its constructor; Scheduled takes {[f.name for f in fields(Settings)]}"
-            )
-        settings_ = Settings(**settings)
+        settings_ = take("Scheduled", self.takes, {"sketch_dim": 1024, **settings})
         super().__init__(
             resolve_scheduler(scheduler, scheduler_params, settings_.n_clients), settings_
         )
@@ -138,8 +133,7 @@ class Scheduled(Driver):
 
     def _summary(self) -> None:
         self.strategy.summary()
-        logger.info("\t└──> adcs scheduler: %r", self.scheduler)
-        logger.info("\t\t└── %r", self.settings)
+        super()._summary()
 
     def _min_available(self) -> int:
         return max([int(getattr(s, "min_available_nodes", 1)) for s in self._chain])
@@ -252,17 +246,17 @@ class Scheduled(Driver):
         if not requests:
             return None
         replies = self._ask(link, requests, server_round, "evaluate")
-        checked: dict[int, tuple[float, float] | str] = {}
-        valid = []
-        for client, reply in replies.items():
-            if isinstance(reply, str):
-                checked[client] = reply
-                continue
-            try:
-                checked[client] = read_evaluation(reply, self.settings, self.weight_key)
-                valid.append(reply)
-            except RejectedReply as why:
-                checked[client] = f"evaluate: malformed reply: {why}"
+        checked = self._check(
+            server_round,
+            "evaluate",
+            replies,
+            lambda _, reply: read_evaluation(reply, self.settings, self.weight_key),
+        )
+        valid = [
+            m
+            for c, m in replies.items()
+            if isinstance(m, Message) and not isinstance(checked[c], str)
+        ]
         record = self._record_evaluation(server_round, checked)
         if not valid:
             return None
@@ -401,18 +395,13 @@ class _Exchanges:
         requests = {
             int(c): Message(content, node_of[int(c)], MessageType.EVALUATE) for c in clients
         }
-        out: dict[int, float | str] = {}
-        for client, reply in owner._ask(
-            self.link, requests, self.server_round, "loss probe"
-        ).items():
-            try:
-                out[client] = (
-                    reply if isinstance(reply, str) else read_evaluate_loss(reply, owner.settings)
-                )
-            except RejectedReply as why:
-                out[client] = f"loss probe: malformed reply: {why}"
-        owner._account(self.server_round, "loss probe", out)
-        return out
+        replies = owner._ask(self.link, requests, self.server_round, "loss probe")
+        return owner._check(
+            self.server_round,
+            "loss probe",
+            replies,
+            lambda _, reply: read_evaluate_loss(reply, owner.settings),
+        )
 
     def updates(self, clients: IntArray) -> dict[int, Trained | str]:
         """``train`` (the wrapped strategy's messages): each client's update, checked, or why not."""
@@ -420,27 +409,21 @@ class _Exchanges:
         requests = owner._requests(
             "train", clients, self.arrays, self.configs.train, self.server_round
         )
-        out: dict[int, Trained | str] = {
+        replies: dict[int, Message | str] = {
             int(c): "train: the wrapped strategy sent it no message"
             for c in clients
             if int(c) not in requests
         }
-        replies = owner._ask(self.link, requests, self.server_round, "train")
-        for client, reply in replies.items():
-            if isinstance(reply, str):
-                out[client] = reply
-                continue
-            try:
-                update, loss, size = read_train_reply(
-                    reply, self.template, self._sent, owner.settings, owner.weight_key
-                )
-            except RejectedReply as why:
-                out[client] = f"train: malformed reply: {why}"
-                continue
-            owner._note_partition(owner._nodes_index().node_of[client], reply)
-            out[client] = Trained(update, loss, size, reply)
-        owner._account(self.server_round, "train", out)
-        return out
+        replies.update(owner._ask(self.link, requests, self.server_round, "train"))
+        return owner._check(self.server_round, "train", replies, self._read)
+
+    def _read(self, client: int, reply: Message) -> Trained:
+        owner = self.owner
+        update, loss, size = read_train_reply(
+            reply, self.template, self._sent, owner.settings, owner.weight_key
+        )
+        owner._note_partition(owner._nodes_index().node_of[client], reply)
+        return Trained(update, loss, size, reply)
 
 
 class _GridView:

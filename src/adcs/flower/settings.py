@@ -1,25 +1,40 @@
-"""The settings of a scheduled Flower server (docs/design.md §7), validated on construction."""
+"""The settings of a scheduled Flower server (docs/design.md §7), validated on construction.
+
+One :class:`Settings` serves both adapters of :class:`~adcs.flower.driver.Driver`; each takes the
+fields that mean something for its wire protocol (:func:`take`) and refuses the others by name.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from adcs import defaults
 from adcs._validate import check_int, check_number
 
-__all__ = ["Settings"]
+__all__ = ["SIMULATOR_IDENTICAL", "WRAPPED", "Settings", "take"]
 
 
 @dataclass(frozen=True)
 class Settings:
-    """What :class:`~adcs.flower.Scheduled` adds to the wrapped strategy's own arguments.
+    """The settings of :class:`~adcs.flower.Scheduled` (beside the wrapped strategy's own
+    arguments) and of :class:`~adcs.flower.SchedulerStrategy`.
 
     Attributes
     ----------
     n_clients : int or None
-        N: the first N nodes to appear are clients 0..N−1. None: N is the number of nodes
-        connected when the first round starts (after ``wait_for_all_s``).
+        N. ``Scheduled``: the first N nodes to appear are clients 0..N−1; None: N is the number
+        of nodes connected when the first round starts (after ``wait_for_all_s``).
+        ``SchedulerStrategy``: the nodes report partition ids 0..N−1 (required).
+    server_lr : float
+        ``SchedulerStrategy``: η_s > 0 in w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ c_i Δ_i (docs/design.md §2).
+    weighting : {"uniform", "data_size"}
+        ``SchedulerStrategy``: p_n, uniform or the client's reported number of examples.
+    evaluate_every : int
+        ``SchedulerStrategy``: federated evaluation (``evaluate`` to every available client)
+        every this many rounds and after the last; 0 turns it off. (``Scheduled`` evaluates as
+        its wrapped strategy does.)
     loss_key : str
         MetricRecord key of the loss in ``evaluate`` replies (a loss probe's value).
     accuracy_key : str or None
@@ -34,12 +49,14 @@ class Settings:
         MetricRecord key of the app's partition id in replies, when the app sends one: the
         selection line names it beside the node id.
     seed : int
-        Seeds the scheduler's stream (with ``run_id``) and the update sketch.
+        Seeds the scheduler's stream (with ``run_id``) and the update sketch;
+        ``SchedulerStrategy`` also sends it to clients as ``adcs-seed`` (their minibatches).
     run_id : str
         Names the scheduler's stream, :func:`adcs.streams.scheduler_rng` (seed, run_id).
     sketch_dim : int or None
         Updates longer than this reach the scheduler as a seeded JL sketch of this length
-        (:class:`adcs.sketch.UpdateSketch`); None: never sketched.
+        (:class:`adcs.sketch.UpdateSketch`); None: never sketched (``Scheduled``'s default is
+        1024).
     checkpoint_path : str or None
         Where the server's state is saved and, at start, resumed from.
     checkpoint_every : int
@@ -54,13 +71,16 @@ class Settings:
     """
 
     n_clients: int | None = None
+    server_lr: float = defaults.SERVER_LR
+    weighting: Literal["uniform", "data_size"] = "uniform"
+    evaluate_every: int = 0
     loss_key: str = "eval_loss"
     accuracy_key: str | None = "eval_acc"
     train_loss_key: str | None = "train_loss"
     partition_key: str = "partition-id"
     seed: int = 0
     run_id: str = "flower"
-    sketch_dim: int | None = 1024
+    sketch_dim: int | None = None
     checkpoint_path: str | None = None
     checkpoint_every: int = 1
     connect_timeout_s: float = 120.0
@@ -70,6 +90,10 @@ class Settings:
     def __post_init__(self) -> None:
         if self.n_clients is not None:
             check_int("n_clients", self.n_clients)
+        check_number("server_lr", self.server_lr, 0.0, low_open=True)
+        if self.weighting not in ("uniform", "data_size"):
+            raise ValueError(f"weighting must be 'uniform' or 'data_size', got {self.weighting!r}")
+        check_int("evaluate_every", self.evaluate_every, minimum=0)
         for name in ("loss_key", "partition_key", "run_id"):
             check_key(name, getattr(self, name))
         for name in ("train_loss_key", "accuracy_key"):
@@ -92,3 +116,37 @@ def check_key(name: str, value: Any) -> None:
     """ValueError unless ``value`` is a non-empty string."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+
+
+_SHARED = frozenset(
+    {
+        "n_clients",
+        "seed",
+        "run_id",
+        "sketch_dim",
+        "checkpoint_path",
+        "checkpoint_every",
+        "connect_timeout_s",
+        "wait_for_all_s",
+        "max_in_flight",
+    }
+)
+
+WRAPPED = _SHARED | {"loss_key", "accuracy_key", "train_loss_key", "partition_key"}
+"""The fields :class:`~adcs.flower.Scheduled` takes (the wrapped strategy aggregates and
+evaluates: no ``server_lr``, ``weighting`` or ``evaluate_every``)."""
+
+SIMULATOR_IDENTICAL = _SHARED | {"server_lr", "weighting", "evaluate_every"}
+"""The fields :class:`~adcs.flower.SchedulerStrategy` takes (its ClientApp's protocol fixes the
+reply keys)."""
+
+
+def take(who: str, allowed: frozenset[str], given: dict[str, Any]) -> Settings:
+    """``Settings(**given)``, after refusing any field ``who`` does not take, by name."""
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ValueError(
+            f"{who} takes no setting {unknown[0]!r} (its settings: {sorted(allowed)}); a wrapped "
+            "strategy's own arguments go to its constructor"
+        )
+    return Settings(**given)
