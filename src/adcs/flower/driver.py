@@ -29,6 +29,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result
 from flwr.serverapp.strategy.strategy_utils import log_strategy_start_info
+from numpy.typing import NDArray
 
 from adcs._validate import check_int
 from adcs.flower.checkpoint import ServerCheckpoint, load_checkpoint, restore_rng, save_checkpoint
@@ -49,6 +50,7 @@ __all__ = ["Driver", "EvaluateFn"]
 logger = logging.getLogger("flwr").getChild("adcs")
 
 EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
+F32Array = NDArray[np.float32]
 Nodes = NodeIndex | NodeMap
 T = TypeVar("T")
 _SLEEP_S = 0.2
@@ -75,6 +77,8 @@ class Driver:
     name = "Driver"
     takes: frozenset[str] = frozenset()
     """The :class:`~adcs.flower.settings.Settings` fields the adapter takes."""
+    quiet_accounts = False
+    """Log an exchange without failures at DEBUG only (the wrapped strategy prints its own)."""
 
     def __init__(self, scheduler: Scheduler, settings: Settings) -> None:
         self.scheduler = scheduler
@@ -307,7 +311,7 @@ class Driver:
         k = self.settings.sketch_dim
         sketch = None
         if k is not None and k < template.size:
-            sketch = UpdateSketch(template.size, k, stream_key(self.settings.seed)).apply
+            sketch = _LazySketch(template.size, k, stream_key(self.settings.seed))
         return RoundRules(
             self.scheduler, who=repr(self.scheduler), sketch=sketch, **self._rule_extras()
         )
@@ -349,7 +353,8 @@ class Driver:
         return out
 
     def _account(self, server_round: int, phase: str, replies: Mapping[int, Any]) -> None:
-        account(server_round, phase, replies, self._nodes_index().node_of, logger)
+        node_of = self._nodes_index().node_of
+        account(server_round, phase, replies, node_of, logger, quiet=self.quiet_accounts)
 
     def _check(
         self,
@@ -453,6 +458,20 @@ class Driver:
                 target[r] = MetricRecord(values)
         logger.info("resuming from %s after round %d", path, checkpoint.server_round)
         return arrays, checkpoint.scheduler_state, result, checkpoint.server_round + 1
+
+
+class _LazySketch:
+    """:class:`~adcs.sketch.UpdateSketch` ``(dim, k, key).apply``, its projection built at the
+    first use (a run whose scheduler never sees an update never builds it)."""
+
+    def __init__(self, dim: int, k: int, key: int) -> None:
+        self.dim, self.k, self.key = dim, k, key
+        self._sketch: UpdateSketch | None = None
+
+    def __call__(self, updates: F32Array) -> F32Array:
+        if self._sketch is None:
+            self._sketch = UpdateSketch(self.dim, self.k, self.key)
+        return self._sketch.apply(updates)
 
 
 class _Configs:

@@ -11,6 +11,7 @@ template's key order (docs/design.md §7).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from adcs.schedulers.base import Scheduler, check_scheduler
 
 __all__ = [
     "Template",
+    "decoded",
     "read_evaluate_loss",
     "read_evaluation",
     "read_train_reply",
@@ -33,6 +35,29 @@ __all__ = [
 ]
 
 F32Array = NDArray[np.float32]
+_DESCR = re.compile(r"'descr':\s*'([^']+)'")
+_SHAPE = re.compile(r"'shape':\s*\(([^)]*)\)")
+
+
+def decoded(array: Array) -> NDArray[Any]:
+    """``array.numpy()`` without ``np.load``'s header parsing (``ast.literal_eval``), which is
+    most of the cost of reading a reply: the ``.npy`` bytes Flower's ``Array`` holds are read as
+    a view of their data after the header. Anything but a C-ordered, non-object array of a
+    version 1–3 header is left to ``np.load``; the result is read-only."""
+    data = array.data
+    if array.stype != "numpy.ndarray" or data[:6] != b"\x93NUMPY" or data[6] not in (1, 2, 3):
+        return array.numpy()
+    width = 2 if data[6] == 1 else 4
+    start = 8 + width + int.from_bytes(data[8 : 8 + width], "little")
+    header = data[8 + width : start].decode("latin1")
+    descr, shape = _DESCR.search(header), _SHAPE.search(header)
+    if "'fortran_order': False" not in header or descr is None or shape is None:
+        return array.numpy()
+    dims = tuple(int(d) for d in shape.group(1).split(",") if d.strip())
+    dtype = np.dtype(descr.group(1))
+    if dtype.hasobject or len(data) - start != math.prod(dims) * dtype.itemsize:
+        return array.numpy()
+    return np.frombuffer(data, dtype=dtype, offset=start).reshape(dims)
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,7 +80,7 @@ class Template:
         """The layout of ``initial_arrays`` (ValueError unless it holds finite arrays)."""
         if not isinstance(arrays, ArrayRecord) or len(arrays) == 0:
             raise ValueError("initial_arrays must be a non-empty ArrayRecord (the model's arrays)")
-        values = {k: arrays[k].numpy() for k in arrays.keys()}
+        values = {k: decoded(arrays[k]) for k in arrays.keys()}
         for key, value in values.items():
             if value.dtype.kind in "fc" and not np.isfinite(value).all():
                 raise ValueError(f"initial array {key!r} holds NaN or inf")
@@ -72,7 +97,7 @@ class Template:
 
     def flat(self, arrays: ArrayRecord) -> F32Array:
         """The arrays as one float32 vector of shape (dim,), in key order."""
-        return self.flat_values([arrays[k].numpy() for k in self.keys])
+        return self.flat_values([decoded(arrays[k]) for k in self.keys])
 
     def flat_values(self, values: list[NDArray[Any]]) -> F32Array:
         if not values:
@@ -88,7 +113,7 @@ class Template:
         out = []
         for key, shape, dtype in zip(self.keys, self.shapes, self.dtypes, strict=True):
             try:
-                value = record[key].numpy()
+                value = decoded(record[key])
             except Exception as err:  # any undecodable payload is a bad reply
                 raise RejectedReply(f"array {key!r} cannot be decoded: {err}") from err
             if value.shape != shape or value.dtype != dtype:
@@ -101,42 +126,39 @@ class Template:
             out.append(value)
         return out
 
-    def conform(self, arrays: ArrayRecord) -> ArrayRecord:
-        """``arrays`` with every array in the template's dtype (FedAvg's mean makes ints float)."""
-        out = {}
-        for key, dtype in zip(self.keys, self.dtypes, strict=True):
-            value = arrays[key].numpy()
-            if value.dtype != dtype:
-                value = (np.rint(value) if dtype.kind in "iub" else value).astype(dtype)
-                out[key] = Array(np.array(value))
-            else:
-                out[key] = arrays[key]
-        return ArrayRecord(out)
-
     def weighted_step(
         self, arrays: ArrayRecord, replies: list[Message], coef: NDArray[np.float64]
     ) -> ArrayRecord:
         """w + Σ_i c_i (w_i − w) per array, in float64, cast back to each array's dtype."""
         out = {}
         for key, dtype in zip(self.keys, self.dtypes, strict=True):
-            sent = arrays[key].numpy().astype(np.float64)
+            sent = decoded(arrays[key]).astype(np.float64)
             step = np.zeros_like(sent)
             for c, reply in zip(coef, replies, strict=True):
                 record = next(iter(reply.content.array_records.values()))
-                step += float(c) * (record[key].numpy().astype(np.float64) - sent)
+                step += float(c) * (decoded(record[key]).astype(np.float64) - sent)
             value = sent + step
             value = (np.rint(value) if dtype.kind in "iub" else value).astype(dtype)
             out[key] = Array(np.array(value))
         return ArrayRecord(out)
 
     def restore(self, values: Mapping[str, NDArray[Any]], source: str) -> ArrayRecord:
-        """An ArrayRecord of saved arrays, after checking they fit the layout."""
-        record = ArrayRecord({k: Array(np.array(v)) for k, v in values.items()})
-        try:
-            self.check(record)
-        except RejectedReply as why:
-            raise ValueError(f"checkpoint {source} does not fit initial_arrays: {why}") from why
-        return ArrayRecord({k: record[k] for k in self.keys})
+        """An ArrayRecord of saved arrays, in the template's key order, after checking they
+        have its keys and shapes and are finite (their dtypes are the wrapped strategy's: FedAdam
+        sends float64, FedAvg averages integer arrays to floats)."""
+        if set(values) != set(self.keys):
+            raise ValueError(
+                f"checkpoint {source} does not fit initial_arrays: arrays {sorted(values)} "
+                f"differ from the model's {sorted(self.keys)}"
+            )
+        for key, shape in zip(self.keys, self.shapes, strict=True):
+            value = np.asarray(values[key])
+            if value.shape != shape or (value.dtype.kind in "fc" and not np.isfinite(value).all()):
+                raise ValueError(
+                    f"checkpoint {source} does not fit initial_arrays: array {key!r} is "
+                    f"{value.dtype}{list(value.shape)}, expected {list(shape)} and finite"
+                )
+        return ArrayRecord({k: Array(np.array(values[k])) for k in self.keys})
 
 
 def read_train_reply(

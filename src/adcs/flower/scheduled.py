@@ -17,7 +17,8 @@ the ServerApp swaps ``FedAdam(...)`` for ``Scheduled(FedAdam(...), scheduler=...
   the ArrayRecord's key order (sketched to ``sketch_dim`` when longer); a probed client that is
   selected is not asked again: its reply enters the aggregate;
 * the **aggregate** is the wrapped strategy's ``aggregate_train`` over the selected clients'
-  checked replies. A scheduler that gives its own weights (an unbiased sampler) has them applied,
+  checked replies, its arrays passed on as it returns them (FedAdam's are float64, FedAvg's mean
+  of an integer array is a float array, as in Flower). A scheduler that gives its own weights (an unbiased sampler) has them applied,
   w + Σ c_i (w_i − w), when the wrapped strategy is FedAvg; another strategy aggregates with its
   own weights (logged once);
 * each **federated evaluation** is the wrapped strategy's; each evaluated client's loss and
@@ -97,6 +98,7 @@ class Scheduled(Driver):
     """
 
     takes = WRAPPED
+    quiet_accounts = True
 
     def __init__(
         self,
@@ -210,7 +212,7 @@ class Scheduled(Driver):
         if new is None:
             logger.warning("round %d: %s kept the model", server_round, self.name)
             return arrays, MetricRecord({**(metrics or {}), **counts, "results": 0})
-        return template.conform(new), MetricRecord({**(metrics or {}), **counts})
+        return new, MetricRecord({**(metrics or {}), **counts})
 
     def _aggregate_train(
         self, server_round: int, replies: list[Message]
