@@ -129,3 +129,38 @@ def test_scheduled_fedavg_is_scheduled_around_fedavg() -> None:
     assert strategy.strategy.fraction_evaluate == 0.5
     assert strategy._min_available() == 3
     assert strategy.name == "Scheduled(FedAvg)"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.arange(6, dtype=np.int64),
+        np.asarray(3.5, dtype=np.float64),  # 0-d
+        np.zeros((0, 5), dtype=np.float16),
+        np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)),  # left to np.load
+        np.asarray([True, False]),
+    ],
+    ids=["f32", "i64", "0d", "empty", "fortran", "bool"],
+)
+def test_a_replys_arrays_decode_as_flowers_own(value: np.ndarray) -> None:
+    from flwr.app import Array
+
+    from adcs.flower.dropin import decoded
+
+    array = Array(value)
+    got = decoded(array)
+    want = array.numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_truncated_array_is_not_read_past_its_bytes() -> None:
+    from flwr.app import Array
+
+    from adcs.flower.dropin import decoded
+
+    array = Array(np.arange(10, dtype=np.float32))
+    array.data = array.data[:-4]  # one float short: np.load's own error, not a short view
+    with pytest.raises(ValueError):
+        decoded(array)
