@@ -21,7 +21,6 @@ from flwr.serverapp.strategy import (
     FedMedian,
     FedTrimmedAvg,
 )
-from flwr.supercore.task_identity import TaskIdentity
 
 from adcs.flower import Scheduled, ScheduledFedAvg
 from adcs.schedulers import Uniform
@@ -29,16 +28,10 @@ from adcs.schedulers import Uniform
 from . import quickstart_app
 from .conftest import grid_of
 
+pytestmark = pytest.mark.usefixtures("task_identity")
+
 N = 4
 CONFIG = ConfigRecord({"lr": 0.3, "phase": "unit"})
-
-
-@pytest.fixture(autouse=True)
-def task_identity(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What Flower's runtime sets before a ServerApp makes Messages."""
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
 
 
 def initial_arrays() -> ArrayRecord:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,13 +36,13 @@ from flwr.serverapp.strategy import (
     Strategy,
 )
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
-from flwr.supercore.task_identity import TaskIdentity
 
 from adcs.flower import Scheduled
 from adcs.schedulers import ADCS, DivFL, PowerOfChoice, Uniform
 from adcs.schedulers.base import ProbeKind, Scheduler
 
 from . import quickstart_app
+from .conftest import simulate_flower
 from .test_scheduled import SEED, N, initial_arrays, numpy_of, replay
 
 M = 3
@@ -73,8 +71,6 @@ class Stop(Exception):
 
 @pytest.fixture(scope="module")
 def simulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from flwr.simulation import run_simulation
-
     folder = tmp_path_factory.mktemp("wrapped")
     log_path = str(folder / "clients.jsonl")
     checkpoint = str(folder / "server.ckpt")
@@ -105,30 +101,9 @@ def simulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             run(grid, "stopped", "fedadam", **resume)
         run(grid, "resumed", "fedadam", **resume)
 
-    backend: dict[str, dict[str, Any]] = {
-        "client_resources": {"num_cpus": 1},
-        "init_args": {"num_cpus": 1},
-    }
-    pythonpath = os.environ.get("PYTHONPATH")
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray")
-            run_simulation(server_app, quickstart_app.make_app(log_path), N, backend_config=backend)
-    finally:  # Flower's Ray backend exports this process's sys.path as PYTHONPATH
-        if pythonpath is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = pythonpath
+    simulate_flower(server_app, quickstart_app.make_app(log_path), N)
     out["entries"] = [json.loads(line) for line in Path(log_path).read_text().splitlines()]
     return out
-
-
-@pytest.fixture(autouse=True)
-def task_identity(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What Flower's runtime sets before a ServerApp makes Messages (the reference's replies)."""
-    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
-    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
 
 
 class ListedNodes:
@@ -164,6 +139,7 @@ def as_sent(reference: dict[str, np.ndarray], like: dict[str, np.ndarray]) -> di
 
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.usefixtures("task_identity")
 def test_nodes_that_trained_are_the_picks_and_arrays_are_the_wrapped_strategys(
     simulation: dict[str, Any], name: str
 ) -> None:

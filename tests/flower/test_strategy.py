@@ -10,11 +10,9 @@ model is checked against adcs's computation of the same rounds (conftest.referen
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +45,7 @@ from .conftest import (
     instrumented_app,
     read_log,
     reference_run,
+    simulate_flower,
     small_model,
     synthetic_clients,
 )
@@ -104,8 +103,6 @@ def simulation(
     clients: list[ClientData], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """One Flower simulation (10 nodes, Ray backend) running the three phases in turn."""
-    from flwr.simulation import run_simulation
-
     log_path = str(tmp_path_factory.mktemp("flower") / "clients.log")
     client_app = instrumented_app(plain_app(clients), log_path, FAULTY, fault_phase="faulty")
     out: dict[str, Any] = {"strategies": {}, "models": {}, "log": log_path}
@@ -126,20 +123,7 @@ def simulation(
             strategy.start(grid, initial_arrays(), rounds, 120, config, None, keep)
             out["strategies"][phase] = strategy
 
-    backend: dict[str, dict[str, Any]] = {
-        "client_resources": {"num_cpus": 1},
-        "init_args": {"num_cpus": 1},
-    }
-    pythonpath = os.environ.get("PYTHONPATH")
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray")
-            run_simulation(server_app, client_app, num_supernodes=N, backend_config=backend)
-    finally:  # Flower's Ray backend exports this process's sys.path as PYTHONPATH
-        if pythonpath is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = pythonpath
+    simulate_flower(server_app, client_app, N)
     return out
 
 
