@@ -1,7 +1,7 @@
 """Local training's defaults, the paper's (Sec. 6), shared by every runtime.
 
 The simulator (:class:`adcs.sim.SimConfig`), the configuration's ``[sim]`` table and the Flower
-app (:class:`adcs.flower.client.TrainDefaults`, :class:`adcs.flower.ServerSettings`) read them
+app (:class:`adcs.flower.client.TrainDefaults`, :class:`adcs.flower.Settings`) read them
 here, so that a run with nothing set trains the same everywhere. This module imports nothing, so
 the Flower ClientApp stays light.
 """
