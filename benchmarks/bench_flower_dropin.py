@@ -1,4 +1,6 @@
-"""Per-round cost of ScheduledFedAvg against Flower's FedAvg on the same app (Simulation Runtime).
+"""Per-round cost of adcs's scheduled Flower strategies against Flower's own, on the same app.
+
+In Flower's Simulation Runtime: ScheduledFedAvg against FedAvg, Scheduled(FedAdam) against FedAdam.
 
 The app is ``examples/flower-pytorch``: its ClientApp unchanged (a CNN on IID Fashion-MNIST
 partitions, Flower's PyTorch quickstart shape), the ServerApp's body with one strategy or another.
@@ -10,7 +12,11 @@ same federated evaluation (``fraction-evaluate``) after each:
 * ``scheduled-uniform`` — ``ScheduledFedAvg(Uniform(m))``: the same client work as FedAvg, so
   the difference is the strategy's own overhead (bookkeeping, reply checks, flattening);
 * ``scheduled-adcs`` — the example's ``ScheduledFedAvg(ADCS(m, θ = 0.8, R = 5))``: its first round
-  is a refresh that trains every client (N updates, not m), the others are blind.
+  is a refresh that trains every client (N updates, not m), the others are blind;
+* ``fedadam`` — ``FedAdam(fraction_train=m/N, min_train_nodes=m, ...)`` (Flower's defaults: η 0.1,
+  β₁ 0.9, β₂ 0.99, τ 1e-3);
+* ``scheduled-fedadam`` — ``Scheduled(FedAdam(...), Uniform(m))``: the same FedAdam with adcs
+  choosing the m nodes, so against ``fedadam`` the difference is the wrapper's overhead.
 
 The strategies take turns (``--repeats``), so a change in the machine's load hits them alike.
 Printed per strategy, over rounds 2..T (round 1 apart: ADCS's refresh trains every client): the
@@ -53,10 +59,20 @@ def app_config(overrides: dict[str, Any]) -> dict[str, Any]:
     return {**config, **overrides}
 
 
-def strategies(config: dict[str, Any]) -> dict[str, Callable[[], Any]]:
-    from flwr.serverapp.strategy import FedAvg
+TWIN = {
+    "fedavg": "fedavg",
+    "scheduled-uniform": "fedavg",
+    "scheduled-adcs": "fedavg",
+    "fedadam": "fedadam",
+    "scheduled-fedadam": "fedadam",
+}
+"""Each strategy's Flower twin, the one it is compared with."""
 
-    from adcs.flower import ScheduledFedAvg
+
+def strategies(config: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    from flwr.serverapp.strategy import FedAdam, FedAvg
+
+    from adcs.flower import Scheduled, ScheduledFedAvg
     from adcs.schedulers import ADCS, Uniform
 
     n = int(config["num-clients"])
@@ -68,11 +84,13 @@ def strategies(config: dict[str, Any]) -> dict[str, Callable[[], Any]]:
         "scheduled-adcs": lambda: ScheduledFedAvg(
             ADCS(m=m, theta=0.8, refresh_every=5), n, fraction_evaluate=fe
         ),
+        "fedadam": lambda: FedAdam(fraction_train=m / n, fraction_evaluate=fe, min_train_nodes=m),
+        "scheduled-fedadam": lambda: Scheduled(FedAdam(fraction_evaluate=fe), Uniform(m=m)),
     }
 
 
 def measure(
-    config: dict[str, Any], rounds: int, repeats: int, num_cpus: int
+    config: dict[str, Any], rounds: int, repeats: int, num_cpus: int, only: Sequence[str]
 ) -> dict[str, list[tuple[float, float]]]:
     """Each strategy's rounds: (wall s, the ServerApp thread's CPU s), all in one Simulation
     Runtime; the strategies take turns ``repeats`` times, so load changes hit them alike."""
@@ -102,7 +120,7 @@ def measure(
     @server.main()
     def main(grid: Grid, context: Context) -> None:
         made = strategies(config)
-        runs = [("warm-up", 1)] + [(name, rounds) for _ in range(repeats) for name in made]
+        runs = [("warm-up", 1)] + [(name, rounds) for _ in range(repeats) for name in only]
         for name, count in runs:
             torch.manual_seed(0)
             stamps = [(time.perf_counter(), time.thread_time())]
@@ -135,30 +153,40 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs for Ray (one per actor)")
     parser.add_argument(
+        "--only",
+        default=",".join(TWIN),
+        help=f"comma-separated strategies to run (with their twins), of {list(TWIN)}",
+    )
+    parser.add_argument(
         "--data", default=os.environ.get("ADCS_DATA_DIR", ""), help="Fashion-MNIST folder"
     )
     args = parser.parse_args(argv)
     if args.rounds < 2 or args.clients < 2 or args.repeats < 1:
         parser.error("--rounds and --clients must be at least 2, --repeats at least 1")
+    asked = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in asked if name not in TWIN]
+    if unknown or not asked:
+        parser.error(f"--only: unknown strategy {unknown[0] if unknown else ''!r}; of {list(TWIN)}")
+    only = [name for name in TWIN if name in asked or name in {TWIN[a] for a in asked}]
     if not (Path(args.data) / "train-images-idx3-ubyte.gz").is_file():
         parser.error(f"no Fashion-MNIST files in {args.data!r}: pass --data")
     config = app_config({"num-clients": args.clients, "data-dir": args.data})
-    times = measure(config, args.rounds, args.repeats, args.num_cpus)
+    times = measure(config, args.rounds, args.repeats, args.num_cpus, only)
     m = max(1, round(float(config["fraction-train"]) * args.clients))
     print(
         f"N = {args.clients}, m = {m}, rounds 2..{args.rounds} of {args.repeats} turns each, "
         f"fraction-evaluate {config['fraction-evaluate']}, "
         f"{config['examples-per-client']} examples per client"
     )
-    base_wall = statistics.median(w for w, _ in times["fedavg"])
-    base_cpu = statistics.mean(c for _, c in times["fedavg"])
     for name, values in times.items():
-        wall = statistics.median(w for w, _ in values)
-        cpu = statistics.mean(c for _, c in values)
+        twin = times[TWIN[name]]
+        wall, cpu = statistics.median(w for w, _ in values), statistics.mean(c for _, c in values)
+        base_wall = statistics.median(w for w, _ in twin)
+        base_cpu = statistics.mean(c for _, c in twin)
         print(
             f"{name:18s} wall {wall:6.3f} s/round (median of {len(values)}, "
-            f"{wall - base_wall:+.3f} vs fedavg)   ServerApp CPU {1000 * cpu:6.1f} ms/round "
-            f"({1000 * (cpu - base_cpu):+.1f} vs fedavg)"
+            f"{wall - base_wall:+.3f} vs {TWIN[name]})   ServerApp CPU {1000 * cpu:6.1f} ms/round "
+            f"({1000 * (cpu - base_cpu):+.1f}, {cpu / base_cpu:.2f}x vs {TWIN[name]})"
         )
 
 

@@ -138,6 +138,7 @@ class Bench(str, enum.Enum):
     map = "map"
     sim = "sim"
     flower = "flower"
+    flower_dropin = "flower_dropin"
     scale = "scale"
     torch = "torch"
     attacks = "attacks"

@@ -1,10 +1,9 @@
 """Local training's defaults, the paper's (Sec. 6), shared by every runtime.
 
-The simulator ([`adcs.sim.SimConfig`][adcs.sim.SimConfig]), the configuration's ``[sim]`` table and
-the Flower app ([`adcs.flower.client.TrainDefaults`][adcs.flower.TrainDefaults],
-[`adcs.flower.ServerSettings`][adcs.flower.ServerSettings]) read them here, so that a run with
-nothing set trains the same everywhere. This module imports nothing, so the Flower ClientApp stays
-light.
+The simulator (`adcs.sim.SimConfig`), the configuration's ``[sim]`` table and the Flower
+app (`adcs.flower.client.TrainDefaults`, `adcs.flower.Settings`) read them
+here, so that a run with nothing set trains the same everywhere. This module imports nothing, so
+the Flower ClientApp stays light.
 """
 
 from __future__ import annotations

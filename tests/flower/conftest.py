@@ -302,3 +302,37 @@ def read_log(path: str) -> list[tuple[str, int, int, str]]:
     with open(path, encoding="utf-8") as log:
         rows = [line.split() for line in log if line.strip()]
     return [(phase, int(rnd), int(pid), kind) for phase, rnd, pid, kind in rows]
+
+
+@pytest.fixture
+def task_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Flower's runtime sets before a ServerApp makes Messages."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
+
+
+def simulate_flower(server_app: Any, client_app: ClientApp, n_nodes: int) -> None:
+    """``flwr.simulation.run_simulation`` with one CPU per ClientApp actor and one for Ray, this
+    process's ``PYTHONPATH`` restored after (Flower's Ray backend exports ``sys.path`` into it)."""
+    import os
+    import warnings
+
+    from flwr.simulation import run_simulation
+
+    backend: dict[str, dict[str, Any]] = {
+        "client_resources": {"num_cpus": 1},
+        "init_args": {"num_cpus": 1},
+    }
+    pythonpath = os.environ.get("PYTHONPATH")
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray")
+            run_simulation(server_app, client_app, n_nodes, backend_config=backend)
+    finally:
+        if pythonpath is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = pythonpath

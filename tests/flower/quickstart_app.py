@@ -85,6 +85,7 @@ def make_app(log_path: str) -> ClientApp:
                 "round": config["server-round"],
                 "node": context.node_id,
                 "pid": pid,
+                "proximal-mu": config.get("proximal-mu"),
                 "train_loss": train_loss,
                 "num-examples": len(y),
                 "arrays": {k: v.tolist() for k, v in state.items()},

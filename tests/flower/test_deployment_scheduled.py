@@ -32,14 +32,15 @@ REPO = Path(__file__).resolve().parents[2]
 APP_DIR = REPO / "examples" / "flower-pytorch"
 SUBSET = REPO / "src" / "adcs" / "data" / "subset"
 ROUND = re.compile(
-    r"adcs round (\d+): available (\d+), probed \[([\d, ]*)\], selected \[([\d, ]*)\], "
-    r"aggregated \[([\d, ]*)\], failed (\{.*\})"
+    r"adcs round (\d+): (\d+) nodes available, probed \(\w+\) \[(.*?)\], selected \[(.*?)\], "
+    r"aggregated \[(.*?)\], failed (\{.*\})"
 )
 TRAINED = re.compile(r"partition (\d+): train, server round (\d+)")
 
 
 def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+    """The node ids of a list of the selection line, ``node 123 (partition 4), node 77``."""
+    return [int(x) for x in re.findall(r"node (\d+)", text)]
 
 
 def test_scheduled_fedavg_on_six_supernodes_one_killed_mid_round(

@@ -13,8 +13,6 @@ picks (and its probe's), and that each round's model is FedAvg's over the picked
 from __future__ import annotations
 
 import json
-import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ from adcs.schedulers.base import ClientStats, ProbeKind, Scheduler
 from adcs.streams import scheduler_rng
 
 from . import quickstart_app
+from .conftest import simulate_flower
 
 N, M, SEED = 5, 2, 3
 PHASES: dict[str, tuple[Scheduler, int]] = {
@@ -59,8 +58,6 @@ def numpy_of(arrays: ArrayRecord) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def simulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from flwr.simulation import run_simulation
-
     folder = tmp_path_factory.mktemp("scheduled")
     log_path = str(folder / "clients.jsonl")
     checkpoint = str(folder / "server.ckpt")
@@ -93,20 +90,7 @@ def simulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             grid, "resumed", scheduler, rounds, checkpoint_path=checkpoint, checkpoint_every=2
         )
 
-    backend: dict[str, dict[str, Any]] = {
-        "client_resources": {"num_cpus": 1},
-        "init_args": {"num_cpus": 1},
-    }
-    pythonpath = os.environ.get("PYTHONPATH")
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray")
-            run_simulation(server_app, quickstart_app.make_app(log_path), N, backend_config=backend)
-    finally:  # Flower's Ray backend exports this process's sys.path as PYTHONPATH
-        if pythonpath is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = pythonpath
+    simulate_flower(server_app, quickstart_app.make_app(log_path), N)
     out["entries"] = [json.loads(line) for line in Path(log_path).read_text().splitlines()]
     return out
 

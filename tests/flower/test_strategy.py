@@ -10,11 +10,9 @@ model is checked against adcs's computation of the same rounds (conftest.referen
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ from adcs.columns import COLUMNS, Column
 from adcs.flower import (
     ClientData,
     SchedulerStrategy,
-    ServerSettings,
+    Settings,
     make_client_app,
     minibatch_indices,
 )
@@ -47,6 +45,7 @@ from .conftest import (
     instrumented_app,
     read_log,
     reference_run,
+    simulate_flower,
     small_model,
     synthetic_clients,
 )
@@ -104,8 +103,6 @@ def simulation(
     clients: list[ClientData], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """One Flower simulation (10 nodes, Ray backend) running the three phases in turn."""
-    from flwr.simulation import run_simulation
-
     log_path = str(tmp_path_factory.mktemp("flower") / "clients.log")
     client_app = instrumented_app(plain_app(clients), log_path, FAULTY, fault_phase="faulty")
     out: dict[str, Any] = {"strategies": {}, "models": {}, "log": log_path}
@@ -126,20 +123,7 @@ def simulation(
             strategy.start(grid, initial_arrays(), rounds, 120, config, None, keep)
             out["strategies"][phase] = strategy
 
-    backend: dict[str, dict[str, Any]] = {
-        "client_resources": {"num_cpus": 1},
-        "init_args": {"num_cpus": 1},
-    }
-    pythonpath = os.environ.get("PYTHONPATH")
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray")
-            run_simulation(server_app, client_app, num_supernodes=N, backend_config=backend)
-    finally:  # Flower's Ray backend exports this process's sys.path as PYTHONPATH
-        if pythonpath is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = pythonpath
+    simulate_flower(server_app, client_app, N)
     return out
 
 
@@ -427,7 +411,7 @@ def test_later_rounds_go_on_with_fewer_than_m_but_not_with_none(
 )
 def test_settings_are_validated(kwargs: dict[str, Any], name: str) -> None:
     with pytest.raises(ValueError, match=name):
-        ServerSettings(**kwargs)
+        Settings(**kwargs)
 
 
 def test_scheduler_larger_than_federation_is_refused() -> None:
@@ -490,3 +474,40 @@ def test_unanswering_nodes_are_dropouts_then_unavailable_until_they_answer_again
     assert fourth.available.all() and fifth.available.all()  # they answered a handshake again
     assert sorted(fourth.aggregated.tolist()) == list(range(N))
     assert [result.train_metrics_clientapp[r]["failures"] for r in range(1, 6)] == [0, 2, 0, 0, 0]
+
+
+@pytest.mark.usefixtures("task_identity")
+def test_a_restarted_server_continues_from_its_checkpoint(
+    clients: list[ClientData], tmp_path: Path
+) -> None:
+    # the driver's checkpoints serve SchedulerStrategy too: a run stopped after round 3 and
+    # started again (fresh objects, as a restarted ServerApp) from its checkpoint of round 2
+    # ends with the uninterrupted run's model, to the bit
+    grid = grid_of(lambda k: plain_app(clients), len(clients))
+    config = ConfigRecord(dict(TRAIN_CONFIG))
+
+    def run(path: Path, stop_after: int | None = None) -> tuple[SchedulerStrategy, Any]:
+        def stop(server_round: int, arrays: ArrayRecord) -> None:
+            if server_round == stop_after:
+                raise KeyboardInterrupt
+
+        scheduler = ADCS(m=4, theta=0.8, refresh_every=3)
+        strategy = SchedulerStrategy(
+            scheduler, N, seed=SEED, checkpoint_path=str(path), checkpoint_every=2
+        )
+        return strategy, strategy.start(grid, initial_arrays(), 5, 5, config, None, stop)
+
+    whole, uninterrupted = run(tmp_path / "whole.ckpt")
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "stopped.ckpt", stop_after=3)
+    before = len(grid.delivered)
+    resumed, result = run(tmp_path / "stopped.ckpt")
+    rounds = {c["server-round"] for kind, _, c, _ in grid.delivered[before:] if kind == "train"}
+    assert min(rounds) == 3  # it went on after round 2, which it did not play again
+    assert [r.server_round for r in resumed.history] == [1, 2, 3, 4, 5]
+    for a, b in zip(resumed.history, whole.history, strict=True):
+        np.testing.assert_array_equal(a.selected, b.selected)
+    np.testing.assert_array_equal(
+        result.arrays["params"].numpy(), uninterrupted.arrays["params"].numpy()
+    )
+    assert sorted(result.train_metrics_clientapp) == [1, 2, 3, 4, 5]

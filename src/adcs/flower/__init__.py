@@ -1,15 +1,15 @@
 """Run any adcs scheduler in a Flower deployment (the optional extra ``adcs[flower]``).
 
-[`SchedulerStrategy`][adcs.flower.SchedulerStrategy] runs the simulator's round (probe → gather →
-select → train and aggregate → observe) over Flower's Grid, with any adcs scheduler choosing the
-participants; [`make_client_app`][adcs.flower.make_client_app] builds the matching ClientApp, which
-computes its update with [`adcs.sim.model.local_update`][adcs.sim.local_update] so a Flower run and
-adcs's simulator compute the same thing. It runs on Flower's Simulation and Deployment Runtimes
-alike.
+`SchedulerStrategy` runs the simulator's round (probe → gather → select → train and
+aggregate → observe) over Flower's Grid, with any adcs scheduler choosing the participants;
+`make_client_app` builds the matching ClientApp, which computes its update with
+`adcs.sim.model.local_update` so a Flower run and adcs's simulator compute the same thing.
+It runs on Flower's Simulation and Deployment Runtimes alike.
 
-[`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg] is the drop-in for any Flower app: Flower's
-``FedAvg`` with an adcs scheduler choosing who trains, speaking only the app's own ``train`` and
-``evaluate`` messages.
+`Scheduled` wraps any Flower strategy (``Scheduled(FedAdam(...), scheduler=...)``), the
+way Flower's DP wrappers do, in any Flower app: an adcs scheduler chooses who trains, the wrapped
+strategy builds the app's own ``train`` and ``evaluate`` messages and aggregates the replies;
+`ScheduledFedAvg` is ``Scheduled(FedAvg(...))``.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     ) from err
 
 from adcs.flower.client import ClientData, TrainDefaults, make_client_app, minibatch_indices
-from adcs.flower.scheduled import ScheduledFedAvg
+from adcs.flower.scheduled import Scheduled, ScheduledFedAvg
+from adcs.flower.settings import Settings
 from adcs.flower.strategy import (
     EvaluationRecord,
     RejectedReply,
     RoundRecord,
     SchedulerStrategy,
-    ServerSettings,
     history_dicts,
 )
 
@@ -37,9 +37,10 @@ __all__ = [
     "EvaluationRecord",
     "RejectedReply",
     "RoundRecord",
+    "Scheduled",
     "ScheduledFedAvg",
     "SchedulerStrategy",
-    "ServerSettings",
+    "Settings",
     "TrainDefaults",
     "history_dicts",
     "make_client_app",

@@ -1,11 +1,11 @@
 """A ServerApp that resumes: `ServerCheckpoint`, written atomically (docs/design.md §7).
 
-[`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg] saves one every k rounds (and after the last) to
-the path the app configures; a ServerApp started again with the same path loads it and continues
-with the next round. It holds everything the next round depends on — the model's arrays, the
-scheduler's state, the scheduler's and the evaluation sampler's random streams, which node is which
-client, the round — so, given the same client replies, the resumed run ends with the same arrays as
-one that never stopped.
+`adcs.flower.Scheduled` saves one every k rounds (and after the last) to the path
+the app configures; a ServerApp started again with the same path loads it and continues with the
+next round. It holds everything the next round depends on — the model's arrays, the scheduler's
+state, the wrapped strategy's state (a server optimizer's moments, a clipping norm), the
+scheduler's random stream, which node is which client, the round — so, given the same client replies, the resumed run ends with the same arrays as one
+that never stopped.
 
 The file is a pickle: load checkpoints only from a path the server itself wrote.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ class ServerCheckpoint:
     rng_states : dict of str to dict
         ``bit_generator.state`` of each random stream, by name.
     nodes : list of int
-        Node ids in client-index order (`NodeIndex`).
+        Node ids in client-index order (`adcs.flower.nodes.NodeIndex`).
     metrics : dict of str to dict of int to dict
         The Result's metrics so far (``train``, ``evaluate``, ``server``): round → metrics.
     history : list
@@ -53,6 +53,11 @@ class ServerCheckpoint:
     evaluations : tuple
         The strategy's evaluation records so far (empty in a file written before they were
         kept).
+    n_clients : int or None
+        N, given or inferred from the connected nodes.
+    strategy_state : dict of str to Any
+        The wrapped strategy's attributes that changed since its construction, by attribute
+        path (``"m_t"``, ``"strategy.m_t"`` inside a wrapper).
     """
 
     server_round: int
@@ -64,6 +69,8 @@ class ServerCheckpoint:
     metrics: dict[str, dict[int, dict[str, Any]]]
     history: list[Any]
     evaluations: tuple[Any, ...] = ()
+    n_clients: int | None = None
+    strategy_state: dict[str, Any] = field(default_factory=dict)
 
 
 def save_checkpoint(path: Path, checkpoint: ServerCheckpoint) -> None:

@@ -1,5 +1,5 @@
-"""What [`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg] needs beyond the round: settings, the
-model's layout, the checks of a standard app's replies, and the scheduler named by a string.
+"""What `adcs.flower.Scheduled` needs beyond the round: the model's layout, the checks of a
+standard app's replies, and the scheduler named by a string.
 
 A standard Flower app exchanges an ``ArrayRecord`` of any number of arrays of any dtypes (a
 PyTorch ``state_dict()``) and one ``MetricRecord`` per reply. `Template` is that layout as
@@ -11,23 +11,23 @@ template's key order (docs/design.md §7).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message
 from numpy.typing import NDArray
 
-from adcs._validate import check_int, check_number
 from adcs.flower.round import RejectedReply, finite_metric, one_metric_record
+from adcs.flower.settings import Settings
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.base import Scheduler, check_scheduler
 
 __all__ = [
-    "DropInSettings",
     "Template",
+    "decoded",
     "read_evaluate_loss",
     "read_evaluation",
     "read_train_reply",
@@ -35,99 +35,29 @@ __all__ = [
 ]
 
 F32Array = NDArray[np.float32]
+_DESCR = re.compile(r"'descr':\s*'([^']+)'")
+_SHAPE = re.compile(r"'shape':\s*\(([^)]*)\)")
 
 
-@dataclass(frozen=True)
-class DropInSettings:
-    """Settings of [`ScheduledFedAvg`][adcs.flower.ScheduledFedAvg], validated on construction.
-
-    Attributes
-    ----------
-    n_clients : int
-        N: the first N nodes to appear are clients 0..N−1.
-    fraction_evaluate : float
-        Share of the available clients that get a federated ``evaluate`` after each round
-        (FedAvg's; 0 turns it off).
-    min_evaluate_nodes : int
-        At least this many clients evaluate (when that many are available).
-    min_available_nodes : int
-        A round waits until this many clients are connected (the first: also m).
-    weighted_by_key : str
-        MetricRecord key of a client's number of examples, FedAvg's aggregation weight.
-    arrayrecord_key, configrecord_key : str
-        Keys of the model and of the config in requests (FedAvg's).
-    loss_key : str
-        MetricRecord key of the loss in ``evaluate`` replies (a loss probe's value).
-    accuracy_key : str or None
-        MetricRecord key of the accuracy in ``evaluate`` replies (Flower's quickstart apps'
-        ``eval_acc``): each evaluated client's, from which the evaluation's result columns are
-        computed ([`columns`][adcs.flower.EvaluationRecord.columns]); a reply without it
-        counts as not reported. None: the app reports none.
-    train_loss_key : str or None
-        MetricRecord key of the loss in ``train`` replies (an update probe's quality, e.g.
-        ADCS's q_n); None: the app reports none and the quality is 0 for every client.
-    seed : int
-        Seeds the scheduler's stream (with ``run_id``), the evaluation sample and the sketch.
-    run_id : str
-        Names the scheduler's stream, [`adcs.streams.scheduler_rng`][adcs.sim.scheduler_rng] (seed,
-        run_id).
-    sketch_dim : int or None
-        Updates longer than this reach the scheduler as a seeded JL sketch of this length
-        (`adcs.sketch.UpdateSketch`); None: never sketched.
-    checkpoint_path : str or None
-        Where the server's state is saved and, at start, resumed from.
-    checkpoint_every : int
-        Save every this many rounds (and after the last).
-    connect_timeout_s : float
-        How long a round waits for enough connected clients before the run fails.
-    wait_for_all_s : float
-        Once the first round has enough clients, how much longer it waits for all N.
-    """
-
-    n_clients: int
-    fraction_evaluate: float = 1.0
-    min_evaluate_nodes: int = 2
-    min_available_nodes: int = 2
-    weighted_by_key: str = "num-examples"
-    arrayrecord_key: str = "arrays"
-    configrecord_key: str = "config"
-    loss_key: str = "eval_loss"
-    accuracy_key: str | None = "eval_acc"
-    train_loss_key: str | None = "train_loss"
-    seed: int = 0
-    run_id: str = "flower"
-    sketch_dim: int | None = 1024
-    checkpoint_path: str | None = None
-    checkpoint_every: int = 1
-    connect_timeout_s: float = 120.0
-    wait_for_all_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        check_int("n_clients", self.n_clients)
-        check_number("fraction_evaluate", self.fraction_evaluate, 0.0, 1.0)
-        check_int("min_evaluate_nodes", self.min_evaluate_nodes, minimum=0)
-        check_int("min_available_nodes", self.min_available_nodes, minimum=0)
-        for name in ("weighted_by_key", "arrayrecord_key", "configrecord_key", "loss_key"):
-            _check_key(name, getattr(self, name))
-        for name in ("train_loss_key", "accuracy_key"):
-            if getattr(self, name) is not None:
-                _check_key(name, getattr(self, name))
-        check_int("seed", self.seed, minimum=0)
-        _check_key("run_id", self.run_id)
-        if self.sketch_dim is not None:
-            check_int("sketch_dim", self.sketch_dim)
-        if self.checkpoint_path is not None:
-            if not isinstance(self.checkpoint_path, (str, Path)) or not str(self.checkpoint_path):
-                raise ValueError(f"checkpoint_path must be a path, got {self.checkpoint_path!r}")
-            object.__setattr__(self, "checkpoint_path", str(self.checkpoint_path))
-        check_int("checkpoint_every", self.checkpoint_every)
-        check_number("connect_timeout_s", self.connect_timeout_s, 0.0)
-        check_number("wait_for_all_s", self.wait_for_all_s, 0.0)
-
-
-def _check_key(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+def decoded(array: Array) -> NDArray[Any]:
+    """``array.numpy()`` without ``np.load``'s header parsing (``ast.literal_eval``), which is
+    most of the cost of reading a reply: the ``.npy`` bytes Flower's ``Array`` holds are read as
+    a view of their data after the header. Anything but a C-ordered, non-object array of a
+    version 1–3 header is left to ``np.load``; the result is read-only."""
+    data = array.data
+    if array.stype != "numpy.ndarray" or data[:6] != b"\x93NUMPY" or data[6] not in (1, 2, 3):
+        return array.numpy()
+    width = 2 if data[6] == 1 else 4
+    start = 8 + width + int.from_bytes(data[8 : 8 + width], "little")
+    header = data[8 + width : start].decode("latin1")
+    descr, shape = _DESCR.search(header), _SHAPE.search(header)
+    if "'fortran_order': False" not in header or descr is None or shape is None:
+        return array.numpy()
+    dims = tuple(int(d) for d in shape.group(1).split(",") if d.strip())
+    dtype = np.dtype(descr.group(1))
+    if dtype.hasobject or len(data) - start != math.prod(dims) * dtype.itemsize:
+        return array.numpy()
+    return np.frombuffer(data, dtype=dtype, offset=start).reshape(dims)
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,7 +80,7 @@ class Template:
         """The layout of ``initial_arrays`` (ValueError unless it holds finite arrays)."""
         if not isinstance(arrays, ArrayRecord) or len(arrays) == 0:
             raise ValueError("initial_arrays must be a non-empty ArrayRecord (the model's arrays)")
-        values = {k: arrays[k].numpy() for k in arrays.keys()}
+        values = {k: decoded(arrays[k]) for k in arrays.keys()}
         for key, value in values.items():
             if value.dtype.kind in "fc" and not np.isfinite(value).all():
                 raise ValueError(f"initial array {key!r} holds NaN or inf")
@@ -167,7 +97,7 @@ class Template:
 
     def flat(self, arrays: ArrayRecord) -> F32Array:
         """The arrays as one float32 vector of shape (dim,), in key order."""
-        return self.flat_values([arrays[k].numpy() for k in self.keys])
+        return self.flat_values([decoded(arrays[k]) for k in self.keys])
 
     def flat_values(self, values: list[NDArray[Any]]) -> F32Array:
         if not values:
@@ -175,8 +105,7 @@ class Template:
         return np.concatenate([np.asarray(v, dtype=np.float32).ravel() for v in values])
 
     def check(self, record: ArrayRecord) -> list[NDArray[Any]]:
-        """A reply's arrays in key order; [`RejectedReply`][adcs.flower.RejectedReply] unless they
-        match the layout."""
+        """A reply's arrays in key order; `RejectedReply` unless they match the layout."""
         if set(record.keys()) != set(self.keys):
             raise RejectedReply(
                 f"arrays {sorted(record.keys())} differ from the model's {sorted(self.keys)}"
@@ -184,7 +113,7 @@ class Template:
         out = []
         for key, shape, dtype in zip(self.keys, self.shapes, self.dtypes, strict=True):
             try:
-                value = record[key].numpy()
+                value = decoded(record[key])
             except Exception as err:  # any undecodable payload is a bad reply
                 raise RejectedReply(f"array {key!r} cannot be decoded: {err}") from err
             if value.shape != shape or value.dtype != dtype:
@@ -197,46 +126,43 @@ class Template:
             out.append(value)
         return out
 
-    def conform(self, arrays: ArrayRecord) -> ArrayRecord:
-        """``arrays`` with every array in the template's dtype (FedAvg's mean makes ints float)."""
-        out = {}
-        for key, dtype in zip(self.keys, self.dtypes, strict=True):
-            value = arrays[key].numpy()
-            if value.dtype != dtype:
-                value = (np.rint(value) if dtype.kind in "iub" else value).astype(dtype)
-                out[key] = Array(np.array(value))
-            else:
-                out[key] = arrays[key]
-        return ArrayRecord(out)
-
     def weighted_step(
         self, arrays: ArrayRecord, replies: list[Message], coef: NDArray[np.float64]
     ) -> ArrayRecord:
         """w + Σ_i c_i (w_i − w) per array, in float64, cast back to each array's dtype."""
         out = {}
         for key, dtype in zip(self.keys, self.dtypes, strict=True):
-            sent = arrays[key].numpy().astype(np.float64)
+            sent = decoded(arrays[key]).astype(np.float64)
             step = np.zeros_like(sent)
             for c, reply in zip(coef, replies, strict=True):
                 record = next(iter(reply.content.array_records.values()))
-                step += float(c) * (record[key].numpy().astype(np.float64) - sent)
+                step += float(c) * (decoded(record[key]).astype(np.float64) - sent)
             value = sent + step
             value = (np.rint(value) if dtype.kind in "iub" else value).astype(dtype)
             out[key] = Array(np.array(value))
         return ArrayRecord(out)
 
     def restore(self, values: Mapping[str, NDArray[Any]], source: str) -> ArrayRecord:
-        """An ArrayRecord of saved arrays, after checking they fit the layout."""
-        record = ArrayRecord({k: Array(np.array(v)) for k, v in values.items()})
-        try:
-            self.check(record)
-        except RejectedReply as why:
-            raise ValueError(f"checkpoint {source} does not fit initial_arrays: {why}") from why
-        return ArrayRecord({k: record[k] for k in self.keys})
+        """An ArrayRecord of saved arrays, in the template's key order, after checking they
+        have its keys and shapes and are finite (their dtypes are the wrapped strategy's: FedAdam
+        sends float64, FedAvg averages integer arrays to floats)."""
+        if set(values) != set(self.keys):
+            raise ValueError(
+                f"checkpoint {source} does not fit initial_arrays: arrays {sorted(values)} "
+                f"differ from the model's {sorted(self.keys)}"
+            )
+        for key, shape in zip(self.keys, self.shapes, strict=True):
+            value = np.asarray(values[key])
+            if value.shape != shape or (value.dtype.kind in "fc" and not np.isfinite(value).all()):
+                raise ValueError(
+                    f"checkpoint {source} does not fit initial_arrays: array {key!r} is "
+                    f"{value.dtype}{list(value.shape)}, expected {list(shape)} and finite"
+                )
+        return ArrayRecord({k: Array(np.array(values[k])) for k in self.keys})
 
 
 def read_train_reply(
-    reply: Message, template: Template, sent: F32Array, settings: DropInSettings
+    reply: Message, template: Template, sent: F32Array, settings: Settings, weight_key: str
 ) -> tuple[F32Array, float, float]:
     """A ``train`` reply's update Δ of shape (dim,) float32, its training loss and its size.
 
@@ -244,10 +170,11 @@ def read_train_reply(
     ------
     RejectedReply
         Unless the reply holds one ArrayRecord of the model's layout, with finite values, and
-        one MetricRecord with a non-negative ``weighted_by_key`` (and ``train_loss_key``).
+        one MetricRecord with a non-negative ``weight_key`` (the wrapped strategy's
+        ``weighted_by_key``) and ``train_loss_key``.
     """
     metrics = one_metric_record(reply)
-    size = _weight_of(metrics, settings)
+    size = _weight_of(metrics, weight_key)
     loss = 0.0
     if settings.train_loss_key is not None:
         loss = finite_metric(metrics, settings.train_loss_key)
@@ -260,28 +187,26 @@ def read_train_reply(
     return update, loss, size
 
 
-def _weight_of(metrics: Any, settings: DropInSettings) -> float:
-    """A reply's ``weighted_by_key``, FedAvg's weight ([`RejectedReply`][adcs.flower.RejectedReply]
-    unless >= 0)."""
-    size = finite_metric(metrics, settings.weighted_by_key)
+def _weight_of(metrics: Any, weight_key: str) -> float:
+    """A reply's ``weight_key``, FedAvg's weight (`RejectedReply` unless >= 0)."""
+    size = finite_metric(metrics, weight_key)
     if size < 0:
-        raise RejectedReply(f"'{settings.weighted_by_key}' is negative ({size})")
+        raise RejectedReply(f"'{weight_key}' is negative ({size})")
     return size
 
 
-def read_evaluate_loss(reply: Message, settings: DropInSettings) -> float:
-    """An ``evaluate`` reply's ``loss_key`` ([`RejectedReply`][adcs.flower.RejectedReply] unless
-    finite)."""
+def read_evaluate_loss(reply: Message, settings: Settings) -> float:
+    """An ``evaluate`` reply's ``loss_key`` (`RejectedReply` unless finite)."""
     return finite_metric(one_metric_record(reply), settings.loss_key)
 
 
-def read_evaluation(reply: Message, settings: DropInSettings) -> tuple[float, float]:
-    """An ``evaluate`` reply's loss ([`RejectedReply`][adcs.flower.RejectedReply] unless finite, or
-    without a ``weighted_by_key`` >= 0, FedAvg's weight of its metrics) and accuracy, the
-    ``accuracy_key`` (NaN when the app reports none, or not a finite number)."""
+def read_evaluation(reply: Message, settings: Settings, weight_key: str) -> tuple[float, float]:
+    """An ``evaluate`` reply's loss (`RejectedReply` unless finite, or without a
+    ``weight_key`` >= 0, the weight of its metrics) and accuracy, the ``accuracy_key`` (NaN
+    when the app reports none, or not a finite number)."""
     metrics = one_metric_record(reply)
     loss = finite_metric(metrics, settings.loss_key)
-    _weight_of(metrics, settings)
+    _weight_of(metrics, weight_key)
     if settings.accuracy_key is None:
         return loss, math.nan
     try:
@@ -291,10 +216,10 @@ def read_evaluation(reply: Message, settings: DropInSettings) -> tuple[float, fl
 
 
 def resolve_scheduler(
-    scheduler: Scheduler | str, params: Mapping[str, Any] | None, n_clients: int
+    scheduler: Scheduler | str, params: Mapping[str, Any] | None, n_clients: int | None
 ) -> Scheduler:
-    """The scheduler object: given, or built from a name of [`adcs.SCHEDULERS`][adcs.SCHEDULERS] (or
-    an import path ``"package.module:Class"``) and its constructor arguments ``params``."""
+    """The scheduler object: given, or built from a name of `adcs.SCHEDULERS` (or an
+    import path ``"package.module:Class"``) and its constructor arguments ``params``."""
     if isinstance(scheduler, str):
         cls = _scheduler_class(scheduler)
         if params is not None and not isinstance(params, Mapping):
@@ -306,7 +231,7 @@ def resolve_scheduler(
     elif params is not None:
         raise ValueError("scheduler_params is only for a scheduler given by name")
     scheduler = check_scheduler(scheduler)
-    if scheduler.m > n_clients:
+    if n_clients is not None and scheduler.m > n_clients:
         raise ValueError(f"scheduler.m={scheduler.m} exceeds n_clients={n_clients}")
     return scheduler
 

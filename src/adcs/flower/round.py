@@ -90,13 +90,17 @@ def account(
     replies: Mapping[int, Any],
     node_of: Mapping[int, int],
     log: logging.Logger = logger,
+    quiet: bool = False,
 ) -> None:
     """Flower's accounting of an exchange: results, failures and each failure's reason.
 
-    Logged to ``log`` (the strategy's own logger, so its users see it where they look).
+    Logged to ``log`` (the strategy's own logger, so its users see it where they look); with
+    ``quiet``, an exchange without failures is logged at DEBUG only (a wrapped Flower strategy
+    prints its own count).
     """
     failures = {c: why for c, why in replies.items() if isinstance(why, str)}
-    log.info(
+    log.log(
+        logging.DEBUG if quiet and not failures else logging.INFO,
         "round %d %s: received %d results and %d failures",
         server_round,
         phase,

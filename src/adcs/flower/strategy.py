@@ -1,8 +1,8 @@
 """A Flower strategy that runs any adcs scheduler: the simulator's round, over Flower's Grid.
 
-[`SchedulerStrategy.start`][adcs.flower.SchedulerStrategy.start] owns the round loop and all
-messaging. Round t = server_round − 1 is the simulator's round, the same `adcs.roundplay` object
-(docs/design.md §1, §7) played over the Grid (`adcs.roundplay.play`):
+`SchedulerStrategy.start` owns the round loop and all messaging. Round t = server_round − 1
+is the simulator's round, the same `adcs.roundplay` object (docs/design.md §1, §7) played over
+the Grid (`adcs.roundplay.play`):
 
 0. **availability** — the clients whose node is connected and responsive (`NodeMap`;
    new and unresponsive nodes are greeted with ``query.adcs_hello`` in the background, so a node
@@ -12,21 +12,18 @@ messaging. Round t = server_round − 1 is the simulator's round, the same `adcs
 2. **gather** — ``query.adcs_loss`` (losses) or ``train`` (updates) to the probed clients;
    probes that fail make their client unselectable this round;
 3. **select** — ``scheduler.select``, held to the one contract of
-   [`adcs.rounds.check_selection`][adcs.rounds.check_selection] (min(m, available) distinct
-   available clients);
+   `adcs.rounds.check_selection` (min(m, available) distinct available clients);
 4. **train and aggregate** — ``train`` to the selected clients not probed for their update; the
-   updates Δ_i of those that returned are combined with
-   [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R}
-   c_i Δ_i, in float32 like the simulator — or by an aggregation rule (``aggregator``,
-   `adcs.aggregation`);
+   updates Δ_i of those that returned are combined with `adcs.rounds.aggregation_weights`:
+   w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i, in float32 like the simulator — or by an aggregation rule
+   (``aggregator``, `adcs.aggregation`);
 5. **observe** — schedulers that learn from updates see the returned selected clients' ones; the
    round is recorded in `SchedulerStrategy.history`.
 
-The model is one flat float32 array (the simulator's [`Model`][adcs.sim.Model] protocol),
+The model is one flat float32 array (the simulator's `adcs.sim.model.Model` protocol),
 sent as the only array of an ``ArrayRecord``. The scheduler's generator is
-[`adcs.streams.scheduler_rng`][adcs.sim.scheduler_rng] of (seed, run_id) and clients draw their
-minibatches from the seed's stream, so a run equals an [`adcs.sim.simulate`][adcs.sim.simulate] run
-of the same seed and run id.
+`adcs.streams.scheduler_rng` of (seed, run_id) and clients draw their minibatches from the
+seed's stream, so a run equals an `adcs.sim.simulate` run of the same seed and run id.
 
 Replies are untrusted: an error reply, no reply within the timeout, a node that disconnects, a
 missing or wrong partition id, a missing or non-finite loss, or an update of another key, shape or
@@ -36,7 +33,10 @@ failures", each failure with its reason), and the failure count goes into the ro
 
 It is not a subclass of Flower's ``Strategy``: a round here may need two exchanges (probe, then
 train), which Flower's ``configure_*``/``aggregate_*`` hooks cannot express. ``start`` takes
-Flower's arguments and returns Flower's ``Result``.
+Flower's arguments and returns Flower's ``Result``. The run itself — the start loop and its
+output, the wait for nodes, the round, evaluation records, checkpoints (``checkpoint_path``) and
+resume — is `adcs.flower.driver.Driver`'s, shared with `adcs.flower.Scheduled`;
+this module is the wire protocol of `adcs.flower.client`.
 
 What the simulator's round has and Flower's runtime cannot offer: a simulated clock (round
 seconds, deadline, over-commitment; `RoundRecord.wall_s` is the wall clock) and simulated
@@ -48,10 +48,8 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from flwr.app import (
@@ -63,13 +61,9 @@ from flwr.app import (
     MetricRecord,
     RecordDict,
 )
-from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Result
 from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from numpy.typing import NDArray
 
-from adcs import defaults
-from adcs._validate import check_int, check_number
 from adcs.aggregation import Aggregator
 from adcs.flower.client import (
     ACCURACY,
@@ -84,107 +78,39 @@ from adcs.flower.client import (
     NUM_PARTITIONS,
     PARTITION_ID,
     SEED,
-    SERVER_ROUND,
 )
+from adcs.flower.driver import Driver, Nodes, _Configs
+from adcs.flower.dropin import Template
 from adcs.flower.link import Link
 from adcs.flower.nodes import NodeMap
 from adcs.flower.round import (
     EvaluationRecord,
     RejectedReply,
     RoundRecord,
-    account,
-    ask,
     finite_metric,
     history_dicts,
     log_round,
     one_metric_record,
 )
-from adcs.roundplay import RoundRules, Trained, play
+from adcs.flower.settings import SIMULATOR_IDENTICAL, Settings, take
+from adcs.roundplay import Played, Trained
 from adcs.rounds import F64Array
-from adcs.schedulers.base import (
-    BoolArray,
-    FloatArray,
-    IntArray,
-    LossSource,
-    Scheduler,
-    check_scheduler,
-)
-from adcs.streams import scheduler_rng
+from adcs.schedulers.base import FloatArray, IntArray, LossSource, Scheduler, check_scheduler
 
 __all__ = [
     "EvaluationRecord",
     "RejectedReply",
     "RoundRecord",
     "SchedulerStrategy",
-    "ServerSettings",
+    "Settings",
     "history_dicts",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("flwr").getChild("adcs")
 
 F32Array = NDArray[np.float32]
 _WEIGHT = "adcs-weight"
 """Metric key of the weights handed to Flower's metric aggregation."""
-_CONNECT_SLICE_S = 1.0
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """Server-side hyperparameters of [`SchedulerStrategy`][adcs.flower.SchedulerStrategy],
-    validated on construction.
-
-    Attributes
-    ----------
-    n_clients : int
-        N: client indices are 0..N−1 (the partition ids the nodes report).
-    server_lr : float
-        η_s > 0 in w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ c_i Δ_i (docs/design.md §2; the paper uses 1).
-    weighting : {"uniform", "data_size"}
-        p_n: uniform, or the client's reported number of training examples.
-    seed : int
-        Seeds the scheduler's generator (with ``run_id``) and is sent to clients as ``adcs-seed``
-        (their minibatch stream,
-        [`adcs.flower.client.minibatch_indices`][adcs.flower.minibatch_indices]).
-    run_id : str
-        Names the scheduler's stream, [`adcs.streams.scheduler_rng`][adcs.sim.scheduler_rng] (seed,
-        run_id): a simulator [`RunSpec`][adcs.sim.RunSpec] with the same seed and run id draws the
-        same.
-    connect_timeout_s : float
-        How long the first round waits for m clients to connect (a later round: for one) before
-        the run fails.
-    wait_for_all_s : float
-        Once m clients are connected, how much longer the first round waits for all N.
-    evaluate_every : int
-        Federated evaluation (``evaluate`` to every available client) every this many rounds and
-        after the last; 0 turns it off.
-    max_in_flight : int
-        At most this many requests open at once, 0 for no limit (`adcs.flower.link`: a
-        limit near the number of CPUs keeps many SuperNodes on one machine within Flower's 30 s
-        ClientApp start window; a real deployment needs none).
-    """
-
-    n_clients: int
-    server_lr: float = defaults.SERVER_LR
-    weighting: Literal["uniform", "data_size"] = "uniform"
-    seed: int = 0
-    run_id: str = "flower"
-    connect_timeout_s: float = 120.0
-    wait_for_all_s: float = 0.0
-    evaluate_every: int = 0
-    max_in_flight: int = 0
-
-    def __post_init__(self) -> None:
-        check_int("n_clients", self.n_clients)
-        check_number("server_lr", self.server_lr, 0.0, low_open=True)
-        if self.weighting not in ("uniform", "data_size"):
-            raise ValueError(f"weighting must be 'uniform' or 'data_size', got {self.weighting!r}")
-        check_int("seed", self.seed, minimum=0)
-        if not isinstance(self.run_id, str) or not self.run_id:
-            raise ValueError(f"run_id must be a non-empty string, got {self.run_id!r}")
-        check_number("connect_timeout_s", self.connect_timeout_s, 0.0)
-        check_number("wait_for_all_s", self.wait_for_all_s, 0.0)
-        check_int("evaluate_every", self.evaluate_every, minimum=0)
-        check_int("max_in_flight", self.max_in_flight, minimum=0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,36 +124,40 @@ class _Model:
         return ArrayRecord({self.key: Array(self.params)})
 
 
-class SchedulerStrategy:
+class SchedulerStrategy(Driver):
     """Flower's round loop with an adcs scheduler choosing the participants (module docstring).
 
     Parameters
     ----------
     scheduler : Scheduler
-        Any scheduler of [`adcs.schedulers`][adcs.schedulers] (or one following its protocol).
+        Any scheduler of `adcs.schedulers` (or one following its protocol).
     n_clients : int
         N; the nodes must report partition ids in 0..N−1.
     aggregator : Aggregator, optional
         A rule in place of the weighted mean (`adcs.aggregation`: a robust rule), given the
         delivered updates one by one, as in the simulator (``RunSpec.aggregator``).
     **settings
-        The other fields of [`ServerSettings`][adcs.flower.ServerSettings].
+        The fields of `adcs.flower.settings.Settings` it takes
+        (`adcs.flower.settings.SIMULATOR_IDENTICAL`: ``server_lr``, ``weighting``,
+        ``seed``, ``run_id``, ``evaluate_every``, ``checkpoint_path``, ...).
 
     Attributes
     ----------
     history : list of RoundRecord
-        One record per round of the last [`start`][adcs.flower.SchedulerStrategy.start].
+        One record per round of the last `start` (a resumed run's earlier rounds included).
     evaluations : list of EvaluationRecord
-        One record per federated evaluation of the last
-        [`start`][adcs.flower.SchedulerStrategy.start].
+        One record per federated evaluation of the last `start`.
     node_of : dict of int to int
         Client index → the Flower node id that served it last.
 
     Notes
     -----
     The ClientApp must speak the protocol of `adcs.flower.client` (that module's
-    [`make_client_app`][adcs.flower.make_client_app] does). Clients send updates Δ_n, not models.
+    `adcs.flower.client.make_client_app` does). Clients send updates Δ_n, not models.
     """
+
+    name = "SchedulerStrategy"
+    takes = SIMULATOR_IDENTICAL
 
     def __init__(
         self,
@@ -237,111 +167,74 @@ class SchedulerStrategy:
         aggregator: Aggregator | None = None,
         **settings: Any,
     ) -> None:
-        self.settings = ServerSettings(n_clients=n_clients, **settings)
+        settings_ = take("SchedulerStrategy", self.takes, {**settings, "n_clients": n_clients})
         check_scheduler(scheduler)
         if scheduler.m > n_clients:
             raise ValueError(f"scheduler.m={scheduler.m} exceeds n_clients={n_clients}")
-        self.scheduler = scheduler
-        self._rules = RoundRules(
-            scheduler, who=repr(scheduler), base_weights=self._base, aggregator=aggregator
-        )
-        self.history: list[RoundRecord] = []
-        self.evaluations: list[EvaluationRecord] = []
+        super().__init__(scheduler, settings_)
+        self.aggregator = aggregator
         self._nodes = NodeMap(n_clients)
-
-    @property
-    def node_of(self) -> dict[int, int]:
-        return dict(self._nodes.node_of)
 
     def summary(self) -> None:
         """Log the scheduler and the server settings."""
-        logger.info("SchedulerStrategy: %r, %r", self.scheduler, self.settings)
+        self._summary()
 
-    # ------------------------------------------------------------------ the round loop
+    # ------------------------------------------------------------------ the driver's hooks
 
-    def start(
-        self,
-        grid: Grid,
-        initial_arrays: ArrayRecord,
-        num_rounds: int = 3,
-        timeout: float | None = 3600,
-        train_config: ConfigRecord | None = None,
-        evaluate_config: ConfigRecord | None = None,
-        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
-    ) -> Result:
-        """Run ``num_rounds`` rounds from a fresh scheduler state (Flower's ``Strategy.start``).
+    def _identity(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            **super()._identity(),
+            "n_clients": s.n_clients,
+            "server_lr": s.server_lr,
+            "weighting": s.weighting,
+            "aggregator": repr(self.aggregator),
+        }
 
-        Parameters
-        ----------
-        grid : flwr.serverapp.Grid
-        initial_arrays : ArrayRecord
-            w⁽⁰⁾: one flat float32 array.
-        num_rounds : int
-        timeout : float or None
-            Seconds each exchange waits for replies (the reply timeout); replies later than that
-            are failures of their client.
-        train_config, evaluate_config : ConfigRecord, optional
-            Sent with every ``train`` (and loss probe) / ``evaluate`` request, with
-            ``server-round`` and ``adcs-seed`` added.
-        evaluate_fn : callable, optional
-            ``evaluate_fn(server_round, arrays)``: centralised evaluation before the first round
-            and after each (as in Flower).
+    def _new_nodes(self, n_clients: int, saved: Any) -> Nodes:
+        return NodeMap(n_clients)  # each node tells its client again in the handshake
 
-        Returns
-        -------
-        flwr.serverapp.strategy.Result
-            The final model; per round, the train metrics (mean first-minibatch loss of the
-            aggregated clients, ``results``, ``failures``) and the evaluation metrics.
-        """
-        check_int("num_rounds", num_rounds)
-        model = _flat_model(initial_arrays)
-        link = Link(grid, timeout, self.settings.max_in_flight)
-        self._nodes = NodeMap(self.settings.n_clients)
-        self.history, self.evaluations = [], []
-        rng = scheduler_rng(self.settings.seed, self.settings.run_id)
-        result = Result(arrays=model.record())
-        self.summary()
-        if evaluate_fn is not None:
-            self._evaluate_centrally(evaluate_fn, 0, model, result)
-        state: Any = None
-        for server_round in range(1, num_rounds + 1):
-            started = time.perf_counter()
-            available = self._connect(link, first=server_round == 1)
-            if state is None:
-                state = self.scheduler.init(self.settings.n_clients, self._nodes.all_sizes())
-            config = _request_config(train_config, server_round, self.settings.seed)
-            record, model, state, metrics = self._round(
-                link, server_round, started, available, model, state, rng, config
-            )
-            self.history.append(record)
-            log_round(record, logger)
-            result.arrays = model.record()
-            result.train_metrics_clientapp[server_round] = metrics
-            every = self.settings.evaluate_every
-            if every and (server_round % every == 0 or server_round == num_rounds):
-                config = _request_config(evaluate_config, server_round, self.settings.seed)
-                evaluated = self._evaluate(link, server_round, model, config)
-                if evaluated is not None:
-                    result.evaluate_metrics_clientapp[server_round] = evaluated
-            if evaluate_fn is not None:
-                self._evaluate_centrally(evaluate_fn, server_round, model, result)
-        return result
+    def _node_map(self) -> NodeMap:
+        nodes = self._nodes_index()
+        assert isinstance(nodes, NodeMap)
+        return nodes
 
-    def _round(
-        self,
-        link: Link,
-        server_round: int,
-        started: float,
-        available: BoolArray,
-        model: _Model,
-        state: Any,
-        rng: np.random.Generator,
-        config: ConfigRecord,
-    ) -> tuple[RoundRecord, _Model, Any, MetricRecord]:
-        """One round's five steps (module docstring); returns its record, w⁽ᵗ⁺¹⁾ and state."""
-        exchanges = _Exchanges(self, link, model, config, server_round)
+    def _connected(self, link: Link) -> set[int]:
+        return self._greet(link)
+
+    def _pause(self, link: Link, until: float) -> None:
+        link.wait_background(lambda: bool(link.late), until)
+
+    def _data_sizes(self) -> F64Array | None:
+        return self._node_map().all_sizes()
+
+    def _unanswered(self, nodes: list[int]) -> None:
+        for node in nodes:
+            self._node_map().failed(node)
+
+    def _rule_extras(self) -> dict[str, Any]:
+        return {"base_weights": self._base, "aggregator": self.aggregator}
+
+    def _check_initial(self, arrays: ArrayRecord) -> Template:
+        _flat_model(arrays)
+        return Template.of(arrays)
+
+    def _configs(self, configs: _Configs) -> _Configs:
+        for config in (configs.train, configs.evaluate):
+            config[SEED] = self.settings.seed
+        return configs
+
+    def _exchanges(
+        self, link: Link, template: Template, arrays: ArrayRecord, configs: _Configs, r: int
+    ) -> _Exchanges:
+        return _Exchanges(self, link, _flat_model(arrays), configs.train, r)
+
+    def _aggregate(
+        self, played: Played, arrays: ArrayRecord, template: Template, server_round: int
+    ) -> tuple[ArrayRecord, MetricRecord]:
+        """w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s · (Σ c_i Δ_i, or the aggregation rule's step), in float32."""
+        model = _flat_model(arrays)
         dim = model.params.size
-        played = play(self._rules, state, server_round - 1, available, rng, exchanges, dim)
         done = played.record
         delivered = done.aggregated
         coef = done.aggregated_coef
@@ -350,66 +243,29 @@ class SchedulerStrategy:
         if step is None and delivered.size:
             step = coef.astype(np.float32) @ played.rows(delivered, dim)
         model = _step(model, step if delivered.size else None, self.settings.server_lr)
-        wall_s = time.perf_counter() - started
-        record = RoundRecord.of(played, server_round, available, wall_s, time.time())
-        metrics = _train_metrics(coef, losses_back, len(played.failed))
-        return record, model, done.state, metrics
+        return model.record(), _train_metrics(coef, losses_back, len(played.failed))
+
+    def _log_round(self, record: RoundRecord) -> None:
+        log_round(record, logger)
 
     def _base(self) -> F64Array | None:
         """p_n of the aggregation weights: the clients' reported data sizes, or uniform."""
         if self.settings.weighting == "data_size":
-            return np.nan_to_num(self._nodes.sizes, nan=0.0)
+            return np.nan_to_num(self._node_map().sizes, nan=0.0)
         return None
 
-    # ------------------------------------------------------------------ availability
-
-    def _connect(self, link: Link, first: bool) -> BoolArray:
-        """The availability mask at a round's start (module docstring, step 0).
-
-        The first round needs m clients (then waits up to ``wait_for_all_s`` for all N); a later
-        round needs one, and goes on with whoever is there.
-        """
-        settings = self.settings
-        n, m = settings.n_clients, self.scheduler.m
-        need = m if first else 1
-        more_s = settings.wait_for_all_s if first else 0.0
-        connected = self._greet(link)
-        give_up = time.monotonic() + settings.connect_timeout_s
-        enough_at: float | None = None
-        while True:
-            available = self._nodes.available(connected)
-            count = int(available.sum())
-            now = time.monotonic()
-            if count >= need and enough_at is None:
-                enough_at = now
-            if count == n or (enough_at is not None and now >= enough_at + more_s):
-                if first and count < n:
-                    logger.info("starting with %d of %d clients connected", count, n)
-                return available
-            if enough_at is None and now >= give_up:
-                raise RuntimeError(
-                    f"only {count} clients are connected after {settings.connect_timeout_s:g} s, "
-                    f"but the {'first round needs' if first else 'round needs at least'} "
-                    f"{need} (m={m}, N={n}); start more SuperNodes or raise the connect timeout"
-                )
-            until = give_up if enough_at is None else enough_at + more_s
-            link.wait_background(lambda: bool(link.late), min(until, now + _CONNECT_SLICE_S))
-            connected = self._greet(link)
+    # ------------------------------------------------------------------ handshakes
 
     def _greet(self, link: Link) -> set[int]:
         """Take in handshake outcomes; greet new and unresponsive nodes (in the background)."""
-        nodes = self._nodes
+        nodes = self._node_map()
         connected = link.connected()
         link.forget(link.background_nodes - connected)
         link.poll()
         self._take_greetings(link, connected)
         greet = [n for n in nodes.to_greet(connected) if n not in link.background_nodes]
         content = RecordDict(
-            {
-                CONFIG_KEY: ConfigRecord(
-                    {SEED: self.settings.seed, NUM_PARTITIONS: self.settings.n_clients}
-                )
-            }
+            {CONFIG_KEY: ConfigRecord({SEED: self.settings.seed, NUM_PARTITIONS: nodes.n_clients})}
         )
         link.send_in_background(
             {n: Message(content, n, HELLO, ttl=link.ttl, group_id="hello") for n in greet}
@@ -420,53 +276,26 @@ class SchedulerStrategy:
 
     def _take_greetings(self, link: Link, connected: set[int]) -> None:
         for node, outcome in link.late:
-            self._nodes.greeted(node, outcome, connected)
+            self._node_map().greeted(node, outcome, connected)
         link.late.clear()
 
     # ------------------------------------------------------------------ exchanges
-
-    def _ask(
-        self,
-        link: Link,
-        clients: Iterable[int],
-        message_type: str,
-        content: RecordDict,
-        group: str,
-    ) -> dict[int, Message | str]:
-        """One exchange with ``clients``: their replies, or why there is none (phase-prefixed)."""
-        nodes = self._nodes
-        phase = _PHASE.get(message_type, message_type)
-        out, unanswered = ask(
-            link, nodes.node_of, nodes.client_of, clients, message_type, content, group, phase
-        )
-        for node in unanswered:
-            nodes.failed(node)
-        return out
-
-    def _account(self, server_round: int, phase: str, replies: Mapping[int, Any]) -> None:
-        account(server_round, phase, replies, self._nodes.node_of, logger)
 
     def _train(
         self, link: Link, clients: IntArray, model: _Model, config: ConfigRecord, server_round: int
     ) -> dict[int, Trained | str]:
         """``train`` to ``clients``: their valid updates, or why there is none."""
         content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: config})
-        replies = self._ask(link, clients, MessageType.TRAIN, content, str(server_round))
-        checked: dict[int, Trained | str] = {}
-        for client, reply in replies.items():
-            if isinstance(reply, str):
-                checked[client] = reply
-                continue
-            try:
-                got = _read_update(reply, client, model, self.settings.weighting)
-            except RejectedReply as why:
-                checked[client] = f"train: malformed reply: {why}"
-                continue
-            checked[client] = got
+        replies = self._send(link, [(MessageType.TRAIN, content, clients)], server_round, "train")
+        sizes = self._node_map().sizes
+
+        def read(client: int, reply: Message) -> Trained:
+            got = _read_update(reply, client, model, self.settings.weighting)
             if got.num_examples >= 0:
-                self._nodes.sizes[client] = got.num_examples
-        self._account(server_round, "train", checked)
-        return checked
+                sizes[client] = got.num_examples
+            return got
+
+        return self._check(server_round, "train", replies, read)
 
     def _probe_losses(
         self,
@@ -481,47 +310,33 @@ class SchedulerStrategy:
         probe_config = ConfigRecord(dict(config))
         probe_config[LOSS_SOURCE] = source
         content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: probe_config})
-        replies = self._ask(link, clients, LOSS_PROBE, content, str(server_round))
-        out: dict[int, float | str] = {}
-        for client, reply in replies.items():
-            if isinstance(reply, str):
-                out[client] = reply
-                continue
-            try:
-                out[client] = finite_metric(_read_metrics(reply, client), LOSS)
-            except RejectedReply as why:
-                out[client] = f"loss probe: malformed reply: {why}"
-        self._account(server_round, "loss probe", out)
-        return out
+        replies = self._send(link, [(LOSS_PROBE, content, clients)], server_round, "loss probe")
+        return self._check(
+            server_round,
+            "loss probe",
+            replies,
+            lambda client, reply: finite_metric(_read_metrics(reply, client), LOSS),
+        )
 
     # ------------------------------------------------------------------ evaluation
 
     def _evaluate(
-        self, link: Link, server_round: int, model: _Model, config: ConfigRecord
+        self, link: Link, server_round: int, arrays: ArrayRecord, config: ConfigRecord
     ) -> MetricRecord | None:
-        """``evaluate`` to every available client; per-client accuracy and loss, and their mean."""
+        """``evaluate`` to every available client every ``evaluate_every`` rounds and after the
+        last: per-client accuracy and loss, and their mean."""
+        every = self.settings.evaluate_every
+        if not every or (server_round % every and server_round != self._num_rounds):
+            return None
         connected = self._greet(link)
-        clients = np.flatnonzero(self._nodes.available(connected))
-        content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: config})
-        replies = self._ask(link, clients, MessageType.EVALUATE, content, str(server_round))
-        n = self.settings.n_clients
-        accuracy, loss = np.full(n, np.nan), np.full(n, np.nan)
-        checked: dict[int, bool | str] = {}
-        for client, reply in replies.items():
-            if isinstance(reply, str):
-                checked[client] = reply
-                continue
-            try:
-                metrics = _read_metrics(reply, client)
-                accuracy[client] = finite_metric(metrics, ACCURACY)
-                loss[client] = finite_metric(metrics, LOSS)
-                checked[client] = True
-            except RejectedReply as why:
-                checked[client] = f"evaluate: malformed reply: {why}"
-        self._account(server_round, "evaluate", checked)
-        record = EvaluationRecord(server_round, accuracy, loss)
-        self.evaluations.append(record)
-        reported = np.flatnonzero(np.isfinite(accuracy))
+        clients = np.flatnonzero(self._node_map().available(connected))
+        content = RecordDict({ARRAYS_KEY: arrays, CONFIG_KEY: config})
+        replies = self._send(
+            link, [(MessageType.EVALUATE, content, clients)], server_round, "evaluate"
+        )
+        checked = self._check(server_round, "evaluate", replies, _read_evaluation)
+        record = self._record_evaluation(server_round, checked)
+        reported = np.flatnonzero(np.isfinite(record.accuracy))
         if reported.size == 0:
             return None
         mean = aggregate_metricrecords(
@@ -529,7 +344,11 @@ class SchedulerStrategy:
                 RecordDict(
                     {
                         METRICS_KEY: MetricRecord(
-                            {_WEIGHT: 1.0, ACCURACY: float(accuracy[c]), LOSS: float(loss[c])}
+                            {
+                                _WEIGHT: 1.0,
+                                ACCURACY: float(record.accuracy[c]),
+                                LOSS: float(record.loss[c]),
+                            }
                         )
                     }
                 )
@@ -541,28 +360,10 @@ class SchedulerStrategy:
         mean.update(record.columns)
         return mean
 
-    def _evaluate_centrally(
-        self,
-        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None],
-        server_round: int,
-        model: _Model,
-        result: Result,
-    ) -> None:
-        metrics = evaluate_fn(server_round, model.record())
-        if metrics is not None:
-            result.evaluate_metrics_serverapp[server_round] = metrics
-
-
-_PHASE = {
-    MessageType.TRAIN: "train",
-    MessageType.EVALUATE: "evaluate",
-    LOSS_PROBE: "loss probe",
-}
-
 
 @dataclass(frozen=True, eq=False)
 class _Exchanges:
-    """The `Gatherer` of one round of [`SchedulerStrategy`][adcs.flower.SchedulerStrategy]."""
+    """The `adcs.flower.round.Gatherer` of one round of `SchedulerStrategy`."""
 
     strategy: SchedulerStrategy
     link: Link
@@ -605,13 +406,6 @@ def _train_metrics(coef: FloatArray, losses: FloatArray, failures: int) -> Metri
     return metrics
 
 
-def _request_config(config: ConfigRecord | None, server_round: int, seed: int) -> ConfigRecord:
-    out = ConfigRecord(dict(config or {}))
-    out[SERVER_ROUND] = server_round
-    out[SEED] = seed
-    return out
-
-
 def _flat_model(arrays: ArrayRecord) -> _Model:
     """w⁽⁰⁾ from ``initial_arrays``: exactly one 1-D, finite float32 array."""
     if not isinstance(arrays, ArrayRecord) or len(arrays) != 1:
@@ -638,6 +432,13 @@ def _read_metrics(reply: Message, client: int) -> MetricRecord:
     if pid != client or isinstance(pid, (bool, float)):
         raise RejectedReply(f"reports {PARTITION_ID}={pid!r} but the node serves {client}")
     return metrics
+
+
+def _read_evaluation(client: int, reply: Message) -> tuple[float, float]:
+    """An ``evaluate`` reply's (loss, accuracy), after checking it names the client asked."""
+    metrics = _read_metrics(reply, client)
+    accuracy = finite_metric(metrics, ACCURACY)
+    return finite_metric(metrics, LOSS), accuracy
 
 
 def _read_update(reply: Message, client: int, model: _Model, weighting: str) -> Trained:
