@@ -6,7 +6,9 @@ runtime and any scheduler and rewrites the `ClientStats` the scheduler
 sees, using only what the server can check; it changes nothing when every client is honest and
 consistent, up to the screens' small honest cost (measured in ``benchmarks/bench_attacks.py``).
 
-The screens (each optional, `Defence`):
+Every defended round first refuses the reports outside their domain (a negative or non-finite
+loss, a non-finite or zero update: `adcs.adversary.domain`); a refused report counts as no
+report from that client this round. The screens (each optional, `Defence`):
 
 * **received directions** (``received``). The server keeps, per client, the direction and norm of
   the last update it actually *received and aggregated* from that client (``observe``). A client
@@ -54,6 +56,7 @@ from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number, check_unit_interval
 from adcs.adversary.bound import Window, cap_budget, capped_availability, outside_span
+from adcs.adversary.domain import refuse
 from adcs.aggregation import Aggregator, Robust, RobustAggregation
 from adcs.dpp import row_norms, unit_rows
 from adcs.schedulers.base import (
@@ -364,6 +367,8 @@ class Screening:
         Rows left out as implausible.
     threshold : float or None
         The plausibility threshold ρ × median best cosine of this round.
+    refused : ndarray of bool, shape (n_probed,) or None
+        Rows whose report was outside its domain (`adcs.adversary.domain.refuse`); None: none.
     """
 
     stats: ClientStats
@@ -371,6 +376,7 @@ class Screening:
     from_received: BoolArray
     dropped: BoolArray
     threshold: float | None
+    refused: BoolArray | None = None
 
 
 def _dim(memory: Received) -> int:
@@ -568,7 +574,8 @@ def _passed_on(
 def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Screening:
     """Apply the defence's screens to one round's statistics (module docstring).
 
-    The steps: what the server knows of each client (reported and received directions), the
+    The steps: reports outside their domain refused (`adcs.adversary.domain`), what the
+    server knows of each client (reported and received directions), the
     received directions (screen 1), corroborated quality and norm (screen 2), plausible and
     not too novel directions (screens 3–4), and the updates the scheduler then sees.
 
@@ -588,6 +595,7 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
     none = np.zeros(n, dtype=bool)
     if n == 0 or (stats.losses is None and stats.updates is None):
         return Screening(stats, none, none, none, None)
+    stats, refused = refuse(stats)
     known = _known(memory, stats)
     directions, norms, from_received = _received_directions(defence, memory, stats, known)
     has_direction = known.finite | from_received
@@ -597,7 +605,7 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
         losses = np.where(dropped, np.nan, losses)
     updates = _passed_on(stats, known, directions, norms, has_direction, from_received, dropped)
     out = ClientStats(stats.available, stats.clients, losses, updates)
-    return Screening(out, corroborated, from_received, dropped, threshold)
+    return Screening(out, corroborated, from_received, dropped, threshold, refused)
 
 
 # --------------------------------------------------------------------------------------------
