@@ -125,6 +125,15 @@ class Defence:
         any ``window`` consecutive rounds (`adcs.adversary.bound`).
     window : int
         W ≥ 1, the rounds of the cap's window.
+    any_interval : bool
+        With ``cap``: also at most c · L · m / N selections in any L ≥ W consecutive rounds
+        (`adcs.adversary.bound.Window.interval_ok`), not only b in any W. False (default): the
+        W-round budget alone.
+    stale_after : int
+        E ≥ 0: plausibility and novelty judge only fresh evidence — a direction reported this
+        round, or an update received in the last E rounds; a client whose received update is
+        older is judged on this round's report, or, without one, passes (its way back: selected,
+        it is received and judged afresh). 0 (default): every direction is judged, however old.
     """
 
     received: bool = False
@@ -138,6 +147,8 @@ class Defence:
     novelty: float = 0.0
     cap: float = 0.0
     window: int = 100
+    any_interval: bool = False
+    stale_after: int = 0
 
     def __post_init__(self) -> None:
         check_bool("received", self.received)
@@ -157,6 +168,8 @@ class Defence:
             raise ValueError(f"novelty must be 0 (off) or a number >= 1, got {self.novelty!r}")
         check_number("cap", self.cap, 0.0)
         check_int("window", self.window)
+        check_bool("any_interval", self.any_interval)
+        check_int("stale_after", self.stale_after, minimum=0)
 
     def build(self, seed: int, n_clients: int) -> Defence:
         """The defence of one run (of ``seed``, among ``n_clients``): this one, for every run.
@@ -512,22 +525,61 @@ def _corroborated(
     return losses, norms, corroborated, ident_cos
 
 
-def _implausible(
+def _judged(
     defence: Defence,
+    memory: Received | None,
+    stats: ClientStats,
     known: _Known,
     directions: F32Array | None,
     has_direction: BoolArray,
+    from_received: BoolArray,
+    round_idx: int | None,
+) -> tuple[F32Array | None, BoolArray, BoolArray]:
+    """The directions the screens judge, the rows that have one, and the rows judged.
+
+    The directions are those of the updates the scheduler sees, or, when it sees none (a loss
+    probe), those the server received — a poisoner is judged by the update it sent. With
+    ``stale_after`` E > 0 only fresh evidence is judged: a direction reported this round, or
+    an update received in the last E rounds. A row whose received direction is older is judged on
+    its report of this round where it has one, else not at all (it passes: its probation).
+
+    Returns
+    -------
+    judged : ndarray of float32, shape (n_probed, dim), or None
+    rows : ndarray of bool, shape (n_probed,)
+        Rows with a direction (the cosines' candidates).
+    fresh : ndarray of bool, shape (n_probed,)
+        Rows whose verdict counts.
+    """
+    judged, rows = (
+        (directions, has_direction) if directions is not None else (known.ident, known.has_ident)
+    )
+    if judged is None or defence.stale_after == 0 or round_idx is None or memory is None:
+        return judged, rows, rows
+    age = round_idx - memory.at[stats.clients]
+    stale = known.known & (age > defence.stale_after)
+    if directions is not None:  # the visible row is the received one only where substituted
+        stale &= from_received
+    retry = stale & known.finite
+    if retry.any() and known.reported is not None:  # judged on this round's report instead
+        judged = np.where(retry[:, None], known.reported, judged)
+    return judged, rows, rows & ~(stale & ~retry)
+
+
+def _implausible(
+    defence: Defence,
+    known: _Known,
+    judged: F32Array | None,
+    judged_rows: BoolArray,
+    fresh: BoolArray,
     ident_cos: FloatArray | None,
 ) -> tuple[BoolArray, float | None]:
     """Screens 3 and 4: rows dropped as implausible or too novel, and the plausibility threshold.
 
-    The directions judged are those of the updates the scheduler sees, or, when it sees none (a
-    loss probe), those the server received — a poisoner is judged by the update it sent.
+    ``judged`` (n_probed, dim) and ``judged_rows`` as `_judged` gives them; only the ``fresh``
+    rows' verdicts count.
     """
-    dropped, threshold = np.zeros(has_direction.shape, dtype=bool), None
-    judged, judged_rows = (
-        (directions, has_direction) if directions is not None else (known.ident, known.has_ident)
-    )
+    dropped, threshold = np.zeros(judged_rows.shape, dtype=bool), None
     if judged is None:
         return dropped, threshold
     if defence.plausibility > 0:
@@ -539,7 +591,7 @@ def _implausible(
             dropped = judged_rows & (best < threshold)
     if defence.novelty > 0:
         dropped = dropped | too_novel(defence.novelty, judged, judged_rows)
-    return dropped, threshold
+    return dropped & fresh, threshold
 
 
 def _passed_on(
@@ -571,7 +623,9 @@ def _passed_on(
     return updates
 
 
-def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Screening:
+def screen(
+    defence: Defence, memory: Received | None, stats: ClientStats, round_idx: int | None = None
+) -> Screening:
     """Apply the defence's screens to one round's statistics (module docstring).
 
     The steps: reports outside their domain refused (`adcs.adversary.domain`), what the
@@ -586,6 +640,9 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
         The last update received from each client (None: nothing received yet).
     stats : ClientStats
         What the clients reported.
+    round_idx : int or None
+        The round (what ``stale_after`` measures evidence's age from); None: every direction
+        counts as fresh.
 
     Returns
     -------
@@ -600,7 +657,10 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
     directions, norms, from_received = _received_directions(defence, memory, stats, known)
     has_direction = known.finite | from_received
     losses, norms, corroborated, ident_cos = _corroborated(defence, stats, known, norms)
-    dropped, threshold = _implausible(defence, known, directions, has_direction, ident_cos)
+    judged, judged_rows, fresh = _judged(
+        defence, memory, stats, known, directions, has_direction, from_received, round_idx
+    )
+    dropped, threshold = _implausible(defence, known, judged, judged_rows, fresh, ident_cos)
     if directions is None and losses is not None and dropped.any():
         losses = np.where(dropped, np.nan, losses)
     updates = _passed_on(stats, known, directions, norms, has_direction, from_received, dropped)
@@ -682,7 +742,8 @@ class Defended:
         return self.defence.remembers or bool(self.scheduler.observes_updates)
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> DefendedState:
-        window = Window.empty(n_clients) if self.defence.cap > 0 else None
+        cap = self.defence.cap > 0
+        window = Window.empty(n_clients, self.defence.any_interval) if cap else None
         return DefendedState(
             self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window
         )
@@ -696,13 +757,14 @@ class Defended:
         self, state: DefendedState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, DefendedState]:
         key = stream_key(self.seed)
+        rate = self.defence.cap * self.m / state.n_clients  # the any-interval rule's r
         if state.window is not None:  # the cap: over-budget clients are not available this round
             budget = cap_budget(self.defence.cap, self.defence.window, self.m, state.n_clients)
             allowed = capped_availability(
-                stats.available, state.window, budget, self.m, key, round_idx
+                stats.available, state.window, budget, self.m, key, round_idx, rate
             )
             stats = ClientStats(allowed, stats.clients, stats.losses, stats.updates)
-        seen = screen(self.defence, state.received, stats).stats
+        seen = screen(self.defence, state.received, stats, round_idx).stats
         if self.defence.corroborate and seen.losses is not None and seen.n_probed > 1:
             # a neighbourhood shares one median: break its exact ties at random, not by index
             u = counter_uniform(key, Domain.ATTACK, round_idx, seen.clients, salt=_TIES)
@@ -715,7 +777,7 @@ class Defended:
                 selection = Selection(_uniform_choice(key, round_idx, stats.available, self.m))
         window = state.window
         if window is not None:
-            window = window.pushed(np.asarray(selection.clients), self.defence.window)
+            window = window.pushed(np.asarray(selection.clients), self.defence.window, rate)
         return selection, replace(state, inner=inner, window=window)
 
     def observe(
