@@ -55,10 +55,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number, check_unit_interval
-from adcs.adversary.bound import Window, cap_budget, capped_availability, outside_span
+from adcs.adversary.bound import Window, cap_budget, capped_availability
 from adcs.adversary.domain import refuse
+from adcs.adversary.peers import Affinity
+from adcs.adversary.screens import (
+    best_cosines,
+    cosines,
+    nearest_peers,
+    neighbourhood_medians,
+    too_novel,
+    unit_and_norms,
+)
 from adcs.aggregation import Aggregator, Robust, RobustAggregation
-from adcs.dpp import row_norms, unit_rows
+from adcs.dpp import row_norms
 from adcs.schedulers.base import (
     BoolArray,
     ClientStats,
@@ -125,6 +134,11 @@ class Defence:
         any ``window`` consecutive rounds (`adcs.adversary.bound`).
     window : int
         W ≥ 1, the rounds of the cap's window.
+    peer_history : bool
+        With ``corroborate``: peers chosen from the received updates' affinities over the last
+        W = ``window`` rounds, fixed for the next W, near-duplicates collapsed
+        (`adcs.adversary.peers`), not from this round's reports. False (default): the nearest
+        clients by this round's identity directions.
     any_interval : bool
         With ``cap``: also at most c · L · m / N selections in any L ≥ W consecutive rounds
         (`adcs.adversary.bound.Window.interval_ok`), not only b in any W. False (default): the
@@ -147,6 +161,7 @@ class Defence:
     novelty: float = 0.0
     cap: float = 0.0
     window: int = 100
+    peer_history: bool = False
     any_interval: bool = False
     stale_after: int = 0
 
@@ -168,6 +183,7 @@ class Defence:
             raise ValueError(f"novelty must be 0 (off) or a number >= 1, got {self.novelty!r}")
         check_number("cap", self.cap, 0.0)
         check_int("window", self.window)
+        check_bool("peer_history", self.peer_history)
         check_bool("any_interval", self.any_interval)
         check_int("stale_after", self.stale_after, minimum=0)
 
@@ -194,7 +210,7 @@ class Defence:
     @property
     def remembers(self) -> bool:
         """Whether the server must keep the updates it receives."""
-        return self.received or self.corroborate
+        return self.received or self.corroborate or self.peer_history
 
     def aggregator(self) -> Aggregator | None:
         """The robust aggregation rule, or None for the runtime's mean (a subclass may give
@@ -279,90 +295,6 @@ class Received:
 # the screens, as functions
 
 
-def cosines(directions: FloatArray, usable: BoolArray) -> FloatArray:
-    """cos(d_i, d_j) of unit ``directions`` (n, dim), shape (n, n), float64.
-
-    −inf on the diagonal and in the rows and columns of rows that are not usable, so that a row's
-    maximum is its best cosine to another usable row.
-    """
-    n = directions.shape[0]
-    out = np.full((n, n), -np.inf)
-    idx = np.flatnonzero(usable)
-    if idx.size >= 2:
-        d = directions[idx]
-        block = (d @ d.T).astype(np.float64)
-        np.fill_diagonal(block, -np.inf)
-        out[np.ix_(idx, idx)] = block
-    return out
-
-
-def best_cosines(cos: FloatArray) -> FloatArray:
-    """max_{j ≠ i} cos_ij of a `cosines` matrix, shape (n,) (−inf without another row)."""
-    return cos.max(axis=1, initial=-np.inf)
-
-
-def nearest_peers(cos: FloatArray, usable: BoolArray, peers: int) -> IntArray:
-    """The ``peers`` usable rows nearest each usable row by a `cosines` matrix, shape (n, p).
-
-    −1 pads rows with fewer candidates and the rows that are not usable (p is
-    min(peers, n_usable − 1), at least 1 so the shape is never empty).
-    """
-    n = cos.shape[0]
-    idx = np.flatnonzero(usable)
-    p = max(1, min(peers, idx.size - 1))
-    out = np.full((n, p), -1, dtype=np.intp)
-    if idx.size < 2:
-        return out
-    order = np.argsort(-cos[np.ix_(idx, idx)], axis=1, kind="stable")[:, :p]
-    out[idx] = idx[order]
-    return out
-
-
-def neighbourhood_medians(values: FloatArray, peers: IntArray) -> FloatArray:
-    """median({v_i} ∪ {v_j : j ∈ peers_i}) for each row, shape (n,).
-
-    ``peers`` (n, p) as `nearest_peers` returns (−1 padding); non-finite values are
-    ignored (a row whose own value is not finite stays so).
-
-    Why the median of the neighbourhood and not a cap at the peers' values: a liar's value is
-    one of the values of its neighbourhood and of each of its peers', so with p = 2 the liar and
-    its two peers all get the same median — it can move its neighbourhood's common value within
-    its honest peers' range, but not rise above them. A cap (min of its own value and its peers'
-    largest, or their median) leaves every honest peer its own noisy value while the liar always
-    sits at the cap, so it would win the within-group comparison nearly every round.
-    """
-    vals = np.asarray(values, dtype=np.float64)
-    padded = np.append(vals, np.nan)  # index −1 → NaN
-    padded[~np.isfinite(padded)] = np.nan
-    neighbourhood = np.sort(
-        np.concatenate([vals[:, None], padded[peers]], axis=1), axis=1
-    )  # NaN sorts last
-    count = np.isfinite(neighbourhood).sum(axis=1)
-    low = np.take_along_axis(neighbourhood, (np.maximum(count - 1, 0) // 2)[:, None], axis=1)
-    high = np.take_along_axis(neighbourhood, (count // 2)[:, None], axis=1)
-    medians = (low[:, 0] + high[:, 0]) / 2
-    return np.where(np.isfinite(vals), medians, vals)
-
-
-def _unit(rows: FloatArray) -> tuple[F32Array, FloatArray]:
-    """Unit rows (float32) and norms of finite rows (n, dim)."""
-    norms = row_norms(rows)
-    if norms.max(initial=0.0) > 1e30:  # float32 division would overflow: the careful path
-        return unit_rows(rows), norms
-    safe = np.where(norms > 0, norms, 1.0)
-    return (np.asarray(rows, dtype=np.float32) / safe.astype(np.float32)[:, None]), norms
-
-
-def too_novel(novelty: float, directions: FloatArray, usable: BoolArray) -> BoolArray:
-    """Usable rows whose part outside the others' span exceeds ν × its median, shape (n,)."""
-    outside = outside_span(directions, usable)
-    finite = np.isfinite(outside)
-    if finite.sum() < 3:  # no median to speak of
-        return np.zeros(usable.shape, dtype=bool)
-    with np.errstate(invalid="ignore"):
-        return np.asarray(outside > novelty * float(np.median(outside[finite])), dtype=bool)
-
-
 @dataclass(frozen=True, eq=False)
 class Screening:
     """What `screen` did to one round's statistics.
@@ -403,12 +335,12 @@ def _reported(stats: ClientStats) -> tuple[F32Array | None, FloatArray | None, B
         return None, None, np.zeros(n, dtype=bool)
     finite = finite_rows(stats.updates)
     if finite.all():
-        directions, norms = _unit(stats.updates)
+        directions, norms = unit_and_norms(stats.updates)
         return directions, norms, finite
     directions = np.zeros(stats.updates.shape, dtype=np.float32)
     norms = np.full(n, np.nan)
     if finite.any():
-        directions[finite], norms[finite] = _unit(stats.updates[finite])
+        directions[finite], norms[finite] = unit_and_norms(stats.updates[finite])
     return directions, norms, finite
 
 
@@ -489,8 +421,31 @@ def _received_directions(
     return directions, norms, from_received
 
 
+def _merged_peers(history: IntArray | None, stats: ClientStats, nearest: IntArray) -> IntArray:
+    """Each probed row's history peers (n_probed, p) as row positions, where it has any among
+    the probed clients; else its ``nearest`` peers by this round's directions (−1 pads)."""
+    if history is None:
+        return nearest
+    n = stats.n_probed
+    where = np.full(int(max(stats.clients.max(initial=0), history.max(initial=0))) + 2, -1)
+    where[stats.clients] = np.arange(n)
+    mine = history[stats.clients]
+    mapped = np.where(mine >= 0, where[mine], -1)
+    width = max(mapped.shape[1], nearest.shape[1])
+    out = np.full((n, width), -1, dtype=np.intp)
+    out[:, : nearest.shape[1]] = nearest
+    has = (mapped >= 0).any(axis=1)
+    out[has] = -1
+    out[has, : mapped.shape[1]] = mapped[has]
+    return out
+
+
 def _corroborated(
-    defence: Defence, stats: ClientStats, known: _Known, norms: FloatArray | None
+    defence: Defence,
+    stats: ClientStats,
+    known: _Known,
+    norms: FloatArray | None,
+    history: IntArray | None = None,
 ) -> tuple[FloatArray | None, FloatArray | None, BoolArray, FloatArray | None]:
     """Screen 2: losses and norms set to their neighbourhood's medians, or losses capped.
 
@@ -511,6 +466,7 @@ def _corroborated(
     if known.ident is not None:
         ident_cos = cosines(known.ident, known.has_ident)
         peers = nearest_peers(ident_cos, known.has_ident, defence.peers)
+        peers = _merged_peers(history, stats, peers)
         corroborated = known.has_ident.copy()
         if losses is not None:
             losses = np.where(corroborated, neighbourhood_medians(losses, peers), losses)
@@ -624,7 +580,11 @@ def _passed_on(
 
 
 def screen(
-    defence: Defence, memory: Received | None, stats: ClientStats, round_idx: int | None = None
+    defence: Defence,
+    memory: Received | None,
+    stats: ClientStats,
+    round_idx: int | None = None,
+    history: IntArray | None = None,
 ) -> Screening:
     """Apply the defence's screens to one round's statistics (module docstring).
 
@@ -643,6 +603,9 @@ def screen(
     round_idx : int or None
         The round (what ``stale_after`` measures evidence's age from); None: every direction
         counts as fresh.
+    history : ndarray of shape (n_clients, p), int, or None
+        Each client's corroborating peers from history (`adcs.adversary.peers`; −1 where
+        none); None: peers by this round's directions only.
 
     Returns
     -------
@@ -656,7 +619,7 @@ def screen(
     known = _known(memory, stats)
     directions, norms, from_received = _received_directions(defence, memory, stats, known)
     has_direction = known.finite | from_received
-    losses, norms, corroborated, ident_cos = _corroborated(defence, stats, known, norms)
+    losses, norms, corroborated, ident_cos = _corroborated(defence, stats, known, norms, history)
     judged, judged_rows, fresh = _judged(
         defence, memory, stats, known, directions, has_direction, from_received, round_idx
     )
@@ -685,12 +648,16 @@ class DefendedState:
         The last update received from each client (None before the first).
     window : Window or None
         Each client's selections over the cap's window (None without a cap).
+    affinity : Affinity or None
+        The received updates' affinities and the peers from history (None without
+        ``peer_history``).
     """
 
     inner: Any
     n_clients: int
     received: Received | None = None
     window: Window | None = None
+    affinity: Affinity | None = None
 
 
 _TIES, _MIX, _DRAW = 1, 2, 3
@@ -744,8 +711,11 @@ class Defended:
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> DefendedState:
         cap = self.defence.cap > 0
         window = Window.empty(n_clients, self.defence.any_interval) if cap else None
+        affinity = None
+        if self.defence.peer_history:
+            affinity = Affinity.empty(int(n_clients), self.defence.peers)
         return DefendedState(
-            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window
+            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window, affinity
         )
 
     def probe(
@@ -764,7 +734,11 @@ class Defended:
                 stats.available, state.window, budget, self.m, key, round_idx, rate
             )
             stats = ClientStats(allowed, stats.clients, stats.losses, stats.updates)
-        seen = screen(self.defence, state.received, stats, round_idx).stats
+        affinity = state.affinity
+        if affinity is not None:
+            affinity = affinity.rolled(round_idx, self.defence.window)
+        history = None if affinity is None else affinity.peers
+        seen = screen(self.defence, state.received, stats, round_idx, history).stats
         if self.defence.corroborate and seen.losses is not None and seen.n_probed > 1:
             # a neighbourhood shares one median: break its exact ties at random, not by index
             u = counter_uniform(key, Domain.ATTACK, round_idx, seen.clients, salt=_TIES)
@@ -778,7 +752,7 @@ class Defended:
         window = state.window
         if window is not None:
             window = window.pushed(np.asarray(selection.clients), self.defence.window, rate)
-        return selection, replace(state, inner=inner, window=window)
+        return selection, replace(state, inner=inner, window=window, affinity=affinity)
 
     def observe(
         self,
@@ -796,4 +770,22 @@ class Defended:
             if received is None:
                 received = Received.empty(state.n_clients)
             received = received.updated(round_idx, clients, updates)
-        return replace(state, inner=inner, received=received)
+        affinity = state.affinity
+        if affinity is not None and received is not None and received.rows:
+            affinity = _affinity_after(affinity, received, round_idx, clients, self.defence.window)
+        return replace(state, inner=inner, received=received, affinity=affinity)
+
+
+def _affinity_after(
+    affinity: Affinity, received: Received, round_idx: int, clients: IntArray, window: int
+) -> Affinity:
+    """``affinity`` after this round's receipts from ``clients``, against every update received
+    in the last ``window`` rounds."""
+    clients = np.asarray(clients, dtype=np.intp)
+    new = clients[received.known[clients] & (received.at[clients] == round_idx)]
+    fresh = np.flatnonzero(received.known & (received.at >= round_idx - window))
+    if new.size == 0:
+        return affinity
+    dim = _dim(received)
+    return affinity.received(new, received.directions(new, dim), received.directions(fresh, dim),
+                             fresh)  # fmt: skip
