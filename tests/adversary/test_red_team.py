@@ -74,3 +74,22 @@ def test_the_suite_runs_each_red_team_family_at_its_own_k():
     with pytest.raises(ConfigError, match=r"families\.f\.k"):
         check_ks(config, wrong)
     assert isinstance(wrong, Suite)
+
+
+def test_the_families_table_reports_each_attackers_lift():
+    from types import SimpleNamespace
+
+    from benchmarks.attack_families import family_lines, lift
+
+    def measured(block, defence, rates, base, malicious=(1, 2), attack="smother", k=2):
+        planned = SimpleNamespace(block=block, defence=defence, adaptive=False, attack=attack,
+                                  k=k, method="adcs", malicious=malicious)  # fmt: skip
+        return SimpleNamespace(planned=planned, rates=np.asarray(rates),
+                               baseline_rates=np.asarray(base), worst=0.5)  # fmt: skip
+
+    run = measured("families", "off", [0.6, 0.9, 0.3, 0.6], [0.6, 0.45, 0.6, 0.6])
+    assert lift(run) == pytest.approx(2.0)  # client 1: 0.9 against its own 0.45
+    assert np.isnan(lift(measured("families", "off", [1, 1, 1, 1], [1, 0, 0, 1])))
+    lines = family_lines([run], ["adcs"])
+    assert any(line.startswith("| smother | 2 | off |") and line.endswith("· 2.00× |")
+               for line in lines)  # fmt: skip

@@ -37,9 +37,13 @@ report from that client this round. The screens (each optional, `Defence`):
   client's selection rate lies in [λ·m/N, λ·m/N + 1 − λ].
 * **robust aggregation** (``aggregation``): a rule of `adcs.aggregation` in place of the mean
   (the runtime's aggregation hook; `adcs.adversary.adversarial` installs it).
-* **the span screen** (``novelty``) and **the sliding-window cap** (``cap``, ``window``): the
-  bounds by construction of `adcs.adversary.bound`, against clients that *send* what they
-  report (docs/concepts/threat-model.md).
+* **the span screen** (``novelty``) and **the sliding-window cap** (``cap``, ``window``,
+  ``any_interval``): the bounds by construction of `adcs.adversary.bound`, against clients that
+  *send* what they report (docs/concepts/threat-model.md).
+
+``stale_after`` makes plausibility and novelty judge fresh evidence only (a screened client
+comes back); ``peer_history`` chooses corroborating peers from received history
+(`adcs.adversary.peers`).
 
 Memory: the received directions are O(N_received · dim) per run (float32), like DivFL's stale
 form; fine for cross-silo populations (a sketched store would bound it at scale).
