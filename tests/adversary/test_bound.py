@@ -181,27 +181,16 @@ def most_over_any_interval(
 
 
 @dataclass(frozen=True)
-class Favourite:
-    """Prefers a fixed random order of the clients (its own seed): concentrated, not by index."""
+class Favourite(Hoarder):
+    """A Hoarder of a fixed order of the clients (a seed's permutation), not of their indices."""
 
-    m: int
-    order: tuple[int, ...]
-    observes_updates: bool = False
-
-    def init(self, n_clients: int, data_sizes: Any = None) -> BasicState:
-        return BasicState(n_clients)
-
-    def probe(self, state: BasicState, round_idx: int, available: Any, rng: Any) -> Probe:
-        return Probe(ProbeKind.LOSSES)
+    order: tuple[int, ...] = ()
 
     def select(
         self, state: BasicState, round_idx: int, stats: ClientStats, rng: Any
     ) -> tuple[Selection, BasicState]:
         ranked = [c for c in self.order if stats.available[c]]
         return Selection(np.asarray(ranked[: self.m], dtype=np.intp)), state
-
-    def observe(self, state: BasicState, *args: Any) -> BasicState:
-        return state
 
 
 def run_favourite(n, m, cap, window, rounds, seed, any_interval=True, absent=()):
@@ -210,7 +199,7 @@ def run_favourite(n, m, cap, window, rounds, seed, any_interval=True, absent=())
     order = tuple(int(c) for c in rng.permutation(n))
     if absent:  # the absent clients are the most wanted once back
         order = (*absent, *(c for c in order if c not in absent))
-    sched = Defended(Favourite(m, order), Defence(cap=cap, window=window,
+    sched = Defended(Favourite(m, order=order), Defence(cap=cap, window=window,
                                                   any_interval=any_interval), seed)  # fmt: skip
     state, chosen, fills = sched.init(n), [], 0
     budget, rate = cap_budget(cap, window, m, n), cap * m / n
