@@ -8,6 +8,8 @@ is judged by
 * **the single attacker's share**: the largest selection rate of a malicious client over its
   fair share (the run's mean selected clients per round ÷ N; m / N when all are available);
 * **the coalition's share**: the k attackers' total rate over k × the fair share;
+* **the lift**: the largest attacker's rate over its own rate in the same scheduler's no-attack
+  run (with the same defences): what the attack gained it, whatever its fair share;
 * the honest clients' worst / 10th-percentile / average accuracy.
 
 A sleeper's rates count the rounds from its start.
@@ -44,6 +46,18 @@ def shares(rates: np.ndarray, malicious: Sequence[int]) -> tuple[float, float]:
     return float(mine.max() / fair), float(mine.sum() / (len(malicious) * fair))
 
 
+def lift(measured: Any) -> float:
+    """The largest attacker's rate over its own no-attack rate (NaN where that is 0 or unknown)."""
+    mal = list(measured.planned.malicious)
+    if not mal:
+        return math.nan
+    base = np.asarray(measured.baseline_rates, dtype=np.float64)[mal]
+    mine = np.asarray(measured.rates, dtype=np.float64)[mal]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(base > 0, mine / base, np.nan)
+    return float(np.nanmax(ratio)) if np.isfinite(ratio).any() else math.nan
+
+
 def _mode(p: Any) -> str:
     if p.defence == "off":
         return "off"
@@ -52,7 +66,9 @@ def _mode(p: Any) -> str:
 
 def family_lines(measured: Sequence[Any], methods: Sequence[str]) -> list[str]:
     """Markdown: per family, k and mode, each method's shares and honest worst accuracy."""
-    cells: dict[tuple[str, int, str, str], list[tuple[float, float, float]]] = defaultdict(list)
+    cells: dict[tuple[str, int, str, str], list[tuple[float, float, float, float]]] = defaultdict(
+        list
+    )
     rows: list[tuple[str, int, str]] = []
     clean: dict[tuple[str, str], list[float]] = defaultdict(list)
     for m in measured:
@@ -62,7 +78,7 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str]) -> list[str]:
         if p.block != "families":
             continue
         single, coalition = shares(m.rates, p.malicious)
-        cells[(p.attack, p.k, _mode(p), p.method)].append((single, coalition, m.worst))
+        cells[(p.attack, p.k, _mode(p), p.method)].append((single, coalition, m.worst, lift(m)))
         if (p.attack, p.k, _mode(p)) not in rows:
             rows.append((p.attack, p.k, _mode(p)))
     if not rows:
@@ -72,7 +88,8 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str]) -> list[str]:
         "### Attackers that send what they report (families; max over seeds)",
         "",
         "Each cell: the largest attacker's selection rate ÷ its fair share · the coalition's "
-        "total ÷ k × the fair share · honest worst accuracy (%, mean over seeds).",
+        "total ÷ k × the fair share · honest worst accuracy (%, mean over seeds) · the largest "
+        "attacker's lift over its own no-attack rate (rates over the attack's rounds).",
         "",
         "| family | k | defence | " + " | ".join(shown) + " |",
         "|---|---|---|" + "---|" * len(shown),
@@ -87,14 +104,15 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str]) -> list[str]:
             single = max(g[0] for g in got)
             coalition = max(g[1] for g in got)
             worst = 100 * float(np.mean([g[2] for g in got]))
-            vals.append(f"{single:.2f} · {coalition:.2f} · {worst:.1f}")
+            lifted = max(g[3] for g in got)
+            vals.append(f"{single:.2f} · {coalition:.2f} · {worst:.1f} · {lifted:.2f}×")
         lines.append(f"| {family} | {k} | {mode} | " + " | ".join(vals) + " |")
     lines.append("")
     return [*lines, *_goal(cells, clean, shown), ""]
 
 
 def _goal(
-    cells: dict[tuple[str, int, str, str], list[tuple[float, float, float]]],
+    cells: dict[tuple[str, int, str, str], list[tuple[float, float, float, float]]],
     clean: dict[tuple[str, str], list[float]],
     methods: Sequence[str],
 ) -> list[str]:

@@ -134,8 +134,15 @@ class Suite:
     bound: Defence = field(default_factory=Defence)
 
     def crafted(self, keys: Mapping[str, Any], k: int, adaptive: bool) -> Crafted:
-        """A family's attack with k malicious clients (:class:`adcs.adversary.Crafted`)."""
-        return Crafted(n_malicious=k, adaptive=adaptive, **keys)
+        """A family's attack with k malicious clients (`adcs.adversary.Crafted`)."""
+        return Crafted(
+            n_malicious=k, adaptive=adaptive, **{a: v for a, v in keys.items() if a != "k"}
+        )
+
+    def ks_of(self, keys: Mapping[str, Any]) -> tuple[int, ...]:
+        """A family's k: its own ``k = [...]`` key, else ``family_k``."""
+        own = keys.get("k")
+        return self.family_k if own is None else tuple(own if isinstance(own, list) else [own])
 
     @property
     def defended(self) -> Defence:
@@ -183,7 +190,7 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
         for name, keys in suite.families:
             if {"clients", "n_malicious", "adaptive"} & set(keys):
                 raise ValueError(f"families.{name}: the suite sets clients and adaptive")
-            suite.crafted(keys, max(suite.family_k), True)
+            suite.crafted(keys, max(suite.ks_of(keys)), True)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"suite: {exc}") from None
     return suite
@@ -205,11 +212,12 @@ def load_suite(path: str | Path) -> tuple[ExperimentConfig, Suite]:
 def check_ks(config: ExperimentConfig, suite: Suite, where: str = "") -> None:
     """Every k of ``suite.k`` and ``suite.family_k`` distinct, >= 1 and below N (ConfigError
     prefixed by ``where``): a repeated k repeats its runs, N leaves no honest client."""
-    for name, ks in (("k", suite.k), ("family_k", suite.family_k)):
+    own = [(f"families.{name}.k", suite.ks_of(keys)) for name, keys in suite.families]
+    for name, ks in (("k", suite.k), ("family_k", suite.family_k), *own):
         if not all(is_int(k) and k >= 1 for k in ks) or len(set(ks)) != len(ks):
             raise ConfigError(f"{where}suite.{name} must be distinct integers >= 1, got {list(ks)}")
     n = config.data.total_clients
-    k_max = max(suite.k + suite.family_k, default=0)
+    k_max = max(suite.k + suite.family_k + tuple(k for _, ks in own for k in ks), default=0)
     if n is not None and k_max >= n:
         raise ConfigError(f"{where}suite.k={k_max} leaves no honest client")
 
@@ -300,7 +308,7 @@ def plan_suite(
                 add(run, "clean", "off", None)
             add(run, "clean", "bound", suite.bound)
             for name, keys in suite.families if method not in suite.blind else ():
-                for k in suite.family_k:
+                for k in suite.ks_of(keys):
                     add(run, "families", "off", None, name, suite.crafted(keys, k, False))
                     for adaptive in (False, True):
                         attack = suite.crafted(keys, k, adaptive)

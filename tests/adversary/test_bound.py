@@ -160,3 +160,100 @@ def test_the_span_screen_leaves_out_a_novel_direction_and_keeps_honest_groups():
 def test_bad_bounds_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Defence(**kwargs)
+
+
+# -- the cap over any interval (Defence.any_interval) ---------------------------------------------
+
+
+def most_over_any_interval(
+    chosen: list[np.ndarray], n: int, window: int, rate: float, clients: Any = slice(None)
+) -> float:
+    """max over ``clients`` and intervals of L ≥ W rounds of (selections − rate · L)."""
+    hits = np.zeros((len(chosen), n), dtype=int)
+    for t, c in enumerate(chosen):
+        hits[t, c] = 1
+    hits = hits[:, clients]
+    csum = np.vstack([np.zeros(hits.shape[1], dtype=int), np.cumsum(hits, axis=0)])
+    worst = -np.inf
+    for length in range(window, len(chosen) + 1):
+        worst = max(worst, float((csum[length:] - csum[:-length]).max()) - rate * length)
+    return worst
+
+
+@dataclass(frozen=True)
+class Favourite(Hoarder):
+    """A Hoarder of a fixed order of the clients (a seed's permutation), not of their indices."""
+
+    order: tuple[int, ...] = ()
+
+    def select(
+        self, state: BasicState, round_idx: int, stats: ClientStats, rng: Any
+    ) -> tuple[Selection, BasicState]:
+        ranked = [c for c in self.order if stats.available[c]]
+        return Selection(np.asarray(ranked[: self.m], dtype=np.intp)), state
+
+
+def run_favourite(n, m, cap, window, rounds, seed, any_interval=True, absent=()):
+    """Selections of a capped Favourite; ``absent`` clients are unavailable in rounds < window."""
+    rng = np.random.default_rng(seed)
+    order = tuple(int(c) for c in rng.permutation(n))
+    if absent:  # the absent clients are the most wanted once back
+        order = (*absent, *(c for c in order if c not in absent))
+    sched = Defended(Favourite(m, order=order), Defence(cap=cap, window=window,
+                                                  any_interval=any_interval), seed)  # fmt: skip
+    state, chosen, fills = sched.init(n), [], 0
+    budget, rate = cap_budget(cap, window, m, n), cap * m / n
+    for t in range(rounds):
+        available = np.ones(n, dtype=bool)
+        if t < window:
+            available[list(absent)] = False
+        under = available & (state.window.counts < budget) & state.window.interval_ok(rate)
+        fills += int(under.sum() < min(m, available.sum()))
+        stats = ClientStats(available, np.flatnonzero(available), rng.random(available.sum()))
+        selection, state = sched.select(state, t, stats, rng)
+        assert len(selection.clients) == min(m, available.sum())
+        chosen.append(np.asarray(selection.clients))
+    return chosen, fills
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(4, 14),
+    m_share=st.floats(0.1, 0.6),
+    window=st.integers(2, 10),
+    slack=st.floats(1.05, 3.0),
+    seed=st.integers(0, 10_000),
+)
+def test_no_client_exceeds_its_rate_over_any_interval(n, m_share, window, slack, seed):
+    """With ``any_interval``: at most b in any W rounds and r · L in any L ≥ W rounds, in every
+    run whose rounds needed no fill (the fill is the documented limit, counted here)."""
+    m = max(1, min(n - 1, round(m_share * n)))
+    cap = slack * n / (n - m)  # above N / (N − m): room for the m slots under the rate
+    chosen, fills = run_favourite(n, m, cap, window, rounds=4 * window + 7, seed=seed)
+    rate = cap * m / n
+    if fills == 0:
+        assert most_in_any_window(chosen, n, window) <= cap_budget(cap, window, m, n)
+        assert most_over_any_interval(chosen, n, window, rate) <= 1e-9 * rate * len(chosen)
+
+
+def test_the_interval_rule_never_needs_a_fill_with_room_for_m_slots():
+    # the regime of the property test above: every example of this grid runs without a fill
+    for n, m, window in ((10, 3, 5), (12, 6, 4), (7, 2, 9)):
+        for seed in range(5):
+            _, fills = run_favourite(n, m, 1.2 * n / (n - m), window, 4 * window + 7, seed)
+            assert fills == 0
+
+
+def test_a_burst_after_an_emptied_window_is_bounded():
+    # the red team's attack in the paper's numbers: b = 90 of W = 100 rounds, r = 0.9 a round;
+    # the favourite client is absent for the first window, then wanted every round
+    n, m, window, cap, rounds = 30, 18, 100, 1.5, 280
+    burst = rounds - window  # 180 rounds of attack
+    sliding, _ = run_favourite(n, m, cap, window, rounds, 0, any_interval=False, absent=(0,))
+    interval, _ = run_favourite(n, m, cap, window, rounds, 0, any_interval=True, absent=(0,))
+    held = [sum(int(0 in rnd) for rnd in run[window:]) for run in (sliding, interval)]
+    assert held[0] == 90 + 80  # the W-budget alone: b, then b again 80 rounds on (1.57 ×)
+    assert held[1] <= cap * m / n * burst  # ≤ 162: 1.5 × the fair share over the 180 rounds
+    rate = cap * m / n
+    assert most_over_any_interval(interval, n, window, rate, [0]) <= 1e-9 * rate * rounds
+    assert most_over_any_interval(sliding, n, window, rate, [0]) >= 8  # 170 − 162

@@ -23,14 +23,14 @@ def test_the_shipped_suite_plans_every_attack_once():
     methods, seeds = len(config.methods), len(config.seeds)
     lies, ks, poisons = len(suite.lies), len(suite.k), len(suite.poisons)
     believers = methods - len(suite.blind)
-    families, family_ks = len(suite.families), len(suite.family_k)
+    family_runs = sum(len(suite.ks_of(keys)) for _, keys in suite.families)  # each at its k
     expected = seeds * (
         3 * methods  # no attack: off, on, on+robust
         + believers * lies * ks * 3  # capture: off, on naive, on adaptive
         + methods * poisons * ks * 3  # poison: off, on+robust naive and adaptive
         + len(suite.cost_methods) * len(suite.costs)
         + methods  # no attack with the bounds
-        + believers * families * family_ks * 3  # families: off, bound naive and adaptive
+        + believers * family_runs * 3  # families: off, bound naive and adaptive
     )
     assert len(plan) == expected
     ids = [p.run_id for p in plan]

@@ -16,7 +16,11 @@ Before round ``start`` every malicious client is honest (a sleeper).
 
 The families of ``adcs bench attacks`` are settings of this one class: *consistent* (c < 1,
 factor 1), *free riding* (``scale`` ≪ 1), *coalitions* (k > 1, shared or spread, factor > 1),
-*impersonation* (``target = "worst"``), *sleepers* (``start`` > 0).
+*impersonation* (``target = "worst"``), *sleepers* (``start`` > 0); and the red team's (issue
+33): *the burst after an emptied window* (``quiet`` before ``start``), *Sybils at the cap* (a
+shared direction at a low c, losses × 10, 1 % of the norm), *the smother* (``target =
+"smother"``, c = 1, ``loss = 0``, 1 % of the norm), *flattening a standardised quality* (c = 1,
+losses × 10⁶).
 
 **What the adaptive form reads** (``adaptive = true``): the defence and this round's reports of
 every client. It raises c to the least value that passes the screens — the best cosine of dᵢ to
@@ -77,6 +81,12 @@ class Target(enum.Enum):
     """The client's own update (its true data)."""
     WORST = "worst"
     """The honest client with the highest reported loss (impersonating the worst-served group)."""
+    SMOTHER = "smother"
+    """The mean direction of a group: the honest client with the highest reported loss and its
+    nearest honest clients (p + 1 of them against corroboration with p peers, else 3). Two
+    colluders per group: the first two smother the worst group, the next two the next one
+    (`smother_anchors`). With ``loss = 0`` they become the group's corroborating peers and
+    report its loss away (issue 33)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,11 @@ class Crafted:
         > 0: the reported loss multiplier (1: no loss lie).
     start : int
         ≥ 0: the round from which the clients attack (honest before: a sleeper).
+    quiet : bool
+        Before ``start``, report nothing (NaN loss and update) instead of honestly: the burst
+        after an emptied window (a cap counts no selection of a client that is never usable).
+    loss : float or None
+        ≥ 0: report this loss instead of × ``factor`` (0: the smother). None (default): × factor.
     adaptive : bool
         Read the active defence (module docstring).
     seed : int
@@ -115,6 +130,8 @@ class Crafted:
     scale: float = 1.0
     factor: float = 1.0
     start: int = 0
+    quiet: bool = False
+    loss: float | None = None
     adaptive: bool = False
     seed: int = 0
 
@@ -132,6 +149,9 @@ class Crafted:
         check_number("scale", self.scale, 0.0, low_open=True)
         check_number("factor", self.factor, 0.0, low_open=True)
         check_int("start", self.start, minimum=0)
+        check_bool("quiet", self.quiet)
+        if self.loss is not None:
+            check_number("loss", self.loss, 0.0)
         check_bool("adaptive", self.adaptive)
         check_int("seed", self.seed, minimum=0)
 
@@ -204,6 +224,39 @@ def _least_cosine(
     return np.minimum(need, 1.0)
 
 
+def smother_anchors(
+    attack: Crafted,
+    clients: IntArray,
+    honest_units: F32Array,
+    honest_losses: FloatArray | None,
+    group: int,
+) -> F64Array:
+    """The anchor of each malicious client of ``clients`` under ``Target.SMOTHER``, (k, dim).
+
+    The groups are found greedily: the honest client of highest reported loss (NaN last) and its
+    ``group − 1`` nearest honest clients by cosine, then the highest-loss client outside them,
+    and so on; member j of the coalition (ascending) smothers group ⌊j / 2⌋.
+    """
+    n = honest_units.shape[0]
+    losses = np.zeros(n) if honest_losses is None else np.asarray(honest_losses, np.float64)
+    order = np.argsort(-np.where(np.isfinite(losses), losses, -np.inf), kind="stable")
+    cos = (honest_units @ honest_units.T).astype(np.float64)
+    members = np.asarray(attack.members)
+    wanted = (len(members) + 1) // 2
+    taken, anchors = np.zeros(n, dtype=bool), []
+    for t in order.tolist():
+        if taken[t]:
+            continue
+        grp = np.argsort(-cos[t], kind="stable")[: max(1, group)]
+        taken[grp] = True
+        anchors.append(honest_units[grp].astype(np.float64).mean(axis=0))
+        if len(anchors) == wanted:
+            break
+    rows = np.asarray(unit_rows(np.vstack(anchors), np.float64), dtype=np.float64)
+    which = np.searchsorted(members, np.asarray(clients)) // 2
+    return np.asarray(rows[np.minimum(which, rows.shape[0] - 1)])
+
+
 def crafted_directions(
     attack: Crafted,
     clients: IntArray,
@@ -229,8 +282,11 @@ def crafted_directions(
     """
     honest_units = np.asarray(unit_rows(honest), dtype=np.float32)
     anchor = np.asarray(unit_rows(own, np.float64), dtype=np.float64)
-    impersonating = attack.target is Target.WORST and honest_units.shape[0] > 0
-    if impersonating:
+    impersonating = attack.target is not Target.OWN and honest_units.shape[0] > 0
+    if impersonating and attack.target is Target.SMOTHER:
+        group = defence.peers + 1 if defence is not None and defence.corroborate else 3
+        anchor = smother_anchors(attack, clients, honest_units, honest_losses, group)
+    elif impersonating:
         if honest_losses is not None and np.isfinite(honest_losses).any():
             worst = int(np.nanargmax(np.where(np.isfinite(honest_losses), honest_losses, np.nan)))
         else:
@@ -267,6 +323,8 @@ def craft(
     ``attack.start`` nothing changes.
     """
     none = np.zeros(0, dtype=np.intp)
+    if round_idx < attack.start and attack.quiet and stats.n_probed:
+        return _silenced(attack, stats), none, None
     if round_idx < attack.start or stats.n_probed == 0:
         return stats, none, None
     usable = stats.usable()
@@ -278,7 +336,7 @@ def craft(
     losses = stats.losses
     if losses is not None:
         losses = np.array(losses, dtype=np.float64)
-        losses[rows] *= attack.factor
+        losses[rows] = losses[rows] * attack.factor if attack.loss is None else attack.loss
     if stats.updates is None:
         return ClientStats(stats.available, stats.clients, losses, None), rows, None
     updates = np.array(stats.updates, dtype=np.float32)
@@ -289,6 +347,21 @@ def craft(
     norms = row_norms(updates[rows]) * attack.scale
     updates[rows] = (directions * norms[:, None]).astype(np.float32)
     return ClientStats(stats.available, stats.clients, losses, updates), rows, directions
+
+
+def _silenced(attack: Crafted, stats: ClientStats) -> ClientStats:
+    """``stats`` with the malicious rows reporting nothing (NaN loss and update row)."""
+    mal = attack.rows(stats.clients)
+    if not mal.any():
+        return stats
+    losses = None
+    if stats.losses is not None:
+        losses = np.where(mal, np.nan, np.asarray(stats.losses, dtype=np.float64))
+    updates = None
+    if stats.updates is not None:
+        updates = np.array(stats.updates, dtype=np.float32)
+        updates[mal] = np.nan
+    return ClientStats(stats.available, stats.clients, losses, updates)
 
 
 # --------------------------------------------------------------------------------------------

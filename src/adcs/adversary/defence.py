@@ -6,7 +6,9 @@ runtime and any scheduler and rewrites the `ClientStats` the scheduler
 sees, using only what the server can check; it changes nothing when every client is honest and
 consistent, up to the screens' small honest cost (measured in ``benchmarks/bench_attacks.py``).
 
-The screens (each optional, `Defence`):
+Every defended round first refuses the reports outside their domain (a negative or non-finite
+loss, a non-finite or zero update: `adcs.adversary.domain`); a refused report counts as no
+report from that client this round. The screens (each optional, `Defence`):
 
 * **received directions** (``received``). The server keeps, per client, the direction and norm of
   the last update it actually *received and aggregated* from that client (``observe``). A client
@@ -35,9 +37,13 @@ The screens (each optional, `Defence`):
   client's selection rate lies in [λ·m/N, λ·m/N + 1 − λ].
 * **robust aggregation** (``aggregation``): a rule of `adcs.aggregation` in place of the mean
   (the runtime's aggregation hook; `adcs.adversary.adversarial` installs it).
-* **the span screen** (``novelty``) and **the sliding-window cap** (``cap``, ``window``): the
-  bounds by construction of `adcs.adversary.bound`, against clients that *send* what they
-  report (docs/concepts/threat-model.md).
+* **the span screen** (``novelty``) and **the sliding-window cap** (``cap``, ``window``,
+  ``any_interval``): the bounds by construction of `adcs.adversary.bound`, against clients that
+  *send* what they report (docs/concepts/threat-model.md).
+
+``stale_after`` makes plausibility and novelty judge fresh evidence only (a screened client
+comes back); ``peer_history`` chooses corroborating peers from received history
+(`adcs.adversary.peers`).
 
 Memory: the received directions are O(N_received · dim) per run (float32), like DivFL's stale
 form; fine for cross-silo populations (a sketched store would bound it at scale).
@@ -53,9 +59,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number, check_unit_interval
-from adcs.adversary.bound import Window, cap_budget, capped_availability, outside_span
+from adcs.adversary.bound import Window, cap_budget, capped_availability
+from adcs.adversary.domain import refuse
+from adcs.adversary.peers import Affinity
+from adcs.adversary.screens import (
+    best_cosines,
+    cosines,
+    nearest_peers,
+    neighbourhood_medians,
+    too_novel,
+    unit_and_norms,
+)
 from adcs.aggregation import Aggregator, Robust, RobustAggregation
-from adcs.dpp import row_norms, unit_rows
+from adcs.dpp import row_norms
 from adcs.schedulers.base import (
     BoolArray,
     ClientStats,
@@ -122,6 +138,20 @@ class Defence:
         any ``window`` consecutive rounds (`adcs.adversary.bound`).
     window : int
         W ≥ 1, the rounds of the cap's window.
+    peer_history : bool
+        With ``corroborate``: peers chosen from the received updates' affinities over the last
+        W = ``window`` rounds, fixed for the next W, near-duplicates collapsed
+        (`adcs.adversary.peers`), not from this round's reports. False (default): the nearest
+        clients by this round's identity directions.
+    any_interval : bool
+        With ``cap``: also at most c · L · m / N selections in any L ≥ W consecutive rounds
+        (`adcs.adversary.bound.Window.interval_ok`), not only b in any W. False (default): the
+        W-round budget alone.
+    stale_after : int
+        E ≥ 0: plausibility and novelty judge only fresh evidence — a direction reported this
+        round, or an update received in the last E rounds; a client whose received update is
+        older is judged on this round's report, or, without one, passes (its way back: selected,
+        it is received and judged afresh). 0 (default): every direction is judged, however old.
     """
 
     received: bool = False
@@ -135,6 +165,9 @@ class Defence:
     novelty: float = 0.0
     cap: float = 0.0
     window: int = 100
+    peer_history: bool = False
+    any_interval: bool = False
+    stale_after: int = 0
 
     needs: ClassVar[Mapping[str, tuple[str, Callable[[Defence], bool]]]] = {
         "consistency": ("received = true", lambda d: d.received),
@@ -163,6 +196,9 @@ class Defence:
             raise ValueError(f"novelty must be 0 (off) or a number >= 1, got {self.novelty!r}")
         check_number("cap", self.cap, 0.0)
         check_int("window", self.window)
+        check_bool("peer_history", self.peer_history)
+        check_bool("any_interval", self.any_interval)
+        check_int("stale_after", self.stale_after, minimum=0)
 
     def build(self, seed: int, n_clients: int) -> Defence:
         """The defence of one run (of ``seed``, among ``n_clients``): this one, for every run.
@@ -187,7 +223,7 @@ class Defence:
     @property
     def remembers(self) -> bool:
         """Whether the server must keep the updates it receives."""
-        return self.received or self.corroborate
+        return self.received or self.corroborate or self.peer_history
 
     def aggregator(self) -> Aggregator | None:
         """The robust aggregation rule, or None for the runtime's mean (a subclass may give
@@ -272,90 +308,6 @@ class Received:
 # the screens, as functions
 
 
-def cosines(directions: FloatArray, usable: BoolArray) -> FloatArray:
-    """cos(d_i, d_j) of unit ``directions`` (n, dim), shape (n, n), float64.
-
-    −inf on the diagonal and in the rows and columns of rows that are not usable, so that a row's
-    maximum is its best cosine to another usable row.
-    """
-    n = directions.shape[0]
-    out = np.full((n, n), -np.inf)
-    idx = np.flatnonzero(usable)
-    if idx.size >= 2:
-        d = directions[idx]
-        block = (d @ d.T).astype(np.float64)
-        np.fill_diagonal(block, -np.inf)
-        out[np.ix_(idx, idx)] = block
-    return out
-
-
-def best_cosines(cos: FloatArray) -> FloatArray:
-    """max_{j ≠ i} cos_ij of a `cosines` matrix, shape (n,) (−inf without another row)."""
-    return cos.max(axis=1, initial=-np.inf)
-
-
-def nearest_peers(cos: FloatArray, usable: BoolArray, peers: int) -> IntArray:
-    """The ``peers`` usable rows nearest each usable row by a `cosines` matrix, shape (n, p).
-
-    −1 pads rows with fewer candidates and the rows that are not usable (p is
-    min(peers, n_usable − 1), at least 1 so the shape is never empty).
-    """
-    n = cos.shape[0]
-    idx = np.flatnonzero(usable)
-    p = max(1, min(peers, idx.size - 1))
-    out = np.full((n, p), -1, dtype=np.intp)
-    if idx.size < 2:
-        return out
-    order = np.argsort(-cos[np.ix_(idx, idx)], axis=1, kind="stable")[:, :p]
-    out[idx] = idx[order]
-    return out
-
-
-def neighbourhood_medians(values: FloatArray, peers: IntArray) -> FloatArray:
-    """median({v_i} ∪ {v_j : j ∈ peers_i}) for each row, shape (n,).
-
-    ``peers`` (n, p) as `nearest_peers` returns (−1 padding); non-finite values are
-    ignored (a row whose own value is not finite stays so).
-
-    Why the median of the neighbourhood and not a cap at the peers' values: a liar's value is
-    one of the values of its neighbourhood and of each of its peers', so with p = 2 the liar and
-    its two peers all get the same median — it can move its neighbourhood's common value within
-    its honest peers' range, but not rise above them. A cap (min of its own value and its peers'
-    largest, or their median) leaves every honest peer its own noisy value while the liar always
-    sits at the cap, so it would win the within-group comparison nearly every round.
-    """
-    vals = np.asarray(values, dtype=np.float64)
-    padded = np.append(vals, np.nan)  # index −1 → NaN
-    padded[~np.isfinite(padded)] = np.nan
-    neighbourhood = np.sort(
-        np.concatenate([vals[:, None], padded[peers]], axis=1), axis=1
-    )  # NaN sorts last
-    count = np.isfinite(neighbourhood).sum(axis=1)
-    low = np.take_along_axis(neighbourhood, (np.maximum(count - 1, 0) // 2)[:, None], axis=1)
-    high = np.take_along_axis(neighbourhood, (count // 2)[:, None], axis=1)
-    medians = (low[:, 0] + high[:, 0]) / 2
-    return np.where(np.isfinite(vals), medians, vals)
-
-
-def _unit(rows: FloatArray) -> tuple[F32Array, FloatArray]:
-    """Unit rows (float32) and norms of finite rows (n, dim)."""
-    norms = row_norms(rows)
-    if norms.max(initial=0.0) > 1e30:  # float32 division would overflow: the careful path
-        return unit_rows(rows), norms
-    safe = np.where(norms > 0, norms, 1.0)
-    return (np.asarray(rows, dtype=np.float32) / safe.astype(np.float32)[:, None]), norms
-
-
-def too_novel(novelty: float, directions: FloatArray, usable: BoolArray) -> BoolArray:
-    """Usable rows whose part outside the others' span exceeds ν × its median, shape (n,)."""
-    outside = outside_span(directions, usable)
-    finite = np.isfinite(outside)
-    if finite.sum() < 3:  # no median to speak of
-        return np.zeros(usable.shape, dtype=bool)
-    with np.errstate(invalid="ignore"):
-        return np.asarray(outside > novelty * float(np.median(outside[finite])), dtype=bool)
-
-
 @dataclass(frozen=True, eq=False)
 class Screening:
     """What `screen` did to one round's statistics.
@@ -373,6 +325,8 @@ class Screening:
         Rows left out as implausible.
     threshold : float or None
         The plausibility threshold ρ × median best cosine of this round.
+    refused : ndarray of bool, shape (n_probed,) or None
+        Rows whose report was outside its domain (`adcs.adversary.domain.refuse`); None: none.
     """
 
     stats: ClientStats
@@ -380,6 +334,7 @@ class Screening:
     from_received: BoolArray
     dropped: BoolArray
     threshold: float | None
+    refused: BoolArray | None = None
 
 
 def _dim(memory: Received) -> int:
@@ -393,12 +348,12 @@ def _reported(stats: ClientStats) -> tuple[F32Array | None, FloatArray | None, B
         return None, None, np.zeros(n, dtype=bool)
     finite = finite_rows(stats.updates)
     if finite.all():
-        directions, norms = _unit(stats.updates)
+        directions, norms = unit_and_norms(stats.updates)
         return directions, norms, finite
     directions = np.zeros(stats.updates.shape, dtype=np.float32)
     norms = np.full(n, np.nan)
     if finite.any():
-        directions[finite], norms[finite] = _unit(stats.updates[finite])
+        directions[finite], norms[finite] = unit_and_norms(stats.updates[finite])
     return directions, norms, finite
 
 
@@ -479,8 +434,31 @@ def _received_directions(
     return directions, norms, from_received
 
 
+def _merged_peers(history: IntArray | None, stats: ClientStats, nearest: IntArray) -> IntArray:
+    """Each probed row's history peers (n_probed, p) as row positions, where it has any among
+    the probed clients; else its ``nearest`` peers by this round's directions (−1 pads)."""
+    if history is None:
+        return nearest
+    n = stats.n_probed
+    where = np.full(int(max(stats.clients.max(initial=0), history.max(initial=0))) + 2, -1)
+    where[stats.clients] = np.arange(n)
+    mine = history[stats.clients]
+    mapped = np.where(mine >= 0, where[mine], -1)
+    width = max(mapped.shape[1], nearest.shape[1])
+    out = np.full((n, width), -1, dtype=np.intp)
+    out[:, : nearest.shape[1]] = nearest
+    has = (mapped >= 0).any(axis=1)
+    out[has] = -1
+    out[has, : mapped.shape[1]] = mapped[has]
+    return out
+
+
 def _corroborated(
-    defence: Defence, stats: ClientStats, known: _Known, norms: FloatArray | None
+    defence: Defence,
+    stats: ClientStats,
+    known: _Known,
+    norms: FloatArray | None,
+    history: IntArray | None = None,
 ) -> tuple[FloatArray | None, FloatArray | None, BoolArray, FloatArray | None]:
     """Screen 2: losses and norms set to their neighbourhood's medians, or losses capped.
 
@@ -501,6 +479,7 @@ def _corroborated(
     if known.ident is not None:
         ident_cos = cosines(known.ident, known.has_ident)
         peers = nearest_peers(ident_cos, known.has_ident, defence.peers)
+        peers = _merged_peers(history, stats, peers)
         corroborated = known.has_ident.copy()
         if losses is not None:
             losses = np.where(corroborated, neighbourhood_medians(losses, peers), losses)
@@ -515,22 +494,61 @@ def _corroborated(
     return losses, norms, corroborated, ident_cos
 
 
-def _implausible(
+def _judged(
     defence: Defence,
+    memory: Received | None,
+    stats: ClientStats,
     known: _Known,
     directions: F32Array | None,
     has_direction: BoolArray,
+    from_received: BoolArray,
+    round_idx: int | None,
+) -> tuple[F32Array | None, BoolArray, BoolArray]:
+    """The directions the screens judge, the rows that have one, and the rows judged.
+
+    The directions are those of the updates the scheduler sees, or, when it sees none (a loss
+    probe), those the server received — a poisoner is judged by the update it sent. With
+    ``stale_after`` E > 0 only fresh evidence is judged: a direction reported this round, or
+    an update received in the last E rounds. A row whose received direction is older is judged on
+    its report of this round where it has one, else not at all (it passes: its probation).
+
+    Returns
+    -------
+    judged : ndarray of float32, shape (n_probed, dim), or None
+    rows : ndarray of bool, shape (n_probed,)
+        Rows with a direction (the cosines' candidates).
+    fresh : ndarray of bool, shape (n_probed,)
+        Rows whose verdict counts.
+    """
+    judged, rows = (
+        (directions, has_direction) if directions is not None else (known.ident, known.has_ident)
+    )
+    if judged is None or defence.stale_after == 0 or round_idx is None or memory is None:
+        return judged, rows, rows
+    age = round_idx - memory.at[stats.clients]
+    stale = known.known & (age > defence.stale_after)
+    if directions is not None:  # the visible row is the received one only where substituted
+        stale &= from_received
+    retry = stale & known.finite
+    if retry.any() and known.reported is not None:  # judged on this round's report instead
+        judged = np.where(retry[:, None], known.reported, judged)
+    return judged, rows, rows & ~(stale & ~retry)
+
+
+def _implausible(
+    defence: Defence,
+    known: _Known,
+    judged: F32Array | None,
+    judged_rows: BoolArray,
+    fresh: BoolArray,
     ident_cos: FloatArray | None,
 ) -> tuple[BoolArray, float | None]:
     """Screens 3 and 4: rows dropped as implausible or too novel, and the plausibility threshold.
 
-    The directions judged are those of the updates the scheduler sees, or, when it sees none (a
-    loss probe), those the server received — a poisoner is judged by the update it sent.
+    ``judged`` (n_probed, dim) and ``judged_rows`` as `_judged` gives them; only the ``fresh``
+    rows' verdicts count.
     """
-    dropped, threshold = np.zeros(has_direction.shape, dtype=bool), None
-    judged, judged_rows = (
-        (directions, has_direction) if directions is not None else (known.ident, known.has_ident)
-    )
+    dropped, threshold = np.zeros(judged_rows.shape, dtype=bool), None
     if judged is None:
         return dropped, threshold
     if defence.plausibility > 0:
@@ -542,7 +560,7 @@ def _implausible(
             dropped = judged_rows & (best < threshold)
     if defence.novelty > 0:
         dropped = dropped | too_novel(defence.novelty, judged, judged_rows)
-    return dropped, threshold
+    return dropped & fresh, threshold
 
 
 def _passed_on(
@@ -574,10 +592,17 @@ def _passed_on(
     return updates
 
 
-def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Screening:
+def screen(
+    defence: Defence,
+    memory: Received | None,
+    stats: ClientStats,
+    round_idx: int | None = None,
+    history: IntArray | None = None,
+) -> Screening:
     """Apply the defence's screens to one round's statistics (module docstring).
 
-    The steps: what the server knows of each client (reported and received directions), the
+    The steps: reports outside their domain refused (`adcs.adversary.domain`), what the
+    server knows of each client (reported and received directions), the
     received directions (screen 1), corroborated quality and norm (screen 2), plausible and
     not too novel directions (screens 3–4), and the updates the scheduler then sees.
 
@@ -588,6 +613,12 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
         The last update received from each client (None: nothing received yet).
     stats : ClientStats
         What the clients reported.
+    round_idx : int or None
+        The round (what ``stale_after`` measures evidence's age from); None: every direction
+        counts as fresh.
+    history : ndarray of shape (n_clients, p), int, or None
+        Each client's corroborating peers from history (`adcs.adversary.peers`; −1 where
+        none); None: peers by this round's directions only.
 
     Returns
     -------
@@ -597,16 +628,20 @@ def screen(defence: Defence, memory: Received | None, stats: ClientStats) -> Scr
     none = np.zeros(n, dtype=bool)
     if n == 0 or (stats.losses is None and stats.updates is None):
         return Screening(stats, none, none, none, None)
+    stats, refused = refuse(stats)
     known = _known(memory, stats)
     directions, norms, from_received = _received_directions(defence, memory, stats, known)
     has_direction = known.finite | from_received
-    losses, norms, corroborated, ident_cos = _corroborated(defence, stats, known, norms)
-    dropped, threshold = _implausible(defence, known, directions, has_direction, ident_cos)
+    losses, norms, corroborated, ident_cos = _corroborated(defence, stats, known, norms, history)
+    judged, judged_rows, fresh = _judged(
+        defence, memory, stats, known, directions, has_direction, from_received, round_idx
+    )
+    dropped, threshold = _implausible(defence, known, judged, judged_rows, fresh, ident_cos)
     if directions is None and losses is not None and dropped.any():
         losses = np.where(dropped, np.nan, losses)
     updates = _passed_on(stats, known, directions, norms, has_direction, from_received, dropped)
     out = ClientStats(stats.available, stats.clients, losses, updates)
-    return Screening(out, corroborated, from_received, dropped, threshold)
+    return Screening(out, corroborated, from_received, dropped, threshold, refused)
 
 
 # --------------------------------------------------------------------------------------------
@@ -626,12 +661,16 @@ class DefendedState:
         The last update received from each client (None before the first).
     window : Window or None
         Each client's selections over the cap's window (None without a cap).
+    affinity : Affinity or None
+        The received updates' affinities and the peers from history (None without
+        ``peer_history``).
     """
 
     inner: Any
     n_clients: int
     received: Received | None = None
     window: Window | None = None
+    affinity: Affinity | None = None
 
 
 _TIES, _MIX, _DRAW = 1, 2, 3
@@ -683,9 +722,13 @@ class Defended:
         return self.defence.remembers or bool(self.scheduler.observes_updates)
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> DefendedState:
-        window = Window.empty(n_clients) if self.defence.cap > 0 else None
+        cap = self.defence.cap > 0
+        window = Window.empty(n_clients, self.defence.any_interval) if cap else None
+        affinity = None
+        if self.defence.peer_history:
+            affinity = Affinity.empty(int(n_clients), self.defence.peers)
         return DefendedState(
-            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window
+            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window, affinity
         )
 
     def probe(
@@ -697,13 +740,18 @@ class Defended:
         self, state: DefendedState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, DefendedState]:
         key = stream_key(self.seed)
+        rate = self.defence.cap * self.m / state.n_clients  # the any-interval rule's r
         if state.window is not None:  # the cap: over-budget clients are not available this round
             budget = cap_budget(self.defence.cap, self.defence.window, self.m, state.n_clients)
             allowed = capped_availability(
-                stats.available, state.window, budget, self.m, key, round_idx
+                stats.available, state.window, budget, self.m, key, round_idx, rate
             )
             stats = ClientStats(allowed, stats.clients, stats.losses, stats.updates)
-        seen = screen(self.defence, state.received, stats).stats
+        affinity = state.affinity
+        if affinity is not None:
+            affinity = affinity.rolled(round_idx, self.defence.window)
+        history = None if affinity is None else affinity.peers
+        seen = screen(self.defence, state.received, stats, round_idx, history).stats
         if self.defence.corroborate and seen.losses is not None and seen.n_probed > 1:
             # a neighbourhood shares one median: break its exact ties at random, not by index
             u = counter_uniform(key, Domain.ATTACK, round_idx, seen.clients, salt=_TIES)
@@ -716,8 +764,8 @@ class Defended:
                 selection = Selection(_uniform_choice(key, round_idx, stats.available, self.m))
         window = state.window
         if window is not None:
-            window = window.pushed(np.asarray(selection.clients), self.defence.window)
-        return selection, replace(state, inner=inner, window=window)
+            window = window.pushed(np.asarray(selection.clients), self.defence.window, rate)
+        return selection, replace(state, inner=inner, window=window, affinity=affinity)
 
     def observe(
         self,
@@ -735,4 +783,22 @@ class Defended:
             if received is None:
                 received = Received.empty(state.n_clients)
             received = received.updated(round_idx, clients, updates)
-        return replace(state, inner=inner, received=received)
+        affinity = state.affinity
+        if affinity is not None and received is not None and received.rows:
+            affinity = _affinity_after(affinity, received, round_idx, clients, self.defence.window)
+        return replace(state, inner=inner, received=received, affinity=affinity)
+
+
+def _affinity_after(
+    affinity: Affinity, received: Received, round_idx: int, clients: IntArray, window: int
+) -> Affinity:
+    """``affinity`` after this round's receipts from ``clients``, against every update received
+    in the last ``window`` rounds."""
+    clients = np.asarray(clients, dtype=np.intp)
+    new = clients[received.known[clients] & (received.at[clients] == round_idx)]
+    fresh = np.flatnonzero(received.known & (received.at >= round_idx - window))
+    if new.size == 0:
+        return affinity
+    dim = _dim(received)
+    return affinity.received(new, received.directions(new, dim), received.directions(fresh, dim),
+                             fresh)  # fmt: skip

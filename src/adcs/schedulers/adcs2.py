@@ -13,7 +13,8 @@ changes what the kernel and the quality are built from, one change per failure m
 * **Stale quality** — the quality is the client's loss at the current model w⁽ᵗ⁾ on one minibatch,
   probed every round for every available client (PowerOfChoice's probe).
 * **θ's scale** — the losses are put on a scale-free footing before α multiplies them: z-scores
-  (default) or normal scores of their ranks, over the clients available this round. Either is
+  (default), normal scores of their ranks, or robust z-scores (median and MAD, clipped), over
+  the clients available this round. Each is
   unchanged when every loss is multiplied by c > 0 or shifted, so θ weighs quality against
   diversity the same way on every workload and at every point of training.
 * **Slots per group** — with standardised quality the quality term's spread no longer shrinks
@@ -85,12 +86,47 @@ class QualityScale(enum.Enum):
     NORMAL_SCORES = "normal_scores"
     """Φ⁻¹((rank − ½) / n): the normal quantile of each loss's rank (ties share their mean rank).
     Bounded (|s| ≤ Φ⁻¹(1 − 1/(2n))) and blind to outliers."""
+    ROBUST = "robust"
+    """(loss − median) / (1.4826 · MAD), clipped to ±`ROBUST_CLIP`: a z-score whose centre and
+    scale fewer than half the clients cannot move (`robust_scores`)."""
+
+
+ROBUST_CLIP = 3.0
+"""|s| ≤ 3 robust standard deviations: a reported loss far out (a liar's × 10⁶) counts as a
+lead of three, as much as a group genuinely three deviations behind, and no more."""
+_MAD_TO_SD = 1.482602218505602
+"""1 / Φ⁻¹(3/4): the MAD of a normal sample times this is its standard deviation."""
+_MEAN_AD_TO_SD = 1.2533141373155001
+"""√(π/2): the mean absolute deviation of a normal sample times this is its standard deviation."""
+
+
+def robust_scores(losses: FloatArray) -> FloatArray:
+    """clip((x − median) / σ̂, ±`ROBUST_CLIP`), σ̂ = 1.4826 · MAD, shape (n,), float64.
+
+    The median and the MAD have a breakdown point of ½: k < n/2 reporters, whatever they report,
+    move the honest clients' scores by at most what k honest-looking values would (they shift the
+    median and MAD by at most k order statistics), unlike the mean and standard deviation, which
+    two reports of × 10⁶ flatten to zero for everyone else. Where more than half the losses tie
+    (MAD = 0) the scale is √(π/2) × the mean absolute deviation from the median; where every loss
+    ties, every score is 0. Invariant to ``losses`` ↦ a · losses + b for a > 0.
+    """
+    x = np.asarray(losses, dtype=np.float64)
+    if x.size == 0:
+        return x.copy()
+    deviation = x - np.median(x)
+    scale = _MAD_TO_SD * float(np.median(np.abs(deviation)))
+    tiny = 1e-12 * max(1.0, float(np.abs(x).max()))  # as for the z-score: rounding, not loss
+    if scale <= tiny:
+        scale = _MEAN_AD_TO_SD * float(np.mean(np.abs(deviation)))
+    if scale <= tiny:
+        return np.zeros_like(x)
+    return np.asarray(np.clip(deviation / scale, -ROBUST_CLIP, ROBUST_CLIP))
 
 
 def standardise(losses: FloatArray, scale: QualityScale) -> FloatArray:
     """Scale-free quality scores s of shape (n,) from losses of shape (n,) (all finite).
 
-    Both forms are invariant to ``losses`` ↦ a · losses + b for any a > 0 and b.
+    Every form is invariant to ``losses`` ↦ a · losses + b for any a > 0 and b.
 
     Parameters
     ----------
@@ -104,6 +140,8 @@ def standardise(losses: FloatArray, scale: QualityScale) -> FloatArray:
     x = np.asarray(losses, dtype=np.float64)
     if x.size == 0:
         return x.copy()
+    if scale is QualityScale.ROBUST:
+        return robust_scores(x)
     if scale is QualityScale.ZSCORE:
         centred = x - x.mean()
         sd = float(np.sqrt(np.mean(centred**2)))
@@ -174,8 +212,11 @@ class ADCS2(SchedulerBase[ADCS2State]):
         pure diversity; 1 is top-m by loss (PowerOfChoice).
     quality_scale : QualityScale
         How losses are standardised over the available clients: z-scores (default: a group
-        far behind keeps the size of its lead) or normal scores of ranks (bounded, blind to
-        outliers, but a lead counts at most about one standard deviation).
+        far behind keeps the size of its lead, but two reports of × 10⁶ flatten every other
+        score), normal scores of ranks (bounded, blind to outliers, but a lead counts at most
+        about one standard deviation), or robust z-scores (median and MAD, clipped at ±3:
+        robust to fewer than half the clients reporting anything; the recommended form where
+        clients may lie, docs/concepts/threat-model.md).
     refresh_every : int or None
         R ≥ 1: every R rounds, probe the updates (not only the losses) of every available client
         and refresh all their cached directions (+n updates, −n loss evaluations that round).
