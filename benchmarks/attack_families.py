@@ -1,7 +1,7 @@
 """The families block of the attack suite: clients that send what they report, against the bounds.
 
 Read by ``bench_attacks.py`` (the ``families`` block). A family is a setting of
-:class:`adcs.adversary.Crafted` (``[suite.families]``) run with k ∈ ``[suite].family_k`` malicious
+`adcs.adversary.Crafted` (``[suite.families]``) run with k ∈ ``[suite].family_k`` malicious
 clients, without defence and with the ``[suite.bound]`` defences (naive and adaptive). Each run
 is judged by
 

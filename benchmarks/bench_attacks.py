@@ -1,6 +1,6 @@
 """The attack suite: how capturable each scheduler is, and what the defences change.
 
-Clients that game the scheduler (:mod:`adcs.adversary`) against Uniform, PowerOfChoice, OCS,
+Clients that game the scheduler (`adcs.adversary`) against Uniform, PowerOfChoice, OCS,
 DivFL and ADCS — the methods of ``experiments/attacks.toml`` — each with and without defences:
 
 * **capture** (poison none: the liars train honestly): every lie of ``[suite].lies`` × k

@@ -39,7 +39,7 @@ from __future__ import annotations
 import enum
 import functools
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -130,6 +130,8 @@ class Crafted:
     scale: float = 1.0
     factor: float = 1.0
     start: int = 0
+    written_when_set: ClassVar[frozenset[str]] = frozenset({"quiet", "loss"})
+    """Keys added after the first manifests: written back only when set (`KindTable.to_dict`)."""
     quiet: bool = False
     loss: float | None = None
     adaptive: bool = False

@@ -165,6 +165,10 @@ class Defence:
     novelty: float = 0.0
     cap: float = 0.0
     window: int = 100
+    written_when_set: ClassVar[frozenset[str]] = frozenset(
+        {"peer_history", "any_interval", "stale_after"}
+    )
+    """Keys added after the first manifests: written back only when set (`KindTable.to_dict`)."""
     peer_history: bool = False
     any_interval: bool = False
     stale_after: int = 0

@@ -208,7 +208,16 @@ class KindTable:
         its value, a tuple as an array)."""
         kind = self.kind_of(obj)
         doc = {"kind": kind} if self.write_default or kind != self.default else {}
-        doc.update({k: value_to_toml(getattr(obj, k)) for k in self.keys(type(obj))})
+        # keys a class added after its tables were first written go back only when set, so a
+        # configuration that does not use them is written as earlier manifests have it
+        later: frozenset[str] = getattr(type(obj), "written_when_set", frozenset())
+        doc.update(
+            {
+                k: value_to_toml(getattr(obj, k))
+                for k, param in self.keys(type(obj)).items()
+                if k not in later or getattr(obj, k) != param.default
+            }
+        )
         return {k: doc[k] for k in (sorted(doc) if self.sort_keys else doc) if doc[k] is not None}
 
     def build(self, obj: Any, *args: Any) -> Any:
