@@ -4,7 +4,7 @@ A refactoring must not change a single number. This script runs every shipped co
 reduced length with an old version of the code and with a new one, and compares the data files
 they write byte for byte:
 
-- every ``experiments/*.toml`` except ``attacks.toml``, through ``adcs run``;
+- every ``experiments/*.toml`` except the attack suites (``attacks*.toml``), through ``adcs run``;
 - the leaderboard suite (every file of ``experiments/leaderboard/``, each with all the
   leaderboard's entries), through ``adcs leaderboard --quick`` at 40 rounds, and with
   ``--optional`` its optional workloads (``experiments/leaderboard/optional/``: LeNet-5, 17
@@ -101,7 +101,7 @@ def shipped_checks(tree: Path, with_optional: bool = False) -> list[Check]:
     checks = []
     common = ["--checkpoint-every", str(CHECKPOINT_EVERY), "--workers", str(WORKERS)]
     for path in sorted((tree / "experiments").glob("*.toml")):
-        if path.stem == "attacks":
+        if path.stem.startswith("attacks"):  # attack suites: `adcs bench attacks`
             continue
         rounds, seeds = ROUNDS, SEEDS
         if path.stem == "cnn":  # LeNet-5: a few rounds run the same code paths

@@ -64,7 +64,7 @@ def test_the_new_options_are_validated():
 
 
 def test_the_suite_runs_each_red_team_family_at_its_own_k():
-    config, suite = load_suite("experiments/attacks.toml")
+    config, suite = load_suite("experiments/attacks_recommended.toml")
     ks = {name: suite.ks_of(keys) for name, keys in suite.families}
     assert ks["burst"] == (1, 3) and ks["sybils"] == (3, 10)
     assert ks["smother"] == (2, 4) and ks["flatten"] == (2,)
