@@ -4,7 +4,7 @@
 client's work on its own with NumPy (the simulator's logistic model and minibatch streams, one
 client at a time, no batching across clients) and leaves every rule of the round — probe,
 sketch, selection contract, dropouts, clock, weights, aggregation rule, observe — to
-:func:`adcs.roundplay.play`. It must reproduce :func:`adcs.sim.simulate`:
+:func:`adcs.roundgather.play`. It must reproduce :func:`adcs.sim.simulate`:
 
 * exactly the same clients probed, selected and aggregated in every round, and the same counts
   (dropouts, client updates, loss evaluations, simulated seconds);
@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from adcs.aggregation import Robust, RobustAggregation
-from adcs.roundplay import PlayedRound, RoundClock, RoundRules, Trained, play, scheduler_to_ask
+from adcs.roundgather import Trained, play
+from adcs.roundplay import PlayedRound, RoundClock, RoundRules, scheduler_to_ask
 from adcs.rounds import SelectionError
 from adcs.schedulers import ADCS, OCS, PowerOfChoice, Uniform
 from adcs.schedulers.base import LossSource

@@ -67,8 +67,8 @@ from adcs.adversary.screens import (
     cosines,
     nearest_peers,
     neighbourhood_medians,
+    reported_directions,
     too_novel,
-    unit_and_norms,
 )
 from adcs.aggregation import Aggregator, Robust, RobustAggregation
 from adcs.dpp import row_norms
@@ -80,7 +80,6 @@ from adcs.schedulers.base import (
     Probe,
     Scheduler,
     Selection,
-    finite_rows,
 )
 from adcs.streams import Domain, counter_uniform, stream_key
 
@@ -345,22 +344,6 @@ def _dim(memory: Received) -> int:
     return int(next(iter(memory.rows.values())).shape[0])
 
 
-def _reported(stats: ClientStats) -> tuple[F32Array | None, FloatArray | None, BoolArray]:
-    """Unit reported directions, their norms and which rows are finite."""
-    n = stats.n_probed
-    if stats.updates is None:
-        return None, None, np.zeros(n, dtype=bool)
-    finite = finite_rows(stats.updates)
-    if finite.all():
-        directions, norms = unit_and_norms(stats.updates)
-        return directions, norms, finite
-    directions = np.zeros(stats.updates.shape, dtype=np.float32)
-    norms = np.full(n, np.nan)
-    if finite.any():
-        directions[finite], norms[finite] = unit_and_norms(stats.updates[finite])
-    return directions, norms, finite
-
-
 @dataclass(frozen=True, eq=False)
 class _Known:
     """What the server knows of one round's probed clients, the input of `screen`'s steps.
@@ -395,7 +378,7 @@ class _Known:
 
 def _known(memory: Received | None, stats: ClientStats) -> _Known:
     """The reported and received directions of the probed clients."""
-    reported, reported_norms, finite = _reported(stats)
+    reported, reported_norms, finite = reported_directions(stats)
     if memory is None:
         known = np.zeros(stats.n_probed, dtype=bool)
     else:

@@ -11,13 +11,14 @@ from numpy.typing import NDArray
 
 from adcs.adversary.bound import outside_span
 from adcs.dpp import row_norms, unit_rows
-from adcs.schedulers.base import BoolArray, FloatArray, IntArray
+from adcs.schedulers.base import BoolArray, ClientStats, FloatArray, IntArray, finite_rows
 
 __all__ = [
     "best_cosines",
     "cosines",
     "nearest_peers",
     "neighbourhood_medians",
+    "reported_directions",
     "too_novel",
     "unit_and_norms",
 ]
@@ -107,3 +108,20 @@ def too_novel(novelty: float, directions: FloatArray, usable: BoolArray) -> Bool
         return np.zeros(usable.shape, dtype=bool)
     with np.errstate(invalid="ignore"):
         return np.asarray(outside > novelty * float(np.median(outside[finite])), dtype=bool)
+
+
+def reported_directions(stats: ClientStats) -> tuple[F32Array | None, FloatArray | None, BoolArray]:
+    """Unit reported directions (n_probed, dim), their norms (n_probed,) and which rows are finite
+    (n_probed,); directions and norms are None when no update was reported."""
+    n = stats.n_probed
+    if stats.updates is None:
+        return None, None, np.zeros(n, dtype=bool)
+    finite = finite_rows(stats.updates)
+    if finite.all():
+        directions, norms = unit_and_norms(stats.updates)
+        return directions, norms, finite
+    directions = np.zeros(stats.updates.shape, dtype=np.float32)
+    norms = np.full(n, np.nan)
+    if finite.any():
+        directions[finite], norms[finite] = unit_and_norms(stats.updates[finite])
+    return directions, norms, finite

@@ -38,7 +38,8 @@ from adcs.flower.link import Link
 from adcs.flower.nodes import NodeIndex, NodeMap
 from adcs.flower.round import EvaluationRecord, RejectedReply, RoundRecord, account, ask
 from adcs.flower.settings import Settings
-from adcs.roundplay import Gatherer, Played, RoundRules, play
+from adcs.roundgather import Gatherer, Played, play
+from adcs.roundplay import RoundRules
 from adcs.rounds import F64Array
 from adcs.schedulers.base import BoolArray, Scheduler
 from adcs.sketch import UpdateSketch

@@ -1,7 +1,7 @@
 """What both Flower strategies share around the round: reply checks, exchanges, the records.
 
 The round itself is `adcs.roundplay`'s, the one the simulator plays: a strategy builds its
-`RoundRules` and hands `adcs.roundplay.play` a
+`RoundRules` and hands `adcs.roundgather.play` a
 `Gatherer` that asks clients for a loss or an update over the Grid and
 checks their replies; the round decides whom to ask, what the scheduler sees, whom it selected,
 whose update is reused and the aggregation weights, and the strategy aggregates what came back
@@ -31,7 +31,7 @@ from flwr.app import Message, RecordDict
 
 from adcs.columns import eval_values
 from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
-from adcs.roundplay import Gatherer, Played, Trained
+from adcs.roundgather import Gatherer, Played, Trained
 from adcs.schedulers.base import BoolArray, FloatArray, IntArray, ProbeKind
 
 __all__ = [

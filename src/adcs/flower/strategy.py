@@ -2,7 +2,7 @@
 
 `SchedulerStrategy.start` owns the round loop and all messaging. Round t = server_round − 1
 is the simulator's round, the same `adcs.roundplay` object (docs/design.md §1, §7) played over
-the Grid (`adcs.roundplay.play`):
+the Grid (`adcs.roundgather.play`):
 
 0. **availability** — the clients whose node is connected and responsive (`NodeMap`;
    new and unresponsive nodes are greeted with ``query.adcs_hello`` in the background, so a node
@@ -93,7 +93,7 @@ from adcs.flower.round import (
     one_metric_record,
 )
 from adcs.flower.settings import SIMULATOR_IDENTICAL, Settings, take
-from adcs.roundplay import Played, Trained
+from adcs.roundgather import Played, Trained
 from adcs.rounds import F64Array
 from adcs.schedulers.base import FloatArray, IntArray, LossSource, Scheduler, check_scheduler
 
