@@ -79,7 +79,7 @@ class Driver:
     takes: frozenset[str] = frozenset()
     """The `adcs.flower.settings.Settings` fields the adapter takes."""
     quiet_accounts = False
-    """Log an exchange without failures at DEBUG only (the wrapped strategy prints its own)."""
+    """Log no exchange without failures (the wrapped strategy prints its own count)."""
 
     def __init__(self, scheduler: Scheduler, settings: Settings) -> None:
         self.scheduler = scheduler

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.app import Message, RecordDict
+from flwr.app import Message, MetricRecord, RecordDict
 
 from adcs.columns import eval_values
 from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
@@ -78,7 +78,7 @@ def finite_metric(metrics: Mapping[str, Any], key: str) -> float:
 def one_metric_record(reply: Message) -> Any:
     """The reply's one MetricRecord ([`RejectedReply`][adcs.flower.RejectedReply] unless there is
     exactly one)."""
-    records = list(reply.content.metric_records.values())
+    records = [r for r in reply.content.values() if isinstance(r, MetricRecord)]
     if len(records) != 1:
         raise RejectedReply(f"expected one MetricRecord, got {len(records)}")
     return records[0]
@@ -95,12 +95,13 @@ def account(
     """Flower's accounting of an exchange: results, failures and each failure's reason.
 
     Logged to ``log`` (the strategy's own logger, so its users see it where they look); with
-    ``quiet``, an exchange without failures is logged at DEBUG only (a wrapped Flower strategy
-    prints its own count).
+    ``quiet``, an exchange without failures is not logged (a wrapped Flower strategy prints its
+    own count).
     """
     failures = {c: why for c, why in replies.items() if isinstance(why, str)}
-    log.log(
-        logging.DEBUG if quiet and not failures else logging.INFO,
+    if quiet and not failures:
+        return
+    log.info(
         "round %d %s: received %d results and %d failures",
         server_round,
         phase,

@@ -46,6 +46,7 @@ from flwr.serverapp.strategy import FedAvg, Strategy
 from adcs._validate import check_number
 from adcs.flower.driver import Driver, _Configs, picklable_changes, pickled_attributes
 from adcs.flower.dropin import (
+    F32Array,
     Template,
     read_evaluate_loss,
     read_evaluation,
@@ -183,7 +184,8 @@ class Scheduled(Driver):
         """The wrapped strategy's aggregate over the delivered clients (or the scheduler's
         weighted step, module docstring)."""
         done = played.record
-        replies = [played.held[int(c)].reply for c in done.aggregated]
+        held = [played.held[int(c)] for c in done.aggregated]
+        replies = [trained.reply for trained in held]
         counts = {"results": len(replies), "failures": len(played.failed)}
         own_weights = done.selection.weights is not None
         if own_weights and not _is_fedavg(self.strategy) and not self._warned_weights:
@@ -196,7 +198,7 @@ class Scheduled(Driver):
         if not replies:
             logger.warning("no selected client returned a valid update; the model is kept")
             return arrays, MetricRecord({**counts, "results": 0})
-        weighable = sum(_weight(m.content, self.weight_key) for m in replies) > 0
+        weighable = sum(trained.num_examples for trained in held) > 0
         if own_weights and _is_fedavg(self.strategy):
             stepped = template.weighted_step(arrays, replies, done.aggregated_coef)
             metrics = self._train_metrics(server_round, replies) if weighable else None
@@ -297,9 +299,8 @@ class Scheduled(Driver):
             named.append(f"node {node}" + ("" if pid is None else f" (partition {pid})"))
         return "[" + ", ".join(named) + "]"
 
-    def _note_partition(self, node: int, reply: Message) -> None:
-        records = list(reply.content.metric_records.values())
-        pid = records[0].get(self.settings.partition_key) if len(records) == 1 else None
+    def _note_partition(self, node: int, metrics: MetricRecord) -> None:
+        pid = metrics.get(self.settings.partition_key)
         if isinstance(pid, int) and not isinstance(pid, bool):
             self._partition_of[node] = pid
 
@@ -386,7 +387,7 @@ class _Exchanges:
     ) -> None:
         self.owner, self.link, self.template = owner, link, template
         self.arrays, self.configs, self.server_round = arrays, configs, server_round
-        self._sent = template.flat(arrays)
+        self._sent: F32Array | None = None  # w⁽ᵗ⁾ flattened, when an update is first asked for
 
     def losses(self, clients: IntArray, source: LossSource) -> dict[int, float | str]:
         """Loss probe = ``evaluate``: each client's ``loss_key`` at w⁽ᵗ⁾ (``source`` is the app's)."""
@@ -405,8 +406,9 @@ class _Exchanges:
             lambda _, reply: read_evaluate_loss(reply, owner.settings),
         )
 
-    def updates(self, clients: IntArray) -> dict[int, Trained | str]:
-        """``train`` (the wrapped strategy's messages): each client's update, checked, or why not."""
+    def updates(self, clients: IntArray, features: bool = True) -> dict[int, Trained | str]:
+        """``train`` (the wrapped strategy's messages): each client's reply, checked, or why not
+        (its update Δ flattened only with ``features``)."""
         owner = self.owner
         requests = owner._requests(
             "train", clients, self.arrays, self.configs.train, self.server_round
@@ -417,14 +419,19 @@ class _Exchanges:
             if int(c) not in requests
         }
         replies.update(owner._ask(self.link, requests, self.server_round, "train"))
-        return owner._check(self.server_round, "train", replies, self._read)
-
-    def _read(self, client: int, reply: Message) -> Trained:
-        owner = self.owner
-        update, loss, size = read_train_reply(
-            reply, self.template, self._sent, owner.settings, owner.weight_key
+        if features and self._sent is None:
+            self._sent = self.template.flat(self.arrays)
+        sent = self._sent if features else None
+        return owner._check(
+            self.server_round, "train", replies, lambda c, reply: self._read(c, reply, sent)
         )
-        owner._note_partition(owner._nodes_index().node_of[client], reply)
+
+    def _read(self, client: int, reply: Message, sent: F32Array | None) -> Trained:
+        owner = self.owner
+        metrics, update, loss, size = read_train_reply(
+            reply, self.template, sent, owner.settings, owner.weight_key
+        )
+        owner._note_partition(owner._nodes_index().node_of[client], metrics)
         return Trained(update, loss, size, reply)
 
 
@@ -468,12 +475,6 @@ def _refuse_own_sampling(chain: list[Any]) -> None:
 
 def _is_fedavg(strategy: Strategy) -> bool:
     return type(strategy) is FedAvg
-
-
-def _weight(content: RecordDict, key: str) -> float:
-    """A checked reply's weight: its one MetricRecord's ``key`` (a number)."""
-    value = next(iter(content.metric_records.values()))[key]
-    return float(value) if isinstance(value, int | float) else math.nan
 
 
 def _weight_only(reply: Message, key: str) -> Message:

@@ -376,7 +376,8 @@ class _Exchanges:
             self.link, clients, self.model, self.config, self.server_round, source.value
         )
 
-    def updates(self, clients: IntArray) -> dict[int, Trained | str]:
+    def updates(self, clients: IntArray, features: bool = True) -> dict[int, Trained | str]:
+        # the updates are aggregated here: always read
         return self.strategy._train(self.link, clients, self.model, self.config, self.server_round)
 
 
