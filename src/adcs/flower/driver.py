@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import logging
-import pickle
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -87,6 +86,7 @@ class Driver:
         self.history: list[RoundRecord] = []
         self.evaluations: list[EvaluationRecord] = []
         self._nodes: Nodes | None = None
+        self._partition_of: dict[int, int] = {}  # node id → the app's partition id
         self._n_clients = settings.n_clients
         self._num_rounds = 0
 
@@ -127,7 +127,36 @@ class Driver:
         logger.info("\t└──> adcs: %r, settings %s", self.scheduler, settings)
 
     def _log_round(self, record: RoundRecord) -> None:
-        logger.info("adcs: %s", record)
+        """One line per round, in Flower node ids (and the app's partition ids where its
+        replies carry them), that a reader or a test can parse from the ServerApp's log."""
+        node_of = self._nodes_index().node_of
+        logger.info(
+            "adcs round %d: %d nodes available, probed (%s) %s, selected %s, aggregated %s, "
+            "failed %s",
+            record.server_round,
+            int(record.available.sum()),
+            record.probe_kind.name.lower(),
+            self._names(record.probed),
+            self._names(record.selected),
+            self._names(record.aggregated),
+            {node_of[c]: why for c, why in record.failed.items()},
+        )
+
+    def _names(self, clients: Iterable[int]) -> str:
+        """Clients as Flower node ids, with the app's partition id where its replies carry it."""
+        node_of = self._nodes_index().node_of
+        named = []
+        for c in clients:
+            node = node_of[int(c)]
+            pid = self._partition_of.get(node)
+            named.append(f"node {node}" + ("" if pid is None else f" (partition {pid})"))
+        return "[" + ", ".join(named) + "]"
+
+    def _note_partition(self, node: int, metrics: Mapping[str, Any]) -> None:
+        """Keep the partition id a reply's metrics carry (``partition_key``) for `_names`."""
+        pid = metrics.get(self.settings.partition_key)
+        if isinstance(pid, int) and not isinstance(pid, bool):
+            self._partition_of[node] = pid
 
     def _strategy_state(self) -> dict[str, Any]:
         """What the adapter keeps across rounds beyond the model (saved in checkpoints)."""
@@ -480,31 +509,6 @@ class _Configs:
 
     def __init__(self, train: ConfigRecord, evaluate: ConfigRecord) -> None:
         self.train, self.evaluate = train, evaluate
-
-
-def picklable_changes(obj: Any, before: Mapping[str, bytes]) -> dict[str, Any]:
-    """``obj``'s attributes whose pickle differs from ``before`` (or that are new): the state a
-    strategy built since ``before`` was taken; attributes that do not pickle are left out."""
-    out = {}
-    for name, value in vars(obj).items():
-        try:
-            data = pickle.dumps(value, protocol=5)
-        except Exception:  # callables, locks: not state a checkpoint can hold
-            continue
-        if before.get(name) != data:
-            out[name] = value
-    return out
-
-
-def pickled_attributes(obj: Any) -> dict[str, bytes]:
-    """Each picklable attribute of ``obj``, pickled (for `picklable_changes`)."""
-    out = {}
-    for name, value in vars(obj).items():
-        try:
-            out[name] = pickle.dumps(value, protocol=5)
-        except Exception:  # callables, locks: not state a checkpoint can hold
-            continue
-    return out
 
 
 def _by_content(
