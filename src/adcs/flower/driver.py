@@ -144,13 +144,13 @@ class Driver:
 
     def _names(self, clients: Iterable[int]) -> str:
         """Clients as Flower node ids, with the app's partition id where its replies carry it."""
-        node_of = self._nodes_index().node_of
-        named = []
-        for c in clients:
-            node = node_of[int(c)]
-            pid = self._partition_of.get(node)
-            named.append(f"node {node}" + ("" if pid is None else f" (partition {pid})"))
-        return "[" + ", ".join(named) + "]"
+        return "[" + ", ".join(self._name(int(c)) for c in clients) + "]"
+
+    def _name(self, client: int) -> str:
+        """A client as its users know it: its Flower node id (and the app's partition id)."""
+        node = self._nodes_index().node_of[client]
+        pid = self._partition_of.get(node)
+        return f"node {node}" + ("" if pid is None else f" (partition {pid})")
 
     def _note_partition(self, node: int, metrics: Mapping[str, Any]) -> None:
         """Keep the partition id a reply's metrics carry (``partition_key``) for `_names`."""
@@ -383,8 +383,7 @@ class Driver:
         return out
 
     def _account(self, server_round: int, phase: str, replies: Mapping[int, Any]) -> None:
-        node_of = self._nodes_index().node_of
-        account(server_round, phase, replies, node_of, logger, quiet=self.quiet_accounts)
+        account(server_round, phase, replies, self._name, logger, quiet=self.quiet_accounts)
 
     def _check(
         self,

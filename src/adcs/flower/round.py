@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,15 +88,15 @@ def account(
     server_round: int,
     phase: str,
     replies: Mapping[int, Any],
-    node_of: Mapping[int, int],
+    name: Callable[[int], str],
     log: logging.Logger = logger,
     quiet: bool = False,
 ) -> None:
     """Flower's accounting of an exchange: results, failures and each failure's reason.
 
-    Logged to ``log`` (the strategy's own logger, so its users see it where they look); with
-    ``quiet``, an exchange without failures is not logged (a wrapped Flower strategy prints its
-    own count).
+    Logged to ``log`` (the strategy's own logger, so its users see it where they look), each
+    failed client as ``name(client)`` gives it; with ``quiet``, an exchange without failures is
+    not logged (a wrapped Flower strategy prints its own count).
     """
     failures = {c: why for c, why in replies.items() if isinstance(why, str)}
     if quiet and not failures:
@@ -109,7 +109,7 @@ def account(
         len(failures),
     )
     for client, why in sorted(failures.items()):
-        log.info("\t> client %d (node %d): %s", client, node_of[client], why)
+        log.info("\t> %s: %s", name(client), why)
 
 
 # ---------------------------------------------------------------------- the round's record

@@ -227,6 +227,9 @@ class SchedulerStrategy(Driver):
     def _log_round(self, record: RoundRecord) -> None:
         log_round(record, logger)
 
+    def _name(self, client: int) -> str:
+        return f"client {client} (node {self._node_map().node_of[client]})"  # its partition id
+
     def _evaluate(
         self, link: Link, server_round: int, arrays: ArrayRecord, config: ConfigRecord
     ) -> MetricRecord | None:
