@@ -107,6 +107,7 @@ class Link:
         else:
             self._pause_min, self._pause_max = _POLL_MIN_S, _POLL_MAX_S
         self._open: dict[str, _Open] = {}  # message id → request
+        self._earliest = math.inf  # no open request's deadline is earlier
         self._queued: list[tuple[int, Message]] = []  # background requests not yet pushed
         self.late: list[tuple[int, Outcome]] = []
         """Settled background requests (node, outcome), in arrival order; the reader clears it."""
@@ -142,16 +143,16 @@ class Link:
             One entry per requested node: its reply (check ``has_error()``) or why there is none.
         """
         queue = list(requests.items())
-        outcomes: dict[int, Outcome] = {}
+        outcomes: dict[int, Outcome] = {}  # one per requested node once it is settled
         pause = self._pause_min
         next_liveness = self._clock() + _LIVENESS_EVERY_S
         while True:
             self._push(queue, outcomes)
-            if not queue and all(r.background for r in self._open.values()):
+            if len(outcomes) == len(requests):
                 return outcomes
             if self._pull(outcomes):
                 pause = self._pause_min
-                if not queue and all(r.background for r in self._open.values()):
+                if len(outcomes) == len(requests):
                     return outcomes
             self._expire(outcomes)
             now = self._clock()
@@ -159,8 +160,7 @@ class Link:
                 next_liveness = now + _LIVENESS_EVERY_S
                 self._settle_disconnected(outcomes)
                 continue
-            deadlines = [r.deadline for r in self._open.values() if not r.background]
-            self._sleep(max(0.0, min([pause, *(d - now for d in deadlines)])))
+            self._sleep(max(0.0, min(pause, self._earliest - now)))
             pause = min(2 * pause, self._pause_max)
 
     def send_in_background(self, requests: Mapping[int, Message]) -> None:
@@ -208,6 +208,7 @@ class Link:
             return
         pushed = set(self.grid.push_messages([message for _, message, _ in batch]))
         deadline = math.inf if self.timeout is None else self._clock() + self.timeout
+        self._earliest = min(self._earliest, deadline)
         for node, message, background in batch:
             msg_id = message.metadata.message_id
             if msg_id and msg_id in pushed:
@@ -240,6 +241,8 @@ class Link:
     def _expire(self, outcomes: dict[int, Outcome]) -> None:
         """Requests open for longer than the timeout are settled as failures."""
         now = self._clock()
+        if now < self._earliest:
+            return
         for msg_id, request in list(self._open.items()):
             if request.deadline <= now:
                 del self._open[msg_id]
@@ -248,6 +251,7 @@ class Link:
                     self.late.append((request.node, failure))
                 else:
                     outcomes[request.node] = failure
+        self._earliest = min((r.deadline for r in self._open.values()), default=math.inf)
 
     def _settle_disconnected(self, outcomes: dict[int, Outcome]) -> None:
         """The exchange's requests to nodes that left the federation are settled as dropouts.
