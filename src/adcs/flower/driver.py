@@ -35,7 +35,14 @@ from adcs.flower.checkpoint import ServerCheckpoint, load_checkpoint, restore_rn
 from adcs.flower.dropin import Template
 from adcs.flower.link import Link
 from adcs.flower.nodes import NodeIndex, NodeMap
-from adcs.flower.round import EvaluationRecord, RejectedReply, RoundRecord, account, ask
+from adcs.flower.round import (
+    EvaluationRecord,
+    RejectedReply,
+    RoundRecord,
+    account,
+    ask,
+    settle,
+)
 from adcs.flower.settings import Settings
 from adcs.roundgather import Gatherer, Played, play
 from adcs.roundplay import RoundRules
@@ -349,12 +356,15 @@ class Driver:
     def _ask(
         self, link: Link, requests: Mapping[int, Message], server_round: int, phase: str
     ) -> dict[int, Message | str]:
-        """Send ``requests`` (client → message): each client's reply, or why there is none."""
-        groups = []
-        for message_type in sorted({m.metadata.message_type for m in requests.values()}):
-            same = [c for c, m in requests.items() if m.metadata.message_type == message_type]
-            groups += [(message_type, content, c) for content, c in _by_content(requests, same)]
-        return self._send(link, groups, server_round, phase)
+        """Send ``requests`` (client → message, as built; they take the link's TTL) in one
+        exchange: each client's reply, or why there is none."""
+        nodes = self._nodes_index()
+        for message in requests.values():
+            message.metadata.ttl = link.ttl
+        outcomes = link.exchange({nodes.node_of[c]: m for c, m in requests.items()})
+        got, unanswered = settle(outcomes, nodes.client_of, phase)
+        self._unanswered(unanswered)
+        return got
 
     def _send(
         self,
@@ -508,17 +518,6 @@ class _Configs:
 
     def __init__(self, train: ConfigRecord, evaluate: ConfigRecord) -> None:
         self.train, self.evaluate = train, evaluate
-
-
-def _by_content(
-    requests: Mapping[int, Message], clients: Iterable[int]
-) -> list[tuple[RecordDict, list[int]]]:
-    """``clients`` grouped by the content object of their request (one exchange per group)."""
-    groups: dict[int, tuple[RecordDict, list[int]]] = {}
-    for client in clients:
-        content = requests[client].content
-        groups.setdefault(id(content), (content, []))[1].append(client)
-    return list(groups.values())
 
 
 def _with_round(config: ConfigRecord | None, server_round: int) -> ConfigRecord:

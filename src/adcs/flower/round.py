@@ -47,6 +47,7 @@ __all__ = [
     "is_unanswered",
     "log_round",
     "one_metric_record",
+    "settle",
 ]
 
 logger = logging.getLogger(__name__)
@@ -277,7 +278,14 @@ def ask(
         )
         for c in clients
     }
-    outcomes = link.exchange(requests)
+    return settle(link.exchange(requests), client_of, phase)
+
+
+def settle(
+    outcomes: Mapping[int, Outcome], client_of: Mapping[int, int], phase: str
+) -> tuple[dict[int, Message | str], list[int]]:
+    """An exchange's outcomes (node → reply or failure) by client: each reply, or why there is
+    none (phase-prefixed); and the nodes that did not answer at all (`is_unanswered`)."""
     out: dict[int, Message | str] = {}
     unanswered = []
     for node, outcome in outcomes.items():

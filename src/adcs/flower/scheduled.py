@@ -190,8 +190,10 @@ class _Exchanges:
             {wrapped.array_key: self.arrays, wrapped.config_key: self.configs.evaluate}
         )
         node_of = owner._nodes_index().node_of
+        group = str(self.server_round)
         requests = {
-            int(c): Message(content, node_of[int(c)], MessageType.EVALUATE) for c in clients
+            int(c): Message(content, node_of[int(c)], MessageType.EVALUATE, group_id=group)
+            for c in clients
         }
         replies = owner._ask(self.link, requests, self.server_round, "loss probe")
         return owner._check(
