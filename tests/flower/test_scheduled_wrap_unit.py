@@ -186,3 +186,38 @@ def test_a_truncated_array_is_not_read_past_its_bytes() -> None:
     array.data = array.data[:-4]  # one float short: np.load's own error, not a short view
     with pytest.raises(ValueError):
         decoded(array)
+
+
+class _KeepsItsMessages(FedAvg):
+    """FedAvg that remembers the train messages it built."""
+
+    built: list[Message]
+
+    def configure_train(self, *args: Any, **kwargs: Any) -> Any:
+        messages = list(super().configure_train(*args, **kwargs))
+        self.built = getattr(self, "built", []) + messages
+        return messages
+
+
+def test_the_train_messages_sent_are_the_wrapped_strategys_own(tmp_path: Any) -> None:
+    """The wrapped strategy builds the messages: the very objects its configure_train returned
+    are pushed, to the scheduler's picks only, with the link's TTL (the reply timeout)."""
+    app = quickstart_app.make_app(str(tmp_path / "clients.jsonl"))
+    grid = grid_of(lambda k: app, N)
+    pushed: list[Message] = []
+    push = grid.push_messages
+
+    def recorded(messages: Any) -> Any:
+        messages = list(messages)
+        pushed.extend(messages)
+        return push(messages)
+
+    grid.push_messages = recorded  # type: ignore[method-assign]
+    wrapped = _KeepsItsMessages(fraction_evaluate=0.0)
+    strategy = Scheduled(wrapped, Uniform(m=2))
+    strategy.start(grid, initial_arrays(), 2, 5, CONFIG, CONFIG)
+    trains = [m for m in pushed if m.metadata.message_type == "train"]
+    assert len(trains) == 4 and all(any(m is b for b in wrapped.built) for m in trains)
+    assert all(m.metadata.ttl == 5 for m in trains)
+    picked = [strategy.node_of[int(c)] for r in strategy.history for c in r.selected]
+    assert sorted(m.metadata.dst_node_id for m in trains) == sorted(picked)
