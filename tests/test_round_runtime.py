@@ -62,7 +62,7 @@ class _Clients:
             out[c] = float(loss[0])
         return out
 
-    def updates(self, clients: np.ndarray) -> dict[int, Trained | str]:
+    def updates(self, clients: np.ndarray, features: bool = True) -> dict[int, Trained | str]:
         out: dict[int, Trained | str] = {}
         for c in clients.tolist():
             x, y = self.data.train_batch(self._rows(c))
@@ -210,3 +210,31 @@ def test_a_selection_off_the_contract_is_refused_by_the_round() -> None:
     config = SimConfig(rounds=1, batch_size=4, eval_every=1)
     with pytest.raises(SelectionError, match="greedy at round 0 must select 3 distinct"):
         LoopRuntime(data, config, spec).run()
+
+
+class _Recorder:
+    """A gatherer that records whether the round asked it for features."""
+
+    def __init__(self) -> None:
+        self.asked: list[bool] = []
+
+    def losses(self, clients: np.ndarray, source: LossSource) -> dict[int, float | str]:
+        raise AssertionError("Uniform probes no loss")
+
+    def updates(self, clients: np.ndarray, features: bool = True) -> dict[int, Trained | str]:
+        self.asked.append(features)
+        update = np.ones(3, dtype=np.float32) if features else None
+        return {int(c): Trained(update, 0.0, 1.0) for c in clients}
+
+
+def test_a_round_asks_for_the_updates_only_where_it_looks_at_them() -> None:
+    """A scheduler that does not observe updates, with no aggregation rule, has its clients
+    trained without features (the Flower wrapper then flattens no reply); a rule needs them."""
+    for aggregator, want in ((None, False), (RobustAggregation(Robust.MEDIAN), True)):
+        scheduler = Uniform(m=2)
+        rules = RoundRules(scheduler, aggregator=aggregator)
+        gatherer = _Recorder()
+        rng = np.random.default_rng(0)
+        played = play(rules, scheduler.init(4, None), 0, np.ones(4, dtype=bool), rng, gatherer, 3)
+        assert gatherer.asked == [want]
+        assert played.record.aggregated.size == 2

@@ -25,8 +25,9 @@ class Trained:
 
     Attributes
     ----------
-    features : ndarray of shape (dim,), float32
-        What the round sees of the update Δ (the update itself, or its sketch).
+    features : ndarray of shape (dim,), float32, or None
+        What the round sees of the update Δ (the update itself, or its sketch); None where the
+        gatherer was asked for none (``updates(..., features=False)``).
     loss : float
         The client's first-minibatch loss at w⁽ᵗ⁾ (NaN when the reply carries none).
     num_examples : float
@@ -35,7 +36,7 @@ class Trained:
         What the runtime needs to aggregate it (e.g. the reply's arrays).
     """
 
-    features: F32Array
+    features: F32Array | None
     loss: float
     num_examples: float
     reply: Any = None
@@ -48,8 +49,10 @@ class Gatherer(Protocol):
         """Each client's loss, or why there is none."""
         ...
 
-    def updates(self, clients: IntArray) -> dict[int, Trained | str]:
-        """Each client's training, or why there is none."""
+    def updates(self, clients: IntArray, features: bool = True) -> dict[int, Trained | str]:
+        """Each client's training, or why there is none; with ``features=False`` the round
+        will not look at the updates (the scheduler does not observe them and no rule aggregates
+        them), so a gatherer may leave `Trained.features` None."""
         ...
 
 
@@ -113,13 +116,14 @@ def play(
     rnd.select(stats)
     missing = rnd.to_train
     lost: dict[int, str] = {}
+    seen = rnd.observes or rules.aggregator is not None
     if missing.size:
-        more, lost = _split(gatherer.updates(missing))
+        more, lost = _split(gatherer.updates(missing, features=seen))
         held.update(more)
         failed.update(lost)
     coef = rnd.trained(lost)
     delivered = rnd.delivered
-    updates = _rows([held[int(c)].features for c in delivered], feature_dim)
+    updates = _rows([held[int(c)].features for c in delivered] if seen else [], feature_dim)
     losses = np.asarray([held[int(c)].loss for c in delivered], dtype=np.float64)
     step = None
     if rules.aggregator is not None:  # the rule sees the updates one by one; may replace some
@@ -164,5 +168,9 @@ def _without(available: BoolArray, failed: Mapping[int, str]) -> BoolArray:
     return out
 
 
-def _rows(rows: list[F32Array], dim: int) -> F32Array:
-    return np.stack(rows) if rows else np.empty((0, dim), dtype=np.float32)
+def _rows(rows: list[F32Array | None], dim: int) -> F32Array:
+    if not rows:
+        return np.empty((0, dim), dtype=np.float32)
+    if any(row is None for row in rows):
+        raise RuntimeError("a gatherer asked for features returned none")
+    return np.stack(rows)  # type: ignore[arg-type]

@@ -167,3 +167,26 @@ def test_timeout_must_be_positive() -> None:
     grid: Any = FakeGrid(Clock(), set(), {})
     with pytest.raises(ValueError, match="timeout"):
         Link(grid, 0.0)
+
+
+@dataclass
+class PacedGrid(FakeGrid):
+    """A grid that says how often to pull (Flower's in-memory grid: ``pull_interval``)."""
+
+    pull_interval: float = 0.1
+    pulls: list[float] = field(default_factory=list)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        self.pulls.append(self.clock.now)
+        return super().pull_messages(message_ids)
+
+
+def test_a_grid_with_a_pull_interval_is_pulled_as_often_as_flower_pulls_it() -> None:
+    clock = Clock()
+    grid = PacedGrid(clock, {11, 12}, {11: 0.25, 12: 0.55})
+    outcomes = link_of(grid).exchange({n: request(n) for n in (11, 12)})
+    assert set(outcomes) == {11, 12}
+    gaps = [b - a for a, b in zip(grid.pulls, grid.pulls[1:], strict=False)]
+    # one pull at once, then every 0.1 s (no back-off, no extra pull after a reply): 0, 0.1 … 0.6
+    assert len(grid.pulls) == 7
+    assert gaps == pytest.approx([0.1] * 6)

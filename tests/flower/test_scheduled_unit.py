@@ -4,6 +4,7 @@ checkpoints."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,15 +93,22 @@ REASONS = {
 
 
 @pytest.mark.parametrize("fault", list(REASONS))
-def test_untrusted_reply_is_excluded_with_its_reason(tmp_path: Any, fault: str) -> None:
+def test_untrusted_reply_is_excluded_with_its_reason(
+    tmp_path: Any, fault: str, caplog: pytest.LogCaptureFixture
+) -> None:
     app = quickstart_app.make_app(log_path(tmp_path))
     grid = grid_of(lambda k: faulty(app, {2: fault}), N)
     strategy = ScheduledFedAvg(Uniform(m=N), N, fraction_evaluate=0.0)
-    result = strategy.start(grid, initial_arrays(), 1, 5, CONFIG, CONFIG)
+    with caplog.at_level(logging.INFO, logger="flwr"):
+        result = strategy.start(grid, initial_arrays(), 1, 5, CONFIG, CONFIG)
     record = strategy.history[0]
     bad = [c for c, node in strategy.node_of.items() if grid.nodes[node][1] == 2]
     assert list(record.failed) == bad
     assert REASONS[fault] in record.failed[bad[0]]
+    # the failure is printed under its node id, not adcs's client index
+    line = f"\t> node {strategy.node_of[bad[0]]}: {record.failed[bad[0]]}"
+    assert line in caplog.messages
+    assert not any(m.startswith("\t> client") for m in caplog.messages)
     assert bad[0] not in record.aggregated and len(record.aggregated) == N - 1
     assert result.train_metrics_clientapp[1]["failures"] == 1
 

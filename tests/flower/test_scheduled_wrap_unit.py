@@ -4,6 +4,7 @@ the connected nodes, Flower's output with node ids and partition ids, the evalua
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import numpy as np
@@ -107,12 +108,40 @@ def test_n_is_the_connected_nodes_and_the_output_is_flowers(
             for c in record.selected
         ]
         assert f"selected [{', '.join(names)}], aggregated [" in text
+        assert f"selected {record.selected.tolist()}" not in text  # never adcs's indices
+    assert " is client " not in text
     metrics = result.evaluate_metrics_clientapp[2]
     accuracy = strategy.evaluations[-1].accuracy
     assert metrics["worst_acc"] == pytest.approx(accuracy.min())
     assert metrics["avg_acc"] == pytest.approx(accuracy.mean())
     assert metrics["p10_acc"] == pytest.approx(np.quantile(accuracy, 0.1))
     assert "eval_loss" in metrics and "train_loss" in result.train_metrics_clientapp[2]
+
+
+def _shape(line: str) -> str:
+    """A log line less its numbers and record contents, the strategy's name unwrapped."""
+    line = re.sub(r"\{.*\}", "{}", line).replace("Scheduled(FedTrimmedAvg)", "FedTrimmedAvg")
+    return re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", line)
+
+
+def test_a_scheduled_app_prints_every_line_its_wrapped_strategy_prints(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Flower's usual output: each line plain ``FedTrimmedAvg.start`` prints (its summary, the
+    round headers, its configure/aggregate lines, the aggregated records, the final results
+    block), numbers and record contents aside, ``Scheduled(FedTrimmedAvg)`` prints too."""
+    app = quickstart_app.make_app(str(tmp_path / "clients.jsonl"))
+    printed = []
+    for strategy in (FedTrimmedAvg(beta=0.25), Scheduled(FedTrimmedAvg(beta=0.25), Uniform(m=2))):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="flwr"):
+            strategy.start(grid_of(lambda k: app, N), initial_arrays(), 2, 5, CONFIG, CONFIG)
+        printed.append(
+            {_shape(r.getMessage()) for r in caplog.records if r.name.startswith("flwr")}
+        )
+    plain, scheduled = printed
+    assert len(plain) > 20 and "configure_train: Sampled # nodes (out of #)" in plain
+    assert plain <= scheduled, sorted(plain - scheduled)
 
 
 def test_scheduled_fedavg_is_scheduled_around_fedavg() -> None:
@@ -157,3 +186,38 @@ def test_a_truncated_array_is_not_read_past_its_bytes() -> None:
     array.data = array.data[:-4]  # one float short: np.load's own error, not a short view
     with pytest.raises(ValueError):
         decoded(array)
+
+
+class _KeepsItsMessages(FedAvg):
+    """FedAvg that remembers the train messages it built."""
+
+    built: list[Message]
+
+    def configure_train(self, *args: Any, **kwargs: Any) -> Any:
+        messages = list(super().configure_train(*args, **kwargs))
+        self.built = getattr(self, "built", []) + messages
+        return messages
+
+
+def test_the_train_messages_sent_are_the_wrapped_strategys_own(tmp_path: Any) -> None:
+    """The wrapped strategy builds the messages: the very objects its configure_train returned
+    are pushed, to the scheduler's picks only, with the link's TTL (the reply timeout)."""
+    app = quickstart_app.make_app(str(tmp_path / "clients.jsonl"))
+    grid = grid_of(lambda k: app, N)
+    pushed: list[Message] = []
+    push = grid.push_messages
+
+    def recorded(messages: Any) -> Any:
+        messages = list(messages)
+        pushed.extend(messages)
+        return push(messages)
+
+    grid.push_messages = recorded  # type: ignore[method-assign]
+    wrapped = _KeepsItsMessages(fraction_evaluate=0.0)
+    strategy = Scheduled(wrapped, Uniform(m=2))
+    strategy.start(grid, initial_arrays(), 2, 5, CONFIG, CONFIG)
+    trains = [m for m in pushed if m.metadata.message_type == "train"]
+    assert len(trains) == 4 and all(any(m is b for b in wrapped.built) for m in trains)
+    assert all(m.metadata.ttl == 5 for m in trains)
+    picked = [strategy.node_of[int(c)] for r in strategy.history for c in r.selected]
+    assert sorted(m.metadata.dst_node_id for m in trains) == sorted(picked)

@@ -22,7 +22,8 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     ) from err
 
 from adcs.flower.client import ClientData, TrainDefaults, make_client_app, minibatch_indices
-from adcs.flower.scheduled import Scheduled, ScheduledFedAvg
+from adcs.flower.fedavg import ScheduledFedAvg
+from adcs.flower.scheduled import Scheduled
 from adcs.flower.settings import Settings
 from adcs.flower.strategy import (
     EvaluationRecord,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import logging
-import pickle
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -36,7 +35,14 @@ from adcs.flower.checkpoint import ServerCheckpoint, load_checkpoint, restore_rn
 from adcs.flower.dropin import Template
 from adcs.flower.link import Link
 from adcs.flower.nodes import NodeIndex, NodeMap
-from adcs.flower.round import EvaluationRecord, RejectedReply, RoundRecord, account, ask
+from adcs.flower.round import (
+    EvaluationRecord,
+    RejectedReply,
+    RoundRecord,
+    account,
+    ask,
+    settle,
+)
 from adcs.flower.settings import Settings
 from adcs.roundgather import Gatherer, Played, play
 from adcs.roundplay import RoundRules
@@ -79,7 +85,7 @@ class Driver:
     takes: frozenset[str] = frozenset()
     """The `adcs.flower.settings.Settings` fields the adapter takes."""
     quiet_accounts = False
-    """Log an exchange without failures at DEBUG only (the wrapped strategy prints its own)."""
+    """Log no exchange without failures (the wrapped strategy prints its own count)."""
 
     def __init__(self, scheduler: Scheduler, settings: Settings) -> None:
         self.scheduler = scheduler
@@ -87,6 +93,7 @@ class Driver:
         self.history: list[RoundRecord] = []
         self.evaluations: list[EvaluationRecord] = []
         self._nodes: Nodes | None = None
+        self._partition_of: dict[int, int] = {}  # node id → the app's partition id
         self._n_clients = settings.n_clients
         self._num_rounds = 0
 
@@ -127,7 +134,36 @@ class Driver:
         logger.info("\t└──> adcs: %r, settings %s", self.scheduler, settings)
 
     def _log_round(self, record: RoundRecord) -> None:
-        logger.info("adcs: %s", record)
+        """One line per round, in Flower node ids (and the app's partition ids where its
+        replies carry them), that a reader or a test can parse from the ServerApp's log."""
+        node_of = self._nodes_index().node_of
+        logger.info(
+            "adcs round %d: %d nodes available, probed (%s) %s, selected %s, aggregated %s, "
+            "failed %s",
+            record.server_round,
+            int(record.available.sum()),
+            record.probe_kind.name.lower(),
+            self._names(record.probed),
+            self._names(record.selected),
+            self._names(record.aggregated),
+            {node_of[c]: why for c, why in record.failed.items()},
+        )
+
+    def _names(self, clients: Iterable[int]) -> str:
+        """Clients as Flower node ids, with the app's partition id where its replies carry it."""
+        return "[" + ", ".join(self._name(int(c)) for c in clients) + "]"
+
+    def _name(self, client: int) -> str:
+        """A client as its users know it: its Flower node id (and the app's partition id)."""
+        node = self._nodes_index().node_of[client]
+        pid = self._partition_of.get(node)
+        return f"node {node}" + ("" if pid is None else f" (partition {pid})")
+
+    def _note_partition(self, node: int, metrics: Mapping[str, Any]) -> None:
+        """Keep the partition id a reply's metrics carry (``partition_key``) for `_names`."""
+        pid = metrics.get(self.settings.partition_key)
+        if isinstance(pid, int) and not isinstance(pid, bool):
+            self._partition_of[node] = pid
 
     def _strategy_state(self) -> dict[str, Any]:
         """What the adapter keeps across rounds beyond the model (saved in checkpoints)."""
@@ -320,12 +356,15 @@ class Driver:
     def _ask(
         self, link: Link, requests: Mapping[int, Message], server_round: int, phase: str
     ) -> dict[int, Message | str]:
-        """Send ``requests`` (client → message): each client's reply, or why there is none."""
-        groups = []
-        for message_type in sorted({m.metadata.message_type for m in requests.values()}):
-            same = [c for c, m in requests.items() if m.metadata.message_type == message_type]
-            groups += [(message_type, content, c) for content, c in _by_content(requests, same)]
-        return self._send(link, groups, server_round, phase)
+        """Send ``requests`` (client → message, as built; they take the link's TTL) in one
+        exchange: each client's reply, or why there is none."""
+        nodes = self._nodes_index()
+        for message in requests.values():
+            message.metadata.ttl = link.ttl
+        outcomes = link.exchange({nodes.node_of[c]: m for c, m in requests.items()})
+        got, unanswered = settle(outcomes, nodes.client_of, phase)
+        self._unanswered(unanswered)
+        return got
 
     def _send(
         self,
@@ -354,8 +393,7 @@ class Driver:
         return out
 
     def _account(self, server_round: int, phase: str, replies: Mapping[int, Any]) -> None:
-        node_of = self._nodes_index().node_of
-        account(server_round, phase, replies, node_of, logger, quiet=self.quiet_accounts)
+        account(server_round, phase, replies, self._name, logger, quiet=self.quiet_accounts)
 
     def _check(
         self,
@@ -480,42 +518,6 @@ class _Configs:
 
     def __init__(self, train: ConfigRecord, evaluate: ConfigRecord) -> None:
         self.train, self.evaluate = train, evaluate
-
-
-def picklable_changes(obj: Any, before: Mapping[str, bytes]) -> dict[str, Any]:
-    """``obj``'s attributes whose pickle differs from ``before`` (or that are new): the state a
-    strategy built since ``before`` was taken; attributes that do not pickle are left out."""
-    out = {}
-    for name, value in vars(obj).items():
-        try:
-            data = pickle.dumps(value, protocol=5)
-        except Exception:  # callables, locks: not state a checkpoint can hold
-            continue
-        if before.get(name) != data:
-            out[name] = value
-    return out
-
-
-def pickled_attributes(obj: Any) -> dict[str, bytes]:
-    """Each picklable attribute of ``obj``, pickled (for `picklable_changes`)."""
-    out = {}
-    for name, value in vars(obj).items():
-        try:
-            out[name] = pickle.dumps(value, protocol=5)
-        except Exception:  # callables, locks: not state a checkpoint can hold
-            continue
-    return out
-
-
-def _by_content(
-    requests: Mapping[int, Message], clients: Iterable[int]
-) -> list[tuple[RecordDict, list[int]]]:
-    """``clients`` grouped by the content object of their request (one exchange per group)."""
-    groups: dict[int, tuple[RecordDict, list[int]]] = {}
-    for client in clients:
-        content = requests[client].content
-        groups.setdefault(id(content), (content, []))[1].append(client)
-    return list(groups.values())
 
 
 def _with_round(config: ConfigRecord | None, server_round: int) -> ConfigRecord:

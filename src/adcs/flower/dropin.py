@@ -10,6 +10,7 @@ template's key order (docs/design.md §7).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Message
+from flwr.app import Array, ArrayRecord, Message, MetricRecord
 from numpy.typing import NDArray
 
 from adcs.flower.round import RejectedReply, finite_metric, one_metric_record
@@ -42,22 +43,31 @@ _SHAPE = re.compile(r"'shape':\s*\(([^)]*)\)")
 def decoded(array: Array) -> NDArray[Any]:
     """``array.numpy()`` without ``np.load``'s header parsing (``ast.literal_eval``), which is
     most of the cost of reading a reply: the ``.npy`` bytes Flower's ``Array`` holds are read as
-    a view of their data after the header. Anything but a C-ordered, non-object array of a
-    version 1–3 header is left to ``np.load``; the result is read-only."""
+    a view of their data after the header (each distinct header parsed once). Anything but a
+    C-ordered, non-object array of a version 1–3 header is left to ``np.load``; the result is
+    read-only."""
     data = array.data
     if array.stype != "numpy.ndarray" or data[:6] != b"\x93NUMPY" or data[6] not in (1, 2, 3):
         return array.numpy()
     width = 2 if data[6] == 1 else 4
     start = 8 + width + int.from_bytes(data[8 : 8 + width], "little")
-    header = data[8 + width : start].decode("latin1")
-    descr, shape = _DESCR.search(header), _SHAPE.search(header)
-    if "'fortran_order': False" not in header or descr is None or shape is None:
+    layout = _layout(bytes(data[8 + width : start]))
+    if layout is None or len(data) - start != math.prod(layout[1]) * layout[0].itemsize:
         return array.numpy()
-    dims = tuple(int(d) for d in shape.group(1).split(",") if d.strip())
+    return np.frombuffer(data, dtype=layout[0], offset=start).reshape(layout[1])
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(header: bytes) -> tuple[np.dtype[Any], tuple[int, ...]] | None:
+    """A ``.npy`` header's dtype and shape; None unless C-ordered and of a non-object dtype."""
+    text = header.decode("latin1")
+    descr, shape = _DESCR.search(text), _SHAPE.search(text)
+    if "'fortran_order': False" not in text or descr is None or shape is None:
+        return None
     dtype = np.dtype(descr.group(1))
-    if dtype.hasobject or len(data) - start != math.prod(dims) * dtype.itemsize:
-        return array.numpy()
-    return np.frombuffer(data, dtype=dtype, offset=start).reshape(dims)
+    if dtype.hasobject:
+        return None
+    return dtype, tuple(int(d) for d in shape.group(1).split(",") if d.strip())
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,9 +172,14 @@ class Template:
 
 
 def read_train_reply(
-    reply: Message, template: Template, sent: F32Array, settings: Settings, weight_key: str
-) -> tuple[F32Array, float, float]:
-    """A ``train`` reply's update Δ of shape (dim,) float32, its training loss and its size.
+    reply: Message,
+    template: Template,
+    sent: F32Array | None,
+    settings: Settings,
+    weight_key: str,
+) -> tuple[MetricRecord, F32Array | None, float, float]:
+    """A ``train`` reply's MetricRecord, its update Δ of shape (dim,) float32 (the returned
+    arrays minus ``sent``; None without ``sent``), its training loss and its size.
 
     Raises
     ------
@@ -178,13 +193,16 @@ def read_train_reply(
     loss = 0.0
     if settings.train_loss_key is not None:
         loss = finite_metric(metrics, settings.train_loss_key)
-    records = list(reply.content.array_records.values())
+    records = [r for r in reply.content.values() if isinstance(r, ArrayRecord)]
     if len(records) != 1:
         raise RejectedReply(f"expected one ArrayRecord, got {len(records)}")
-    update = template.flat_values(template.check(records[0])) - sent
+    values = template.check(records[0])
+    if sent is None:
+        return metrics, None, loss, size
+    update = template.flat_values(values) - sent
     if not np.isfinite(update).all():
         raise RejectedReply("the update overflows float32")
-    return update, loss, size
+    return metrics, update, loss, size
 
 
 def _weight_of(metrics: Any, weight_key: str) -> float:

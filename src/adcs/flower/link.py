@@ -10,9 +10,10 @@
 * the reply timeout passed since the request was pushed.
 
 Flower's Grid has no blocking receive (its own ``send_and_receive`` polls ``pull_messages``,
-every 3 s on the Deployment Runtime's HTTP grid), so the exchange polls too, with a short back-off
-that restarts whenever a reply comes in: a round waits at most ~0.5 s longer than its slowest
-reply.
+every 3 s on the Deployment Runtime's HTTP grid), so the exchange polls too. On a grid that says
+how often to pull (``pull_interval``: the Simulation Runtime's in-memory grid, 0.1 s) it pulls as
+often as Flower's own exchange does there; elsewhere with a short back-off that restarts whenever a
+reply comes in: a round waits at most ~0.5 s longer than its slowest reply.
 
 Requests may also be left open *in the background* (the strategy's handshakes with nodes whose
 answer is not needed at once): their replies (or timeouts) are pulled along with every later
@@ -100,7 +101,13 @@ class Link:
         self.max_in_flight = max_in_flight
         self._clock = clock
         self._sleep = sleep
+        interval = getattr(grid, "pull_interval", None)
+        if isinstance(interval, int | float) and 0 < interval < math.inf:
+            self._pause_min = self._pause_max = float(interval)  # as Flower's own exchange
+        else:
+            self._pause_min, self._pause_max = _POLL_MIN_S, _POLL_MAX_S
         self._open: dict[str, _Open] = {}  # message id → request
+        self._earliest = math.inf  # no open request's deadline is earlier
         self._queued: list[tuple[int, Message]] = []  # background requests not yet pushed
         self.late: list[tuple[int, Outcome]] = []
         """Settled background requests (node, outcome), in arrival order; the reader clears it."""
@@ -136,26 +143,25 @@ class Link:
             One entry per requested node: its reply (check ``has_error()``) or why there is none.
         """
         queue = list(requests.items())
-        outcomes: dict[int, Outcome] = {}
-        pause = _POLL_MIN_S
+        outcomes: dict[int, Outcome] = {}  # one per requested node once it is settled
+        pause = self._pause_min
         next_liveness = self._clock() + _LIVENESS_EVERY_S
         while True:
             self._push(queue, outcomes)
-            mine = [i for i, r in self._open.items() if not r.background]
-            if not mine and not queue:
+            if len(outcomes) == len(requests):
                 return outcomes
             if self._pull(outcomes):
-                pause = _POLL_MIN_S
-                continue
+                pause = self._pause_min
+                if len(outcomes) == len(requests):
+                    return outcomes
             self._expire(outcomes)
             now = self._clock()
             if now >= next_liveness:
                 next_liveness = now + _LIVENESS_EVERY_S
                 self._settle_disconnected(outcomes)
                 continue
-            deadlines = [r.deadline for r in self._open.values() if not r.background]
-            self._sleep(max(0.0, min([pause, *(d - now for d in deadlines)])))
-            pause = min(2 * pause, _POLL_MAX_S)
+            self._sleep(max(0.0, min(pause, self._earliest - now)))
+            pause = min(2 * pause, self._pause_max)
 
     def send_in_background(self, requests: Mapping[int, Message]) -> None:
         """Queue ``requests``; they are pushed as the window allows, their outcomes go to
@@ -171,15 +177,15 @@ class Link:
 
     def wait_background(self, until: Callable[[], bool], deadline: float) -> None:
         """Pull background replies until ``until()`` holds or the clock passes ``deadline``."""
-        pause = _POLL_MIN_S
+        pause = self._pause_min
         while not until() and self._clock() < deadline:
             self._push([], {})
             if self._pull({}):
-                pause = _POLL_MIN_S
+                pause = self._pause_min
                 continue
             self._expire({})
             self._sleep(max(0.0, min(pause, deadline - self._clock())))
-            pause = min(2 * pause, _POLL_MAX_S)
+            pause = min(2 * pause, self._pause_max)
 
     def _push(self, queue: list[tuple[int, Message]], outcomes: dict[int, Outcome]) -> None:
         """Push from ``queue`` (the exchange's), then from the background queue, as slots allow.
@@ -187,6 +193,8 @@ class Link:
         Open background requests (a dead node's handshake may stay open for a minute) never keep
         an exchange's requests waiting: they count against the window only for each other.
         """
+        if not queue and not self._queued:
+            return
         limit = math.inf if self.max_in_flight <= 0 else self.max_in_flight
         mine = sum(1 for r in self._open.values() if not r.background)
         batch: list[tuple[int, Message, bool]] = []
@@ -200,6 +208,7 @@ class Link:
             return
         pushed = set(self.grid.push_messages([message for _, message, _ in batch]))
         deadline = math.inf if self.timeout is None else self._clock() + self.timeout
+        self._earliest = min(self._earliest, deadline)
         for node, message, background in batch:
             msg_id = message.metadata.message_id
             if msg_id and msg_id in pushed:
@@ -232,6 +241,8 @@ class Link:
     def _expire(self, outcomes: dict[int, Outcome]) -> None:
         """Requests open for longer than the timeout are settled as failures."""
         now = self._clock()
+        if now < self._earliest:
+            return
         for msg_id, request in list(self._open.items()):
             if request.deadline <= now:
                 del self._open[msg_id]
@@ -240,6 +251,7 @@ class Link:
                     self.late.append((request.node, failure))
                 else:
                     outcomes[request.node] = failure
+        self._earliest = min((r.deadline for r in self._open.values()), default=math.inf)
 
     def _settle_disconnected(self, outcomes: dict[int, Outcome]) -> None:
         """The exchange's requests to nodes that left the federation are settled as dropouts.

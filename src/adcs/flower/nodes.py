@@ -191,7 +191,7 @@ class NodeIndex:
             if len(self.node_of) < self.n_clients:
                 client = len(self.node_of)
                 self.node_of[client], self.client_of[node] = node, client
-                self._log.info("node %d is client %d", node, client)
+                self._log.debug("node %d is client %d", node, client)  # adcs's index: internal
             else:
                 self._ignored.add(node)
                 self._log.warning(

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.app import Message, RecordDict
+from flwr.app import Message, MetricRecord, RecordDict
 
 from adcs.columns import eval_values
 from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
@@ -47,6 +47,7 @@ __all__ = [
     "is_unanswered",
     "log_round",
     "one_metric_record",
+    "settle",
 ]
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def finite_metric(metrics: Mapping[str, Any], key: str) -> float:
 def one_metric_record(reply: Message) -> Any:
     """The reply's one MetricRecord ([`RejectedReply`][adcs.flower.RejectedReply] unless there is
     exactly one)."""
-    records = list(reply.content.metric_records.values())
+    records = [r for r in reply.content.values() if isinstance(r, MetricRecord)]
     if len(records) != 1:
         raise RejectedReply(f"expected one MetricRecord, got {len(records)}")
     return records[0]
@@ -88,19 +89,20 @@ def account(
     server_round: int,
     phase: str,
     replies: Mapping[int, Any],
-    node_of: Mapping[int, int],
+    name: Callable[[int], str],
     log: logging.Logger = logger,
     quiet: bool = False,
 ) -> None:
     """Flower's accounting of an exchange: results, failures and each failure's reason.
 
-    Logged to ``log`` (the strategy's own logger, so its users see it where they look); with
-    ``quiet``, an exchange without failures is logged at DEBUG only (a wrapped Flower strategy
-    prints its own count).
+    Logged to ``log`` (the strategy's own logger, so its users see it where they look), each
+    failed client as ``name(client)`` gives it; with ``quiet``, an exchange without failures is
+    not logged (a wrapped Flower strategy prints its own count).
     """
     failures = {c: why for c, why in replies.items() if isinstance(why, str)}
-    log.log(
-        logging.DEBUG if quiet and not failures else logging.INFO,
+    if quiet and not failures:
+        return
+    log.info(
         "round %d %s: received %d results and %d failures",
         server_round,
         phase,
@@ -108,7 +110,7 @@ def account(
         len(failures),
     )
     for client, why in sorted(failures.items()):
-        log.info("\t> client %d (node %d): %s", client, node_of[client], why)
+        log.info("\t> %s: %s", name(client), why)
 
 
 # ---------------------------------------------------------------------- the round's record
@@ -276,7 +278,14 @@ def ask(
         )
         for c in clients
     }
-    outcomes = link.exchange(requests)
+    return settle(link.exchange(requests), client_of, phase)
+
+
+def settle(
+    outcomes: Mapping[int, Outcome], client_of: Mapping[int, int], phase: str
+) -> tuple[dict[int, Message | str], list[int]]:
+    """An exchange's outcomes (node → reply or failure) by client: each reply, or why there is
+    none (phase-prefixed); and the nodes that did not answer at all (`is_unanswered`)."""
     out: dict[int, Message | str] = {}
     unanswered = []
     for node, outcome in outcomes.items():

@@ -36,7 +36,8 @@ train), which Flower's ``configure_*``/``aggregate_*`` hooks cannot express. ``s
 Flower's arguments and returns Flower's ``Result``. The run itself — the start loop and its
 output, the wait for nodes, the round, evaluation records, checkpoints (``checkpoint_path``) and
 resume — is `adcs.flower.driver.Driver`'s, shared with `adcs.flower.Scheduled`;
-this module is the wire protocol of `adcs.flower.client`.
+this module is the wire protocol of `adcs.flower.client`, and `adcs.flower.flat` reads its
+replies and steps its model.
 
 What the simulator's round has and Flower's runtime cannot offer: a simulated clock (round
 seconds, deadline, over-commitment; `RoundRecord.wall_s` is the wall clock) and simulated
@@ -46,40 +47,25 @@ scheduler: such replies are rejected as failures.
 
 from __future__ import annotations
 
-import logging
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.app import (
-    Array,
-    ArrayRecord,
-    ConfigRecord,
-    Message,
-    MessageType,
-    MetricRecord,
-    RecordDict,
-)
-from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
-from numpy.typing import NDArray
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 
 from adcs.aggregation import Aggregator
+from adcs.flower import flat
 from adcs.flower.client import (
-    ACCURACY,
     ARRAYS_KEY,
     CONFIG_KEY,
     HELLO,
     LOSS,
     LOSS_PROBE,
     LOSS_SOURCE,
-    METRICS_KEY,
-    NUM_EXAMPLES,
     NUM_PARTITIONS,
-    PARTITION_ID,
     SEED,
 )
-from adcs.flower.driver import Driver, Nodes, _Configs
+from adcs.flower.driver import Driver, Nodes, _Configs, logger
 from adcs.flower.dropin import Template
 from adcs.flower.link import Link
 from adcs.flower.nodes import NodeMap
@@ -90,12 +76,11 @@ from adcs.flower.round import (
     finite_metric,
     history_dicts,
     log_round,
-    one_metric_record,
 )
 from adcs.flower.settings import SIMULATOR_IDENTICAL, Settings, take
 from adcs.roundgather import Played, Trained
 from adcs.rounds import F64Array
-from adcs.schedulers.base import FloatArray, IntArray, LossSource, Scheduler, check_scheduler
+from adcs.schedulers.base import IntArray, LossSource, Scheduler, check_scheduler
 
 __all__ = [
     "EvaluationRecord",
@@ -105,23 +90,6 @@ __all__ = [
     "Settings",
     "history_dicts",
 ]
-
-logger = logging.getLogger("flwr").getChild("adcs")
-
-F32Array = NDArray[np.float32]
-_WEIGHT = "adcs-weight"
-"""Metric key of the weights handed to Flower's metric aggregation."""
-
-
-@dataclass(frozen=True, eq=False)
-class _Model:
-    """The global model: the ArrayRecord key and the flat float32 parameters w of shape (dim,)."""
-
-    key: str
-    params: F32Array
-
-    def record(self) -> ArrayRecord:
-        return ArrayRecord({self.key: Array(self.params)})
 
 
 class SchedulerStrategy(Driver):
@@ -179,15 +147,11 @@ class SchedulerStrategy(Driver):
         """Log the scheduler and the server settings."""
         self._summary()
 
-    # ------------------------------------------------------------------ the driver's hooks
-
     def _identity(self) -> dict[str, Any]:
         s = self.settings
         return {
             **super()._identity(),
-            "n_clients": s.n_clients,
-            "server_lr": s.server_lr,
-            "weighting": s.weighting,
+            **{"n_clients": s.n_clients, "server_lr": s.server_lr, "weighting": s.weighting},
             "aggregator": repr(self.aggregator),
         }
 
@@ -200,7 +164,26 @@ class SchedulerStrategy(Driver):
         return nodes
 
     def _connected(self, link: Link) -> set[int]:
-        return self._greet(link)
+        """Take in handshake outcomes; greet new and unresponsive nodes (in the background)."""
+        nodes = self._node_map()
+        connected = link.connected()
+        link.forget(link.background_nodes - connected)
+        link.poll()
+        self._take_greetings(link, connected)
+        greet = [n for n in nodes.to_greet(connected) if n not in link.background_nodes]
+        config = ConfigRecord({SEED: self.settings.seed, NUM_PARTITIONS: nodes.n_clients})
+        content = RecordDict({CONFIG_KEY: config})
+        link.send_in_background(
+            {n: Message(content, n, HELLO, ttl=link.ttl, group_id="hello") for n in greet}
+        )
+        link.poll()  # replies that are there at once (an in-process grid answers on push)
+        self._take_greetings(link, connected)
+        return connected
+
+    def _take_greetings(self, link: Link, connected: set[int]) -> None:
+        for node, outcome in link.late:
+            self._node_map().greeted(node, outcome, connected)
+        link.late.clear()
 
     def _pause(self, link: Link, until: float) -> None:
         link.wait_background(lambda: bool(link.late), until)
@@ -215,8 +198,14 @@ class SchedulerStrategy(Driver):
     def _rule_extras(self) -> dict[str, Any]:
         return {"base_weights": self._base, "aggregator": self.aggregator}
 
+    def _base(self) -> F64Array | None:
+        """p_n of the aggregation weights: the clients' reported data sizes, or uniform."""
+        if self.settings.weighting == "data_size":
+            return np.nan_to_num(self._node_map().sizes, nan=0.0)
+        return None
+
     def _check_initial(self, arrays: ArrayRecord) -> Template:
-        _flat_model(arrays)
+        flat.flat_model(arrays)
         return Template.of(arrays)
 
     def _configs(self, configs: _Configs) -> _Configs:
@@ -227,98 +216,19 @@ class SchedulerStrategy(Driver):
     def _exchanges(
         self, link: Link, template: Template, arrays: ArrayRecord, configs: _Configs, r: int
     ) -> _Exchanges:
-        return _Exchanges(self, link, _flat_model(arrays), configs.train, r)
+        return _Exchanges(self, link, flat.flat_model(arrays), configs.train, r)
 
     def _aggregate(
         self, played: Played, arrays: ArrayRecord, template: Template, server_round: int
     ) -> tuple[ArrayRecord, MetricRecord]:
         """w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s · (Σ c_i Δ_i, or the aggregation rule's step), in float32."""
-        model = _flat_model(arrays)
-        dim = model.params.size
-        done = played.record
-        delivered = done.aggregated
-        coef = done.aggregated_coef
-        losses_back = np.asarray([played.held[int(c)].loss for c in delivered], dtype=np.float64)
-        step = played.step
-        if step is None and delivered.size:
-            step = coef.astype(np.float32) @ played.rows(delivered, dim)
-        model = _step(model, step if delivered.size else None, self.settings.server_lr)
-        return model.record(), _train_metrics(coef, losses_back, len(played.failed))
+        return flat.aggregate(played, flat.flat_model(arrays), self.settings.server_lr)
 
     def _log_round(self, record: RoundRecord) -> None:
         log_round(record, logger)
 
-    def _base(self) -> F64Array | None:
-        """p_n of the aggregation weights: the clients' reported data sizes, or uniform."""
-        if self.settings.weighting == "data_size":
-            return np.nan_to_num(self._node_map().sizes, nan=0.0)
-        return None
-
-    # ------------------------------------------------------------------ handshakes
-
-    def _greet(self, link: Link) -> set[int]:
-        """Take in handshake outcomes; greet new and unresponsive nodes (in the background)."""
-        nodes = self._node_map()
-        connected = link.connected()
-        link.forget(link.background_nodes - connected)
-        link.poll()
-        self._take_greetings(link, connected)
-        greet = [n for n in nodes.to_greet(connected) if n not in link.background_nodes]
-        content = RecordDict(
-            {CONFIG_KEY: ConfigRecord({SEED: self.settings.seed, NUM_PARTITIONS: nodes.n_clients})}
-        )
-        link.send_in_background(
-            {n: Message(content, n, HELLO, ttl=link.ttl, group_id="hello") for n in greet}
-        )
-        link.poll()  # replies that are there at once (an in-process grid answers on push)
-        self._take_greetings(link, connected)
-        return connected
-
-    def _take_greetings(self, link: Link, connected: set[int]) -> None:
-        for node, outcome in link.late:
-            self._node_map().greeted(node, outcome, connected)
-        link.late.clear()
-
-    # ------------------------------------------------------------------ exchanges
-
-    def _train(
-        self, link: Link, clients: IntArray, model: _Model, config: ConfigRecord, server_round: int
-    ) -> dict[int, Trained | str]:
-        """``train`` to ``clients``: their valid updates, or why there is none."""
-        content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: config})
-        replies = self._send(link, [(MessageType.TRAIN, content, clients)], server_round, "train")
-        sizes = self._node_map().sizes
-
-        def read(client: int, reply: Message) -> Trained:
-            got = _read_update(reply, client, model, self.settings.weighting)
-            if got.num_examples >= 0:
-                sizes[client] = got.num_examples
-            return got
-
-        return self._check(server_round, "train", replies, read)
-
-    def _probe_losses(
-        self,
-        link: Link,
-        clients: IntArray,
-        model: _Model,
-        config: ConfigRecord,
-        server_round: int,
-        source: str,
-    ) -> dict[int, float | str]:
-        """``query.adcs_loss`` to ``clients``: each one's loss at w⁽ᵗ⁾, or why there is none."""
-        probe_config = ConfigRecord(dict(config))
-        probe_config[LOSS_SOURCE] = source
-        content = RecordDict({ARRAYS_KEY: model.record(), CONFIG_KEY: probe_config})
-        replies = self._send(link, [(LOSS_PROBE, content, clients)], server_round, "loss probe")
-        return self._check(
-            server_round,
-            "loss probe",
-            replies,
-            lambda client, reply: finite_metric(_read_metrics(reply, client), LOSS),
-        )
-
-    # ------------------------------------------------------------------ evaluation
+    def _name(self, client: int) -> str:
+        return f"client {client} (node {self._node_map().node_of[client]})"  # its partition id
 
     def _evaluate(
         self, link: Link, server_round: int, arrays: ArrayRecord, config: ConfigRecord
@@ -328,139 +238,52 @@ class SchedulerStrategy(Driver):
         every = self.settings.evaluate_every
         if not every or (server_round % every and server_round != self._num_rounds):
             return None
-        connected = self._greet(link)
-        clients = np.flatnonzero(self._node_map().available(connected))
+        clients = np.flatnonzero(self._node_map().available(self._connected(link)))
         content = RecordDict({ARRAYS_KEY: arrays, CONFIG_KEY: config})
-        replies = self._send(
-            link, [(MessageType.EVALUATE, content, clients)], server_round, "evaluate"
-        )
-        checked = self._check(server_round, "evaluate", replies, _read_evaluation)
-        record = self._record_evaluation(server_round, checked)
-        reported = np.flatnonzero(np.isfinite(record.accuracy))
-        if reported.size == 0:
-            return None
-        mean = aggregate_metricrecords(
-            [
-                RecordDict(
-                    {
-                        METRICS_KEY: MetricRecord(
-                            {
-                                _WEIGHT: 1.0,
-                                ACCURACY: float(record.accuracy[c]),
-                                LOSS: float(record.loss[c]),
-                            }
-                        )
-                    }
-                )
-                for c in reported
-            ],
-            _WEIGHT,
-        )
-        mean["worst-accuracy"] = record.worst_accuracy
-        mean.update(record.columns)
-        return mean
+        group = [(MessageType.EVALUATE, content, clients)]
+        replies = self._send(link, group, server_round, "evaluate")
+        checked = self._check(server_round, "evaluate", replies, flat.read_evaluation)
+        return flat.evaluation_metrics(self._record_evaluation(server_round, checked))
 
 
 @dataclass(frozen=True, eq=False)
 class _Exchanges:
-    """The `adcs.flower.round.Gatherer` of one round of `SchedulerStrategy`."""
+    """The `adcs.roundgather.Gatherer` of one round of `SchedulerStrategy`."""
 
-    strategy: SchedulerStrategy
+    owner: SchedulerStrategy
     link: Link
-    model: _Model
+    model: flat.FlatModel
     config: ConfigRecord
     server_round: int
 
     def losses(self, clients: IntArray, source: LossSource) -> dict[int, float | str]:
-        return self.strategy._probe_losses(
-            self.link, clients, self.model, self.config, self.server_round, source.value
+        """``query.adcs_loss`` to ``clients``: each one's loss at w⁽ᵗ⁾, or why there is none."""
+        config = ConfigRecord({**self.config, LOSS_SOURCE: source.value})
+        content = RecordDict({ARRAYS_KEY: self.model.record(), CONFIG_KEY: config})
+        replies = self._send(LOSS_PROBE, content, clients, "loss probe")
+        return self.owner._check(
+            self.server_round,
+            "loss probe",
+            replies,
+            lambda client, reply: finite_metric(flat.read_metrics(reply, client), LOSS),
         )
 
-    def updates(self, clients: IntArray) -> dict[int, Trained | str]:
-        return self.strategy._train(self.link, clients, self.model, self.config, self.server_round)
+    def updates(self, clients: IntArray, features: bool = True) -> dict[int, Trained | str]:
+        """``train`` to ``clients``: their valid updates (always read: they are aggregated here),
+        or why there is none."""
+        content = RecordDict({ARRAYS_KEY: self.model.record(), CONFIG_KEY: self.config})
+        replies = self._send(MessageType.TRAIN, content, clients, "train")
+        sizes = self.owner._node_map().sizes
 
+        def read(client: int, reply: Message) -> Trained:
+            got = flat.read_update(reply, client, self.model, self.owner.settings.weighting)
+            if got.num_examples >= 0:
+                sizes[client] = got.num_examples
+            return got
 
-def _step(model: _Model, step: F32Array | None, server_lr: float) -> _Model:
-    """w + η_s · step (Σ c_i Δ_i, or the aggregation rule's), in float32 as `adcs.sim.lot`
-    forms it; None: nobody delivered, the model is kept."""
-    if step is None:
-        logger.warning("no selected client returned a valid update; the model is kept")
-        return model
-    step = np.asarray(step, dtype=np.float32) * np.float32(server_lr)
-    return _Model(model.key, model.params + step)
+        return self.owner._check(self.server_round, "train", replies, read)
 
-
-def _train_metrics(coef: FloatArray, losses: FloatArray, failures: int) -> MetricRecord:
-    """The round's train metrics: the aggregated clients' loss (weighted by c), and the counts."""
-    metrics = MetricRecord()
-    if coef.size and float(np.abs(coef).sum()) > 0:
-        metrics = aggregate_metricrecords(
-            [
-                RecordDict({METRICS_KEY: MetricRecord({_WEIGHT: abs(float(c)), LOSS: float(q)})})
-                for c, q in zip(coef, losses, strict=True)
-            ],
-            _WEIGHT,
-        )
-    metrics["results"] = int(coef.size)
-    metrics["failures"] = int(failures)
-    return metrics
-
-
-def _flat_model(arrays: ArrayRecord) -> _Model:
-    """w⁽⁰⁾ from ``initial_arrays``: exactly one 1-D, finite float32 array."""
-    if not isinstance(arrays, ArrayRecord) or len(arrays) != 1:
-        raise ValueError(
-            "initial_arrays must be an ArrayRecord holding one array, the model's flat float32 "
-            "parameters (the Model protocol of adcs.sim.model)"
-        )
-    key = next(iter(arrays.keys()))
-    params = arrays[key].numpy()
-    if params.dtype != np.float32 or params.ndim != 1 or params.size == 0:
-        raise ValueError(
-            f"initial array {key!r} must be a non-empty 1-D float32 array, got "
-            f"{params.dtype}{list(params.shape)}"
-        )
-    if not np.isfinite(params).all():
-        raise ValueError(f"initial array {key!r} holds NaN or inf")
-    return _Model(key, np.array(params, dtype=np.float32))
-
-
-def _read_metrics(reply: Message, client: int) -> MetricRecord:
-    """The reply's one MetricRecord, after checking it names the client asked."""
-    metrics = one_metric_record(reply)
-    pid = metrics.get(PARTITION_ID)
-    if pid != client or isinstance(pid, (bool, float)):
-        raise RejectedReply(f"reports {PARTITION_ID}={pid!r} but the node serves {client}")
-    return metrics
-
-
-def _read_evaluation(client: int, reply: Message) -> tuple[float, float]:
-    """An ``evaluate`` reply's (loss, accuracy), after checking it names the client asked."""
-    metrics = _read_metrics(reply, client)
-    accuracy = finite_metric(metrics, ACCURACY)
-    return finite_metric(metrics, LOSS), accuracy
-
-
-def _read_update(reply: Message, client: int, model: _Model, weighting: str) -> Trained:
-    """A ``train`` reply's update Δ (checked against the model), loss and data size."""
-    metrics = _read_metrics(reply, client)
-    loss = finite_metric(metrics, LOSS)
-    size = metrics.get(NUM_EXAMPLES, math.nan)
-    num_examples = float(size) if isinstance(size, (int, float)) else math.nan
-    if weighting == "data_size" and not num_examples >= 0:
-        raise RejectedReply(f"missing or invalid '{NUM_EXAMPLES}' (weighting by data size)")
-    records = list(reply.content.array_records.values())
-    if len(records) != 1 or list(records[0].keys()) != [model.key]:
-        keys = [list(r.keys()) for r in records]
-        raise RejectedReply(f"expected one array {model.key!r}, got {keys}")
-    try:
-        update = records[0][model.key].numpy()
-    except Exception as err:  # any undecodable payload is a bad reply, whatever it raises
-        raise RejectedReply(f"array {model.key!r} cannot be decoded: {err}") from err
-    if update.shape != model.params.shape or update.dtype != np.float32:
-        raise RejectedReply(
-            f"update is {update.dtype}{list(update.shape)}, expected float32{[model.params.size]}"
-        )
-    if not np.isfinite(update).all():
-        raise RejectedReply("update holds NaN or inf")
-    return Trained(update, loss, num_examples)
+    def _send(
+        self, kind: str, content: RecordDict, clients: IntArray, phase: str
+    ) -> dict[int, Message | str]:
+        return self.owner._send(self.link, [(kind, content, clients)], self.server_round, phase)
