@@ -49,7 +49,14 @@ def test_a_workload_differing_in_the_optimiser_alone_is_paired_with_its_plain_co
     ]
     assert pairs[0].change == "FedProx μ = 0.01"
     assert pairs[1].change == "FedAdam (η = 0.03, β₁ = 0.9, β₂ = 0.99, τ = 0.0001)"
+    # one local step (the default): FedProx's term μ (w − w_t) is zero at it; a server
+    # optimizer acts whatever the local steps
+    assert "is zero at that step" in pairs[0].inert and pairs[1].inert == ""
     assert lo.counterparts({"dirichlet": PLAIN, "m6": {**PLAIN, "m": 6}}) == []
+    five = {**PLAIN, "sim": {**PLAIN["sim"], "local_steps": 5}}
+    prox5 = {**five, "sim": {**five["sim"], "prox_mu": 0.01}}
+    (pair,) = lo.counterparts({"e5": five, "e5_prox": prox5})
+    assert pair.base == "e5" and pair.inert == ""
 
 
 def _score(label: str, method: str, worst: list[float]) -> Score:
@@ -98,9 +105,17 @@ def test_the_section_names_where_selection_still_helps_and_where_its_gain_is_los
     pair = lo.Counterpart(workload="w_opt", base="w", change="FedProx μ = 0.01")
     text = "\n".join(lo.optimiser_section([pair], {"w": base, "w_opt": with_opt}))
     assert "### w_opt: w with FedProx μ = 0.01" in text
-    assert "**Still helps (ahead on both):** Keeps (+10.33" in text
-    assert "**Helps on w only (its gain does not survive the change):** Loses (+0.00" in text
+    assert "cannot act here" not in text
+    assert "**Still helps (ahead on both):** Keeps (+20.33 ± 1.43 → +10.33" in text
+    assert "**Helps on w only (its gain does not survive the change):** Loses (+20.00" in text
     assert "Ran on w_opt only (no counterpart to compare): New." in text
     assert "| Keeps | +20.33 ± " in text and "| ahead |" in text
     assert lo.optimiser_section([], {}) == []
+    # an inert change: how many shared runs end bit-identical is counted, not assumed
+    rounded = [*base[:2], _score("Loses", "divfl", [0.40, 0.41, 0.4200001])]
+    inert = lo.Counterpart(workload="w_prox", base="w", change="FedProx μ = 0.01", inert="E = 1")
+    text = "\n".join(lo.optimiser_section([inert], {"w": base, "w_prox": rounded}))
+    assert (
+        "**The change cannot act here:** E = 1: 8 of the 9 runs they share end at the same" in text
+    )
     assert not math.isnan(lo.gains(with_opt)["New"].mean)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adcs.defaults import LOCAL_STEPS
 from adcs.experiments.folder import MANIFEST
 from adcs.experiments.ranking import Score, baseline_label, is_random_baseline
 from adcs.experiments.resultfiles import read_manifest
@@ -52,11 +53,15 @@ class Counterpart:
         The workload with the optimiser, and its counterpart.
     change : str
         The optimiser in words, e.g. ``FedAdam (η = 0.03, β₁ = 0.9, β₂ = 0.99, τ = 0.0001)``.
+    inert : str
+        Why the change cannot act on the updates, in words (empty when it can): FedProx alone with
+        one local step, whose proximal gradient μ (w − w⁽ᵗ⁾) is zero at that step.
     """
 
     workload: str
     base: str
     change: str
+    inert: str = ""
 
 
 def _sim(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -94,6 +99,19 @@ def _change(config: Mapping[str, Any]) -> str:
     return " and ".join(parts)
 
 
+def _inert(config: Mapping[str, Any]) -> str:
+    """Why a configuration's optimiser cannot change the clients' updates ("" when it can)."""
+    sim = _sim(config)
+    steps = int(sim.get("local_steps", LOCAL_STEPS))
+    if sim.get("server_optimizer") is None and sim.get("prox_mu") and steps == 1:
+        return (
+            "with one local step per round (E = 1) FedProx's proximal gradient μ (w − w⁽ᵗ⁾) is "
+            "zero at that step, so every client's update is FedAvg's and the two workloads run "
+            "the same algorithm"
+        )
+    return ""
+
+
 def counterparts(configs: Mapping[str, Mapping[str, Any]]) -> list[Counterpart]:
     """Each workload that differs from a plain-FedAvg workload in the optimiser alone, with it.
 
@@ -114,7 +132,9 @@ def counterparts(configs: Mapping[str, Mapping[str, Any]]) -> list[Counterpart]:
             continue
         base = next((b for b in plain if _rest(configs[b]) == _rest(config)), None)
         if base is not None:
-            out.append(Counterpart(workload=w, base=base, change=_change(config)))
+            out.append(
+                Counterpart(workload=w, base=base, change=_change(config), inert=_inert(config))
+            )
     return out
 
 
@@ -178,12 +198,28 @@ def optimiser_section(
         "FedProx's μ): the paired difference in final worst accuracy over the seeds (points, mean "
         f"± 95% t-interval) and whether a paired t-test, Holm-adjusted over the workload's "
         f"comparisons with {uniform}, tells it from {uniform} at the 5% level (*ahead*, *tied*, "
-        "*behind*). An entry *still helps* where it is ahead on both.",
+        "*behind*). An entry *still helps* where it is ahead on both; each listed entry is "
+        "followed by its difference on the counterpart → on the workload. Not ahead is not no "
+        "gain: with few seeds an interval that holds 0 can hold a large gain too.",
         "",
     ]
     for pair in pairs:
         out += _pair_section(pair, scores, uniform)
     return out
+
+
+def _same_runs(scores: Sequence[Score], base: Sequence[Score]) -> str:
+    """How many runs (entry and seed) the two workloads share end at the same final worst
+    accuracy to the last bit, in words."""
+    there = {s.label: s for s in base}
+    pairs = [(s.worst[k], there[s.label].worst[k]) for s in scores if s.label in there
+             for k in s.worst if k in there[s.label].worst]  # fmt: skip
+    same = sum(a == b for a, b in pairs)
+    return (
+        f"{same} of the {len(pairs)} runs they share end at the same final worst accuracy to the "
+        "last bit, and the others can differ only through floating-point rounding, which a "
+        "selection can amplify"
+    )
 
 
 def _pair_section(
@@ -206,13 +242,15 @@ def _pair_section(
                                if on_w[e].verdict == "ahead" and on_b[e].verdict != "ahead"],
         f"behind {uniform} on {w}": [e for e in both if on_w[e].verdict == "behind"],
     }  # fmt: skip
-    text = (
+    inert = f"{pair.inert}: {_same_runs(scores[w], scores[b])}" if pair.inert else ""
+    text = (f"**The change cannot act here:** {inert}. " if inert else "") + (
         f"{uniform}'s final worst accuracy: {plus_minus(*base_w.mean('worst'))}% on {w}, "
         f"{plus_minus(*base_b.mean('worst'))}% on {b}."
     )
     for what, entries in groups.items():
         ordered = sorted(entries, key=lambda e: -on_w[e].mean)
-        listed = join_words([f"{e} ({points(on_w[e].mean, on_w[e].half)})" for e in ordered])
+        listed = join_words([f"{e} ({points(on_b[e].mean, on_b[e].half)} → "
+                             f"{points(on_w[e].mean, on_w[e].half)})" for e in ordered])  # fmt: skip
         text += f" **{what[0].upper()}{what[1:]}:** {listed if entries else 'none'}."
     rest = [e for e in both if on_w[e].verdict == on_b[e].verdict == "tied"]
     text += f" Tied with {uniform} on both: {len(rest)} of {len(both)} entries."

@@ -304,7 +304,8 @@ def _entry_doc(s: Score, placings: Mapping[str, Any], w: str) -> dict[str, Any]:
 def _pair_doc(pair: Counterpart, scores: Mapping[str, list[Score]]) -> dict[str, Any]:
     """A workload with another optimiser, its counterpart, and each entry against random
     selection on both (`adcs.experiments.leaderboard_optimizers.gains`)."""
-    doc: dict[str, Any] = {"workload": pair.workload, "base": pair.base, "change": pair.change}
+    doc: dict[str, Any] = {"workload": pair.workload, "base": pair.base, "change": pair.change,
+                           "inert": pair.inert}  # fmt: skip
     for key, w in (("gains", pair.workload), ("base_gains", pair.base)):
         doc[key] = {e: {"mean": g.mean, "half": g.half, "p_holm": g.p_value,
                         "verdict": g.verdict} for e, g in gains(scores[w]).items()}  # fmt: skip
