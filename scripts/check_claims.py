@@ -66,6 +66,7 @@ from adcs.experiments.outputs import study_of, write_study_report, write_tables
 from adcs.experiments.records import variant_labels
 from adcs.experiments.report import TIME_FIGURE, ReportContext, fmt, pm
 from adcs.experiments.results import _privacy_note, _system_note, load_records
+from adcs.experiments.sweep import write_sweep_summary
 from adcs.experiments.timing import is_timed, time_summaries
 
 REPO = Path(__file__).resolve().parent.parent
@@ -194,6 +195,28 @@ def _leaderboard_report(folder: Path, out: Path) -> None:
     shutil.rmtree(work)
 
 
+SWEEP_FILES = ("report.md", "sweep.csv")
+
+
+def _sweep_report(folder: Path, out: Path) -> None:
+    """A sweep's table and report, rewritten from its points' folders, into ``out``."""
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    work = out / "copy"
+    shutil.copytree(folder, work, ignore=shutil.ignore_patterns(*SWEEP_FILES, "*.png"))
+    points = []
+    for name, point in manifest["sweep"]["points"].items():
+        doc = json.loads((folder / name / "manifest.json").read_text(encoding="utf-8"))
+        points.append(
+            (point, config_from_dict(doc["config"], source=doc.get("config_source", "?")))
+        )
+    # as run_sweep writes them: the points' ranks (a leaderboard's summary), then the comparison
+    summarize_leaderboard(work, list(manifest["sweep"]["points"]), quick=bool(manifest["quick"]))
+    write_sweep_summary(work, points)
+    for name in SWEEP_FILES:
+        shutil.copy(work / name, out / name)
+    shutil.rmtree(work)
+
+
 def _folder_script(argv: list[str], folder: Path, out: Path) -> None:
     """Run the script on a copy of ``folder`` at the same relative path (the report names it)."""
     folder = folder.resolve()
@@ -249,6 +272,8 @@ def classify(results: Path) -> tuple[list[Generated], list[Path], dict[Path, str
             generated.append(Generated(folder, files, _runner_report))
         elif doc.get("kind") == "leaderboard":
             generated.append(Generated(folder, LEADERBOARD_FILES, _leaderboard_report))
+        elif doc.get("kind") == "sweep":
+            generated.append(Generated(folder, SWEEP_FILES, _sweep_report))
         else:
             continue
         claimed.update(folder / f for f in generated[-1].files)
@@ -523,11 +548,13 @@ KINDS: dict[str, tuple[int, Callable[..., str]]] = {
 - ``diff F METRIC A B``: the paired mean difference A − B over their common seeds ± its 95 %
   half-width (points for accuracies), :func:`adcs.experiments.stats.paired_difference`;
 - ``verdict F METRIC A B``: ``tied`` when the paired t-test at 5 % cannot tell them apart
-  (:func:`adcs.experiments.stats.tied`), else ``ahead`` or ``behind`` (A relative to B);
+  (:func:`adcs.experiments.stats.tied`, one planned comparison, unadjusted), else ``ahead`` or
+  ``behind`` (A relative to B);
 - ``versus F METRIC A B DELTA``: the 95 % interval of the paired difference A − B (points for
   accuracies) and whether it includes DELTA (e.g. a gain another paper reports);
 - ``best F METRIC``: the entry with the highest mean and those tied with it, as the
-  leaderboard ranks them (:func:`adcs.experiments.ranking.rank_workload`);
+  leaderboard ranks them (:func:`adcs.experiments.ranking.rank_workload`: the paired t-test,
+  Holm-adjusted over the folder's comparisons with the best);
 - ``rank F METRIC E``: E's place among the folder's entries, "2 of 7";
 - ``seeds F E``: the seeds E ran on;
 - ``ratio F {worst,avg,total} E``: on the simulated clock, E's time to the worst- or

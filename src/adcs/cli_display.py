@@ -312,7 +312,8 @@ def _print_claims(outcome: ExperimentOutcome) -> None:
 def _print_leaderboard(outcome: LeaderboardOutcome) -> None:
     table = Table(
         title="Overall ranks by final worst accuracy (mean rank over workloads; best or tied: "
-        "not told apart from the best by a paired t-test over seeds at 5%)"
+        "not told apart from the best by a paired t-test over seeds at 5%, Holm-adjusted over the "
+        "workload's comparisons)"
     )
     table.add_column("place", justify="right")
     table.add_column("entry", overflow="fold", min_width=14)

@@ -15,6 +15,8 @@ from scipy import stats
 
 from adcs.data import FashionMNIST
 from adcs.experiments import leaderboard as lb
+from adcs.experiments import ranking
+from adcs.experiments import stats as stats_mod
 from adcs.experiments.config import ConfigError, MethodConfig, config_from_dict
 from adcs.experiments.ranking import is_random_baseline
 from adcs.experiments.runner import RunInterrupted, expand_runs, load_records
@@ -166,6 +168,78 @@ def test_paired_difference_uses_only_the_common_seeds() -> None:
     assert lb.tied({0: 0.5}, {0: 0.5}) and not lb.tied({0: 0.5}, {0: 0.4})
     assert not lb.tied({0: math.nan, 1: 0.2}, {0: 0.1, 1: 0.2})
     assert not lb.tied({0: 0.5}, {1: 0.5})  # nothing in common
+
+
+def test_the_p_value_is_scipys_paired_t_test_and_agrees_with_the_tie_test() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(2, 7))
+        a = rng.normal(0.5, 0.05, n)
+        b = a - rng.normal(rng.uniform(-0.05, 0.05), 0.03, n)
+        ours = stats_mod.paired_p_value(dict(enumerate(a)), dict(enumerate(b)))
+        # relative: the p-value is an incomplete beta function, good to a few ulps
+        assert ours == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-9)
+        assert (ours >= 0.05) == lb.tied(dict(enumerate(a)), dict(enumerate(b)))
+    assert stats_mod.paired_p_value({0: 0.5, 1: 0.6}, {0: 0.5, 1: 0.6}) == 1.0  # no spread, equal
+    assert stats_mod.paired_p_value({0: 0.5, 1: 0.6}, {0: 0.4, 1: 0.5}) == 0.0  # no spread, apart
+    assert stats_mod.paired_p_value({0: 0.5}, {0: 0.5}) == 1.0
+    assert stats_mod.paired_p_value({0: math.nan, 1: 0.2}, {0: 0.1, 1: 0.2}) == 0.0
+    assert stats_mod.paired_p_value({0: 0.5}, {1: 0.5}) == 0.0  # nothing in common
+
+
+def _holm_by_steps(p: list[float], alpha: float) -> list[bool]:
+    """Holm's procedure as its paper states it: reject in increasing order of p while
+    p_(j) < alpha / (k - j + 1), then stop."""
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    rejected = [False] * len(p)
+    for j, i in enumerate(order):
+        if p[i] >= alpha / (len(p) - j):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def test_holms_adjusted_p_values_reject_what_the_step_down_procedure_rejects() -> None:
+    assert stats_mod.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats_mod.holm([0.2]) == [0.2] and stats_mod.holm([]) == []
+    assert stats_mod.holm([0.6, 0.5]) == [1.0, 1.0]  # capped at 1
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        p = list(rng.uniform(0, 0.1, int(rng.integers(1, 12))) ** rng.uniform(0.5, 2))
+        adjusted = stats_mod.holm(p)
+        assert [a < 0.05 for a in adjusted] == _holm_by_steps(p, 0.05)
+
+
+def test_holm_ties_what_a_test_alone_would_call_behind() -> None:
+    best = {0: 0.60, 1: 0.62, 2: 0.61}
+    entries = {
+        "best": best,
+        "a": {0: 0.57, 1: 0.60, 2: 0.59},  # d = 0.03, 0.02, 0.02
+        "b": {0: 0.58, 1: 0.60, 2: 0.60},  # d = 0.02, 0.02, 0.01
+        "c": {0: 0.58, 1: 0.595, 2: 0.60},  # d = 0.02, 0.025, 0.01
+    }
+    raw = {k: stats_mod.paired_p_value(best, v) for k, v in entries.items() if k != "best"}
+    assert raw["a"] < raw["b"] < 0.05 <= raw["c"]  # a and b behind when each is read alone ...
+    plain = lb.rank_workload(entries, adjust=False)
+    holm = lb.rank_workload(entries)
+    assert not plain["a"].tied and not plain["b"].tied and plain["c"].tied
+    assert plain["a"].p_value == pytest.approx(raw["a"])
+    # ... but 3 · p_a ≥ 0.05: Holm rejects nothing, every one of the three is tied
+    assert 3 * raw["a"] >= 0.05
+    assert holm["a"].tied and holm["b"].tied and holm["c"].tied
+    assert holm["a"].p_value == pytest.approx(3 * raw["a"])
+    assert holm["b"].p_value == pytest.approx(max(3 * raw["a"], 2 * raw["b"]))
+    assert math.isnan(holm["best"].p_value) and holm["best"].best and holm["best"].tied
+
+
+def test_the_worst_auc_is_the_trapezoid_area_over_the_rounds_spanned() -> None:
+    rounds = np.array([0, 10, 30])
+    values = np.array([0.0, 0.5, 0.5])
+    # 10 rounds from 0 to 0.5 (area 2.5), then 20 at 0.5 (area 10), over 30 rounds
+    assert ranking.curve_area(rounds, values) == pytest.approx(12.5 / 30)
+    assert ranking.curve_area(np.array([5]), np.array([0.3])) == 0.3
+    assert math.isnan(ranking.curve_area(rounds, np.array([0.1, math.nan, 0.2])))
+    assert math.isnan(ranking.curve_area(np.array([]), np.array([])))
 
 
 def test_ranks_share_equal_means_put_non_finite_last_and_mark_the_best_and_ties() -> None:
@@ -340,6 +414,37 @@ def test_an_interrupted_leaderboard_resumes_to_the_same_files(
     for w in ("alpha", "beta"):
         for name in REPRODUCIBLE:
             assert (out / w / name).read_bytes() == (board / w / name).read_bytes(), (w, name)
+
+
+def test_a_finished_workload_joins_a_leaderboard_which_keeps_its_own_and_reranks_all(
+    tmp_path: Path, board: Path
+) -> None:
+    import shutil
+
+    small = tmp_path / "small"  # the board as if it had run alpha alone
+    shutil.copytree(board, small)
+    shutil.rmtree(small / "beta")
+    doc = json.loads((small / "manifest.json").read_text())
+    doc["workloads"] = ["alpha"]
+    beta_config = doc["configs"].pop("beta")
+    (small / "manifest.json").write_text(json.dumps(doc))
+    alpha_before = {p.name: p.read_bytes() for p in (small / "alpha").iterdir()}
+    names = lb.join_leaderboard(small, [board / "beta"], command="join beta")
+    assert names == ["alpha", "beta"]
+    assert {p.name: p.read_bytes() for p in (small / "alpha").iterdir()} == alpha_before
+    for name in REPRODUCIBLE:
+        assert (small / "beta" / name).read_bytes() == (board / "beta" / name).read_bytes()
+    for name in ("leaderboard.csv", "ranks.csv", "summary.json", "report.md"):
+        assert (small / name).read_bytes() == (board / name).read_bytes(), name
+    doc = json.loads((small / "manifest.json").read_text())
+    assert doc["workloads"] == ["alpha", "beta"] and doc["configs"]["beta"] == beta_config
+    assert [j["workload"] for j in doc["joined"]] == ["beta"]
+    with pytest.raises(ConfigError, match="already holds a workload 'beta'"):
+        lb.join_leaderboard(small, [board / "beta"])
+    with pytest.raises(ConfigError, match="no finished leaderboard"):
+        lb.join_leaderboard(small / "alpha", [board / "beta"])
+    with pytest.raises(ConfigError, match="no finished results folder"):
+        lb.join_leaderboard(small, [tmp_path / "nothing"])
 
 
 def test_resuming_with_other_workloads_is_refused_with_the_difference_named(

@@ -129,3 +129,12 @@ def test_variant_labels_name_only_what_tells_a_methods_variants_apart() -> None:
         "adcs-gamma=0": "ADCS gamma=0",
         "adcs-gamma=0.25": "ADCS gamma=0.25",
     }
+    # several differing hyperparameters: named in one order whether the runs' params come in the
+    # order the configuration gave them (as the runs end) or sorted (as runs.csv stores them)
+    live = [
+        record("adcs-a", "adcs", theta=0.6, refresh_every=20, fresh_quality=False),
+        record("adcs-b", "adcs", theta=0.8, refresh_every=20, fresh_quality=True),
+    ]
+    stored = [record(r.variant, r.method, **dict(sorted(r.params.items()))) for r in live]
+    assert variant_labels(live) == variant_labels(stored)
+    assert variant_labels(live)["adcs-a"] == "ADCS fresh_quality=False, theta=0.6"

@@ -26,11 +26,14 @@ fairness metric) and likewise on the others:
 * the *rank* of an entry on a workload is its place by mean over seeds, 1 the highest; entries
   with equal means share the mean of their places; an entry without a finite mean ranks last;
 * the *best* entry of a workload has the highest mean;
-* an entry is *tied with the best* when a two-sided paired t-test over the seeds both ran, at the
-  5 % level, does not tell them apart: with d_s the best's value minus the entry's on seed s and
-  n ≥ 2 seeds, |mean(d)| ≤ t(0.975, n − 1) · sd(d) / √n. Pairing by seed uses the common random
-  numbers: the methods of a seed share minibatches and availability. With one seed no test is
-  possible and only an exact equality ties;
+* an entry is *tied with the best* when a two-sided paired t-test over the seeds both ran does
+  not tell them apart at the 5 % level once Holm-adjusted over the workload's comparisons with the
+  best: with d_s the best's value minus the entry's on seed s and n ≥ 2 seeds, the test's p-value
+  (t = mean(d) / (sd(d) / √n), n − 1 degrees of freedom) is multiplied by Holm's factor and stays
+  at least 0.05 (`adcs.experiments.stats.holm`; the chance of calling any entry of the workload
+  behind when it is not is at most 5 %). Pairing by seed uses the common random numbers: the
+  methods of a seed share minibatches and availability. With one seed no test is possible and only
+  an exact equality ties;
 * the *overall* table gives each entry's mean rank over the workloads it ran on, how often it is
   the best, and how often it is the best or tied with the best.
 """
@@ -41,6 +44,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,6 +107,7 @@ __all__ = [
     "Placing",
     "RankRow",
     "Score",
+    "join_leaderboard",
     "leaderboard_methods",
     "load_workload",
     "paired_difference",
@@ -556,3 +561,69 @@ def summarize_leaderboard(
     return write_summary(
         folder, list(names), quick=quick, metrics=metrics, kind=kind or "leaderboard"
     )
+
+
+def join_leaderboard(
+    folder: str | Path, workloads: Sequence[str | Path], *, command: str = ""
+) -> list[str]:
+    """Add finished workloads to a finished leaderboard, keeping its own as they are.
+
+    Each workload's results folder (e.g. ``OUT2/<name>/`` of another leaderboard) is copied
+    into ``folder`` unchanged; ``folder``'s manifest lists it, with its configuration (as a
+    leaderboard records it) and where it came from; then the summary is rewritten over every
+    workload (`summarize_leaderboard`). The workloads already there are neither rerun nor
+    rewritten, so a leaderboard grows by new workloads without recomputing the old ones.
+
+    Parameters
+    ----------
+    folder : path
+        A finished leaderboard (its ``manifest.json`` says ``kind = "leaderboard"``).
+    workloads : sequence of path
+        Finished results folders, each named as its workload, none already in ``folder``.
+    command : str
+        Recorded in the manifest beside each joined workload.
+
+    Returns
+    -------
+    list of str
+        The leaderboard's workloads, the joined ones last.
+
+    Raises
+    ------
+    ConfigError
+        ``folder`` is no finished leaderboard, a workload is no finished results folder, or its
+        name is taken.
+    """
+    folder = Path(folder)
+    path = folder / MANIFEST
+    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if doc.get("kind") != "leaderboard":
+        raise ConfigError(
+            f"{folder} is no finished leaderboard (no {MANIFEST} of kind leaderboard)"
+        )
+    names = list(doc.get("workloads", []))
+    sources = [Path(w) for w in workloads]
+    joined = []
+    for source in sources:
+        own = source / MANIFEST
+        manifest = json.loads(own.read_text(encoding="utf-8")) if own.is_file() else {}
+        if "config" not in manifest:
+            raise ConfigError(f"{source} is no finished results folder (no {MANIFEST})")
+        if source.name in names or (folder / source.name).exists():
+            raise ConfigError(f"{folder} already holds a workload {source.name!r}")
+        names.append(source.name)
+        config = {k: v for k, v in manifest["config"].items() if k != "description"}
+        config["data"] = {k: v for k, v in config.get("data", {}).items() if k != "path"}
+        doc.setdefault("configs", {})[source.name] = config  # as resume_identity records it
+        joined.append({"workload": source.name, "from": str(source), "command": command,
+                       "started_at": manifest.get("started_at"), "wall_s": manifest.get("wall_s")})  # fmt: skip
+    for source in sources:
+        partial = folder / f".{source.name}.joining"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source, partial, copy_function=shutil.copy2)
+        partial.rename(folder / source.name)
+    doc["workloads"] = names
+    doc["joined"] = [*doc.get("joined", []), *joined]
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    summarize_leaderboard(folder, names, quick=bool(doc.get("quick")))
+    return names

@@ -19,6 +19,13 @@ import numpy as np
 
 from adcs.experiments.figures import pyplot
 from adcs.experiments.folder import MANIFEST
+from adcs.experiments.leaderboard_optimizers import (
+    Counterpart,
+    configs_of,
+    counterparts,
+    gains,
+    optimiser_section,
+)
 from adcs.experiments.leaderboard_variants import (
     Family,
     families,
@@ -27,6 +34,7 @@ from adcs.experiments.leaderboard_variants import (
     verdict_section,
 )
 from adcs.experiments.ranking import (
+    AUC,
     METRIC_NAMES,
     METRICS,
     Placing,
@@ -170,11 +178,23 @@ def write_summary(
         values = {w: {s.label: s.ranked(metric) for s in scores[w]} for w in names}
         tables[metric], placings[metric] = rank_table(values)
     fams = families(s.method for w in names for s in scores[w])
-    _write_tables(folder, names, scores, targets, tables, placings, fams)
+    pairs = counterparts(configs_of(folder, names))
+    _write_tables(folder, names, scores, targets, tables, placings, fams, pairs)
     figures = [_workload_figure(folder, w, scores[w], placings["worst"][w], fams) for w in names]
     _summary_figure(folder / SUMMARY_FIGURE, names, tables["worst"], placings["worst"])
     report = _report(
-        names, scores, targets, contexts, tables, placings, figures, quick, fams, same, kind
+        names,
+        scores,
+        targets,
+        contexts,
+        tables,
+        placings,
+        figures,
+        quick,
+        fams,
+        same,
+        kind,
+        pairs,
     )
     (folder / "report.md").write_text(report, encoding="utf-8")
     return tables["worst"], scores
@@ -188,10 +208,13 @@ def _write_tables(
     tables: Mapping[str, list[RankRow]],
     placings: Mapping[str, Mapping[str, Mapping[str, Placing]]],
     fams: Sequence[Family],
+    pairs: Sequence[Counterpart],
 ) -> None:
     header = ["workload", "entry", "method", "variant", "seeds"]
     for metric in tables:
         header += [metric, f"{metric}_half", f"rank_{metric}", f"best_{metric}", f"tied_{metric}"]
+    header += [f"p_{metric}" for metric in tables]
+    header += [AUC, f"{AUC}_half"]
     header += ["target_worst", "rounds_to_target", "rounds_to_target_half", "seeds_reached",
                "client_updates", "loss_evals", "tv_to_uniform"]  # fmt: skip
     rows = []
@@ -201,6 +224,8 @@ def _write_tables(
             for metric in tables:
                 p = placings[metric][w][s.label]
                 row += [*s.mean(metric), p.rank, p.best, p.tied]
+            row += [placings[metric][w][s.label].p_value for metric in tables]
+            row += [*s.mean(AUC)]
             e = s.to_target
             row += [targets[w], e.mean, e.half, e.n, s.client_updates, s.loss_evals, s.tv]
             rows.append(row)
@@ -227,6 +252,7 @@ def _write_tables(
             "ranks": {m: [_row_doc(r) for r in tables[m]] for m in tables},
             **{f"{f.method}_{f.variants.lever}": {w: lever_doc(f, scores[w]) for w in names}
                for f in fams},
+            **({"counterparts": [_pair_doc(pair, scores) for pair in pairs]} if pairs else {}),
         },
     )  # fmt: skip
 
@@ -238,9 +264,14 @@ def _definitions() -> dict[str, str]:
         "rank": "place by mean over seeds, 1 = highest; equal means share the mean of their "
         "places; a mean that is not finite ranks last",
         "best": "the highest mean over seeds",
-        "tied": "best, or not told apart from the best by a two-sided paired t-test over the "
-        f"common seeds at the {100 * (1 - CONFIDENCE):.0f}% level: |mean(d)| <= "
-        "t(0.975, n-1) sd(d)/sqrt(n), d = best - entry per seed; with one seed only equality",
+        "tied": "best, or not told apart from the best at the "
+        f"{100 * (1 - CONFIDENCE):.0f}% level by a two-sided paired t-test over the common seeds "
+        "(d = best - entry per seed; with one seed only equality), its p-value Holm-adjusted "
+        "over the workload's comparisons with the best (family-wise error at most "
+        f"{100 * (1 - CONFIDENCE):.0f}%)",
+        "p": "the entry's Holm-adjusted p-value against the workload's best (empty for the best)",
+        AUC: "area under the worst client accuracy over the evaluation rounds (trapezoid rule), "
+        "divided by the rounds spanned: the run's mean worst accuracy",
         "target_worst": f"{100 * TARGET_FRACTION:.0f}% of {baseline_label()}'s final worst "
         "accuracy",
         "rounds_to_target": "first evaluation round whose worst accuracy reaches the target",
@@ -260,9 +291,24 @@ def _entry_doc(s: Score, placings: Mapping[str, Any], w: str) -> dict[str, Any]:
             "rank": p.rank,
             "best": p.best,
             "tied": p.tied,
+            "p_holm": p.p_value,
         }
+    auc_mean, auc_half = s.mean(AUC)
+    doc[AUC] = {"mean": auc_mean, "half": auc_half,
+                "per_seed": {str(k): v for k, v in s.values(AUC).items()}}  # fmt: skip
     doc["rounds_to_target"] = {str(k): v for k, v in s.rounds_to_target.items()}
     doc.update(client_updates=s.client_updates, loss_evals=s.loss_evals, tv_to_uniform=s.tv)
+    return doc
+
+
+def _pair_doc(pair: Counterpart, scores: Mapping[str, list[Score]]) -> dict[str, Any]:
+    """A workload with another optimiser, its counterpart, and each entry against random
+    selection on both (`adcs.experiments.leaderboard_optimizers.gains`)."""
+    doc: dict[str, Any] = {"workload": pair.workload, "base": pair.base, "change": pair.change,
+                           "inert": pair.inert}  # fmt: skip
+    for key, w in (("gains", pair.workload), ("base_gains", pair.base)):
+        doc[key] = {e: {"mean": g.mean, "half": g.half, "p_holm": g.p_value,
+                        "verdict": g.verdict} for e, g in gains(scores[w]).items()}  # fmt: skip
     return doc
 
 
@@ -287,11 +333,13 @@ def _report(
     fams: Sequence[Family],
     same: Mapping[str, str],
     kind: str,
+    pairs: Sequence[Counterpart] = (),
 ) -> str:
     out = ["# Leaderboard: which scheduler, where", ""]
     out += _preamble(names, scores, contexts, quick, fams, same, kind)
     for family in fams:
         out += verdict_section(family, names, scores, tables, placings)
+    out += optimiser_section(pairs, scores)
     out += ["## Overall ranks", ""]
     out += _rank_section(names, tables)
     for family in fams:
@@ -348,9 +396,13 @@ def _preamble(
         f"{100 * FINAL_FRACTION:.0f}% of evaluations; over seeds, mean ± {100 * CONFIDENCE:.0f}% "
         "t-interval; accuracies in %. *Rank* on a workload: the place by mean over seeds (1 = "
         "highest; equal means share the mean of their places). *Best*: the highest mean. *Tied "
-        "with the best*: a two-sided paired t-test over the seeds both ran, at the 5% level, "
-        "does not tell the entry from the best (|mean d| ≤ t(0.975, n−1)·sd(d)/√n, d = best − "
-        "entry per seed; with 3 seeds t = 4.30, so only clear differences count). *Rounds to "
+        "with the best*: a two-sided paired t-test over the seeds both ran (d = best − entry per "
+        "seed) does not tell the entry from the best at the 5% level once its p-value is "
+        "Holm-adjusted over the workload's k comparisons with the best (the smallest p-value is "
+        "multiplied by k, the next by k − 1, …, each at least its predecessor's): the chance of "
+        "calling any entry *behind* when it is not stays at most 5% per workload and metric. "
+        "*Worst AUC*: the area under the worst client accuracy over the rounds divided by the "
+        "rounds, the run's mean worst accuracy, which also counts how early it came. *Rounds to "
         f"target*: the first evaluation at which worst accuracy reaches {100 * TARGET_FRACTION:.0f}% "
         f"of {baseline_label()}'s final worst accuracy (what random selection reaches); a mean "
         "only when every seed got there. Client computations: local updates and loss "
@@ -421,16 +473,16 @@ def _workload_section(
         f"{_setting(context)}. Target worst accuracy {pct(target)}%. "
         f"Runs, curves and the workload's own report: [{w}/report.md]({w}/report.md).",
         "",
-        "| rank | entry | final worst | final p10 | final average | rounds to target "
+        "| rank | entry | final worst | worst AUC | final p10 | final average | rounds to target "
         "| client updates | loss evals | TV |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in ordered:
         p = worst[s.label]
         mark = " ★" if p.best else (" =" if p.tied else "")
         out.append(
             f"| {rank_text(p.rank)}{mark} | {s.label} | {plus_minus(*s.mean('worst'))} "
-            f"| {plus_minus(*s.mean('p10'))} | {plus_minus(*s.mean('avg'))} | {rounds_text(s.to_target)} "
+            f"| {plus_minus(*s.mean(AUC))} | {plus_minus(*s.mean('p10'))} | {plus_minus(*s.mean('avg'))} | {rounds_text(s.to_target)} "
             f"| {s.client_updates:,.0f} | {s.loss_evals:,.0f} | {s.tv:.4f} |"
         )
     return [*out, "", f"![{w}]({figure})", ""]

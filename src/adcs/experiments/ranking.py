@@ -2,7 +2,8 @@
 
 An entry's `Score` on a workload holds its per-seed final values; `rank_workload`
 and `rank_table` rank the entries by their means with paired ties
-(`adcs.experiments.stats.tied`). `adcs.experiments.leaderboard` runs the
+(`adcs.experiments.stats.paired_p_value`, Holm-adjusted over the workload's comparisons with its
+best, `adcs.experiments.stats.holm`). `adcs.experiments.leaderboard` runs the
 workloads and `adcs.experiments.leaderboard_report` writes the summary; both use this
 module, and neither imports the other's way back.
 """
@@ -22,7 +23,7 @@ from adcs.columns import COLUMNS, Column
 from adcs.experiments.records import RunRecord, method_label, tell_apart, variant_labels
 from adcs.experiments.resultfiles import read_arrays
 from adcs.experiments.results import load_records
-from adcs.experiments.stats import CONFIDENCE, SeedValues, t_interval, tied
+from adcs.experiments.stats import CONFIDENCE, SeedValues, holm, paired_p_value, t_interval
 from adcs.experiments.timing import TARGET_FRACTION, Estimate, time_to_reach
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.variants import Variants
@@ -35,6 +36,7 @@ __all__ = [
     "Score",
     "baseline_label",
     "check_metrics",
+    "curve_area",
     "entry_labels",
     "is_random_baseline",
     "percentile_curve",
@@ -52,6 +54,9 @@ FloatArray = NDArray[np.float64]
 METRICS = ("worst", "p10", "avg")
 """What is ranked: final worst, 10th-percentile and average client accuracy (higher is better)."""
 METRIC_NAMES = {"worst": "worst", "p10": "10th-percentile", "avg": "average"}
+AUC = "worst_auc"
+"""Reported beside the final worst accuracy, not ranked: the area under the worst accuracy's
+curve over the rounds (`curve_area`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,6 +84,9 @@ class Score:
     columns : dict of str to (dict of int to float)
         Per seed, every column of `rankable_columns`: a per-evaluation one by its final
         value, a per-run one as it is (NaN where the run has none).
+    worst_auc : dict of int to float
+        Per seed, the area under the worst client accuracy over the rounds, as a mean accuracy
+        over the run (`curve_area`): it counts how early accuracy came, not only where it ended.
     """
 
     workload: str
@@ -94,10 +102,11 @@ class Score:
     loss_evals: float
     tv: float
     columns: dict[str, dict[int, float]] = field(default_factory=dict)
+    worst_auc: dict[int, float] = field(default_factory=dict)
 
     def values(self, metric: str) -> dict[int, float]:
         """The per-seed values of ``metric`` (one of `METRICS`, or a column's name)."""
-        if metric in METRICS:
+        if metric in METRICS or metric == AUC:
             values: dict[int, float] = getattr(self, metric)
             return values
         return self.columns[metric]
@@ -132,6 +141,32 @@ def _final(values: FloatArray, record: RunRecord) -> float:
     """The final value of an evaluation series: the mean over the record's final window."""
     tail = np.asarray(values, dtype=np.float64)[record.tail]
     return float(tail.mean()) if tail.size else math.nan
+
+
+def curve_area(rounds: NDArray[Any], values: NDArray[Any]) -> float:
+    """The area under an evaluation curve over the rounds, as a mean value over the run.
+
+    The trapezoid rule over the evaluation rounds (the values linear between evaluations),
+    divided by the rounds spanned: ∫ v dt / (t_last − t_first), in the values' unit (an accuracy
+    stays in [0, 1]). One evaluation gives its value; none, or a value that is not finite, NaN.
+
+    Parameters
+    ----------
+    rounds : ndarray of shape (n_evals,)
+        Increasing evaluation rounds.
+    values : ndarray of shape (n_evals,)
+
+    Returns
+    -------
+    float
+    """
+    t = np.asarray(rounds, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0 or not np.isfinite(v).all():
+        return math.nan
+    if v.size == 1 or t[-1] == t[0]:
+        return float(v.mean())
+    return float(np.sum(np.diff(t) * (v[1:] + v[:-1]) / 2.0) / (t[-1] - t[0]))
 
 
 def percentile_curve(client_acc: NDArray[Any], q: float = 0.1) -> FloatArray:
@@ -274,6 +309,7 @@ def scores_of(
             tv=float(np.mean([r.tv_to_uniform for r in runs])),
             columns={c.name: {r.seed: _column_value(c, r) for r in runs}
                      for c in rankable_columns()},
+            worst_auc={r.seed: curve_area(r.eval_rounds, r.worst_acc) for r in runs},
         )  # fmt: skip
         scores.append(score)
     return scores, target
@@ -296,13 +332,19 @@ class Placing:
     best : bool
         It has the highest mean.
     tied : bool
-        It is the best or tied with the best (`tied`).
+        It is the best or tied with the best: its comparison with the best is not rejected at
+        the 5 % level after Holm's adjustment over the workload's comparisons with the best.
+    p_value : float
+        Of its paired t-test against the best (`paired_p_value`), Holm-adjusted (`holm`) over
+        the workload's other entries unless the ranking was asked for without adjustment; NaN
+        for the best.
     """
 
     rank: float
     mean: float
     best: bool
     tied: bool
+    p_value: float = math.nan
 
 
 def _seed_mean(values: SeedValues) -> float:
@@ -311,24 +353,34 @@ def _seed_mean(values: SeedValues) -> float:
 
 
 def rank_workload(
-    entries: Mapping[str, SeedValues], confidence: float = CONFIDENCE
+    entries: Mapping[str, SeedValues], confidence: float = CONFIDENCE, *, adjust: bool = True
 ) -> dict[str, Placing]:
     """Rank the entries of one workload by their mean over seeds (higher is better).
+
+    The best (the first of the highest means, in the order of ``entries``) is compared with each
+    other entry by a two-sided paired t-test over their common seeds (`paired_p_value`); those k
+    p-values form one family, Holm-adjusted (`holm`) so that the chance of calling any entry
+    *behind* the best when it is not stays at most 1 − ``confidence``. An entry is tied with the
+    best when its adjusted p-value is at least 1 − ``confidence``. With ``adjust=False`` each
+    comparison is read alone (p ≥ 1 − ``confidence``, `adcs.experiments.stats.tied`).
 
     Parameters
     ----------
     entries : mapping of entry to (mapping of seed to value)
     confidence : float
         Of the tie test.
+    adjust : bool
+        Holm's adjustment over the workload's comparisons (default), or none.
 
     Returns
     -------
     dict of entry to Placing
         Ranks 1 … n; equal means share the mean of their places; an entry whose mean is not
-        finite ranks after every finite one. The best (the first of the highest means, in the
-        order of ``entries``) is the reference of the tie test.
+        finite ranks after every finite one.
     """
     names = list(entries)
+    if not names:
+        return {}
     means = np.array([_seed_mean(entries[n]) for n in names], dtype=np.float64)
     key = np.where(np.isfinite(means), means, -np.inf)
     ranks = np.empty(len(names), dtype=np.float64)
@@ -336,18 +388,22 @@ def rank_workload(
         above = float(np.sum(key > k))
         same = float(np.sum(key == k))
         ranks[i] = above + (same + 1.0) / 2.0  # the mean of the places above+1 … above+same
-    if not names:
-        return {}
     top = float(key.max())
     best = names[int(np.argmax(key))]
+    others = [n for n in names if n != best]
+    raw = [paired_p_value(entries[best], entries[n]) for n in others]
+    p_values = dict(zip(others, holm(raw) if adjust else raw, strict=True))
+    alpha = 1.0 - confidence
     out = {}
     for i, name in enumerate(names):
         is_best = bool(np.isfinite(key[i]) and key[i] == top)
+        p = p_values.get(name, math.nan)
         out[name] = Placing(
             rank=float(ranks[i]),
             mean=float(means[i]),
             best=is_best,
-            tied=is_best or tied(entries[best], entries[name], confidence),
+            tied=is_best or p >= alpha,
+            p_value=p,
         )
     return out
 

@@ -218,8 +218,9 @@ def _firsts(records: Sequence[RunRecord]) -> dict[str, RunRecord]:
 
 
 def _differing(params: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The hyperparameters whose value is not the same in all of ``params`` (first-seen order)."""
-    keys = dict.fromkeys(k for p in params for k in p)
+    """The hyperparameters whose value is not the same in all of ``params``, by name: a label is
+    the same whether written as the runs end or from ``runs.csv``, which stores them sorted."""
+    keys = sorted({k for p in params for k in p})
     return [
         k
         for k in keys

@@ -4,24 +4,28 @@
 `FINAL_FRACTION` of evaluations (at least one), steadier than the single last evaluation,
 which is kept as ``last_*``. Over seeds: the mean, with a 95 % Student-t interval
 (`t_interval`); two methods run on the same seeds are compared by a paired t-test over the
-seeds (`paired_difference`, `tied`), which the common random numbers make fair.
+seeds (`paired_difference`, `tied`, `paired_p_value`), which the common random numbers make
+fair. Several comparisons read together (every entry of a leaderboard's workload against its
+best) control their family-wise error with Holm's step-down adjustment (`holm`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import stdtrit
+from scipy.special import stdtr, stdtrit
 
 __all__ = [
     "CONFIDENCE",
     "FINAL_FRACTION",
     "SeedValues",
     "final_note",
+    "holm",
     "paired_difference",
+    "paired_p_value",
     "t_interval",
     "tail_length",
     "tied",
@@ -102,3 +106,51 @@ def tied(a: SeedValues, b: SeedValues, confidence: float = CONFIDENCE) -> bool:
     if n < 2:
         return mean == 0.0
     return abs(mean) <= half
+
+
+def paired_p_value(a: SeedValues, b: SeedValues) -> float:
+    """Two-sided p-value of the paired t-test of ``a − b`` over their common seeds.
+
+    p = 2 · F(−|t|; n − 1) with t = mean(d) / (sd(d)/√n), d_s = a_s − b_s over n ≥ 2 common seeds
+    (F the Student-t distribution function): ``p ≥ 1 − confidence`` exactly when `tied` ties them.
+    The degenerate cases decide as `tied` does: no spread (sd = 0) or a single common seed gives
+    1 for an exact equality and 0 otherwise; no common seed, or a value that is not finite, 0
+    (nothing ties them).
+    """
+    mean, _, n = paired_difference(a, b)
+    if math.isnan(mean):
+        return 0.0
+    if n < 2:
+        return 1.0 if mean == 0.0 else 0.0
+    seeds = sorted(set(a) & set(b))
+    sd = float(np.std([a[s] - b[s] for s in seeds], ddof=1))
+    if sd == 0.0:
+        return 1.0 if mean == 0.0 else 0.0
+    t = abs(mean) / (sd / math.sqrt(n))
+    return float(2.0 * stdtr(n - 1, -t))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the order given.
+
+    With the k p-values sorted, p₍₁₎ ≤ … ≤ p₍ₖ₎, the adjusted value of the j-th is
+    max over i ≤ j of min(1, (k − i + 1) p₍ᵢ₎). Rejecting the hypotheses whose adjusted value is
+    below α keeps the probability of any false rejection among the k at most α, whatever their
+    dependence. With k = 1 the value is the p-value itself. Equal p-values keep their given order.
+
+    Parameters
+    ----------
+    p_values : sequence of float, length k
+
+    Returns
+    -------
+    list of float, length k
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    k = p.size
+    adjusted = np.empty(k, dtype=np.float64)
+    running = 0.0
+    for j, i in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, min(1.0, (k - j) * float(p[i])))
+        adjusted[i] = running
+    return [float(x) for x in adjusted]
