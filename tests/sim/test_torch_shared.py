@@ -351,7 +351,7 @@ def test_lenet5_on_the_shared_path_selects_like_vmap_on_the_quick_configuration(
 
 def test_the_model_table_chooses_the_path_and_writes_it_only_when_set() -> None:
     default = MODEL_TABLE.parse({"kind": "cnn"}, None)
-    assert MODEL_TABLE.to_dict(default) == {"kind": "cnn", "device": "cpu"}  # results/cnn's
+    assert MODEL_TABLE.to_dict(default) == {"kind": "cnn", "device": "cpu"}  # experiments/cnn.toml
     assert MODEL_TABLE.build(default, (784,), 10).path == "shared"  # "auto": LeNet-5 can
     pinned = MODEL_TABLE.parse({"kind": "cnn", "torch_path": "vmap"}, None)
     assert MODEL_TABLE.to_dict(pinned)["torch_path"] == "vmap"
