@@ -14,8 +14,7 @@ client's is computed by PyTorch's own convolution weight-gradient kernel on the 
 (oneDNN unfolds on the fly, without writing the patches out), and ``conv_weight_grad =
 "unfold"`` writes the patches and takes one ``torch.bmm`` over the clients (slower on the CPU:
 ``adcs bench torch --paths shared-unfold`` measures it). A bias gradient is the client's sum of
-g (for a convolution, summed by the same weight-gradient kernel call). A probe (the loss at
-w⁽ᵗ⁾) is the forward pass alone, and so is the evaluation of a model.
+g. A probe (the loss at w⁽ᵗ⁾) is the forward pass alone, and so is the evaluation of a model.
 
 `SharedPlan` is the plan of one module: which layers it runs and where each trainable
 parameter sits in the flat vector. `plan_for` gives none (and why) for a module it cannot run
@@ -264,9 +263,9 @@ class SharedPlan:
         assert where is not None
         w0, w1 = where.weight
         if isinstance(layer, nn.Conv2d) and self.conv_weight_grad == "kernel":
-            bias = None if where.bias is None else grad[:, where.bias[0] : where.bias[1]]
-            _conv_weight_grads(layer, a, g, n_jobs, grad[:, w0:w1], bias)
-            return
+            _conv_weight_grads(layer, a, g, n_jobs, grad[:, w0:w1])
+            # the bias apart: the kernel's own bias sum costs more per call than one sum of all
+            g_rows = g.sum(dim=(2, 3)).view(n_jobs, -1, g.shape[1])
         elif isinstance(layer, nn.Conv2d):
             cols = _patches(a, layer)  # (N·L, C·kh·kw)
             g_rows = g.permute(0, 2, 3, 1).reshape(n_jobs, -1, g.shape[1])  # (J, B·L, O)
@@ -283,41 +282,32 @@ class SharedPlan:
 
 
 def _conv_weight_grads(
-    conv: nn.Conv2d,
-    a: torch.Tensor,
-    g: torch.Tensor,
-    n_jobs: int,
-    out: torch.Tensor,
-    bias: torch.Tensor | None,
+    conv: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, n_jobs: int, out: torch.Tensor
 ) -> None:
-    """Job j's weight gradient of ``conv`` into out[j] (J, O·C·kh·kw) and its bias gradient
-    into bias[j] (J, O): PyTorch's own weight-gradient kernel on the job's rows of a and g
-    (in a's memory layout), which sums the bias gradient in the same pass."""
+    """Job j's weight gradient of ``conv`` into out[j] (J, O·C·kh·kw): PyTorch's own
+    weight-gradient kernel on the job's rows of a and g, in a's memory layout."""
     layout = torch.channels_last if a.is_contiguous(memory_format=torch.channels_last) else None
     shape = conv.weight.shape
     weight = torch.empty(
         shape, dtype=a.dtype, device=a.device, memory_format=layout or torch.contiguous_format
     )
     rows = a.shape[0] // n_jobs
-    mask = (False, True, bias is not None)
     for j in range(n_jobs):
         part = slice(j * rows, (j + 1) * rows)
-        _, gw, gb = torch.ops.aten.convolution_backward(
+        _, gw, _ = torch.ops.aten.convolution_backward(
             g[part],
             a[part],
             weight,
-            None if bias is None else [shape[0]],
+            None,
             conv.stride,
             conv.padding,
             conv.dilation,
             False,
             (0, 0),
             1,
-            mask,
+            (False, True, False),
         )
         out[j].view(shape).copy_(gw)
-        if bias is not None:
-            bias[j] = gb
 
 
 def _patches(a: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
