@@ -392,12 +392,11 @@ PATH_VARIANTS: dict[str, dict[str, Any]] = {
     "vmap": {},
     "shared": {},
     "shared-nchw": {"channels_last_from": 1 << 30},
-    "shared-cl": {"channels_last_from": 0},
     "shared-unfold": {"conv_weight_grad": "unfold"},
 }
 """Benchmarked paths: TorchModel's ``path`` ("vmap" or "shared"), and variants of the shared
-pass's plan (every convolution NCHW, or channels-last; the written-out patches and one bmm for
-convolutions' weight gradients)."""
+pass's plan (every convolution NCHW instead of channels-last; the written-out patches and one
+bmm for convolutions' weight gradients)."""
 
 
 def path_model(w: Workload, path: str) -> TorchModel:

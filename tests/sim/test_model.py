@@ -136,6 +136,30 @@ def test_local_update_one_step_is_minus_lr_times_gradient() -> None:
     np.testing.assert_array_equal(first_loss, loss)
 
 
+class _Fixed:
+    """A model whose gradient is given: zeros of both signs, and its own array each call."""
+
+    def __init__(self, grad: np.ndarray) -> None:
+        self.grad, self.dim = grad, grad.shape[1]
+
+    def loss_and_grad(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple:
+        return np.zeros(len(params), np.float32), self.grad.copy()
+
+
+def test_local_update_first_step_has_the_bits_of_zero_minus_lr_times_gradient() -> None:
+    """The first step's Δ is computed without a zeroed array but keeps the bits of 0 − η∇:
+    +0 where the gradient is ±0 (−η∇ would give −0 for +0), C order, float32."""
+    grad = np.asfortranarray(np.array([[0.0, -0.0, 1.5], [-2.0, 0.0, 3e-39]], np.float32))
+    params = np.zeros((2, 3), np.float32)
+    x, y = np.zeros((2, 1, 1, 1), np.float32), np.zeros((2, 1, 1), np.int64)
+    update, _ = local_update(_Fixed(grad), params, x, y, local_lr=0.1)
+    expected = np.zeros((2, 3), np.float32)
+    expected -= np.float32(0.1) * grad
+    assert update.dtype == np.float32 and update.flags.c_contiguous
+    assert update.tobytes() == expected.tobytes()
+    assert not np.signbit(update[0, 0]) and not np.signbit(update[0, 1])
+
+
 def test_local_update_runs_sequential_steps() -> None:
     model, params, x, y = random_problem(seed=8, r=2, b=12)
     xb, yb = x.reshape(2, 3, 4, -1), y.reshape(2, 3, 4)  # E = 3 minibatches of B = 4

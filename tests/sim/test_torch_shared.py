@@ -118,7 +118,7 @@ def test_shared_pass_equals_the_vmap_path_to_float32_rounding(
     factory, shape, n_classes = FACTORIES[name]
     batch, n_jobs = (2, 6) if name == "cifar-cnn" else (4, 9)
     kwargs: dict[str, Any] = {"input_shape": shape, "n_classes": n_classes}
-    vmapped = TorchModel(factory, samples_per_call=samples_per_call, **kwargs)
+    vmapped = TorchModel(factory, samples_per_call=samples_per_call, path="vmap", **kwargs)
     shared = TorchModel(factory, samples_per_call=samples_per_call, path="shared", **kwargs)
     assert (vmapped.path, shared.path) == ("vmap", "shared")
     params, x, y = random_jobs(vmapped, n_jobs, batch, shape, n_classes, seed=3)
@@ -155,7 +155,8 @@ def test_the_plans_layouts_and_weight_gradients_give_the_same_numbers(
 def test_one_run_of_many_clients_and_later_local_steps() -> None:
     """E = 3: the first step is the shared pass, later steps (distinct w) the vmap path."""
     kwargs: dict[str, Any] = {"input_shape": (16,), "n_classes": N_CLASSES}
-    vmapped, shared = TorchModel(conv_net, **kwargs), TorchModel(conv_net, path="auto", **kwargs)
+    vmapped = TorchModel(conv_net, path="vmap", **kwargs)
+    shared = TorchModel(conv_net, path="auto", **kwargs)
     rng = np.random.default_rng(0)
     params = vmapped.init_params(6)  # one run: every row equal
     x = rng.random((6, 3, 5, 16), dtype=np.float32)
@@ -169,7 +170,8 @@ def test_one_run_of_many_clients_and_later_local_steps() -> None:
 
 def test_probes_are_a_forward_pass_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     kwargs: dict[str, Any] = {"input_shape": (784,), "n_classes": 10}
-    vmapped, shared = TorchModel(lenet5, **kwargs), TorchModel(lenet5, path="shared", **kwargs)
+    vmapped = TorchModel(lenet5, path="vmap", **kwargs)
+    shared = TorchModel(lenet5, path="shared", **kwargs)
     params, x, y = random_jobs(vmapped, 6, 4, (784,), 10, seed=1)
     # the vmap path's probe is its loss_and_grad's loss, bit for bit
     assert np.array_equal(
@@ -224,7 +226,7 @@ def test_modules_the_shared_pass_cannot_run_keep_vmap_or_are_refused(
     auto = TorchModel(factory, path="auto", **kwargs)
     assert auto.path == "vmap"
     params, x, y = random_jobs(auto, 4, 3, (N_FEATURES,), N_CLASSES, seed=2)
-    reference = TorchModel(factory, **kwargs).loss_and_grad(params, x, y)
+    reference = TorchModel(factory, path="vmap", **kwargs).loss_and_grad(params, x, y)
     assert all(
         np.array_equal(a, b)
         for a, b in zip(auto.loss_and_grad(params, x, y), reference, strict=True)
@@ -273,6 +275,31 @@ def test_the_pass_stays_on_the_device_in_float32_and_leaves_it_once(n_jobs: int)
         model.minibatch_loss(params, x, y)
     host = [n for n in calls.names if n in ("cpu", "item", "tolist", "numpy", "__array__")]
     assert sorted(host) == ["cpu", "numpy"]
+    with Calls() as calls:
+        model.evaluate(params, x[0], y[0])
+    host = [n for n in calls.names if n in ("cpu", "item", "tolist", "numpy", "__array__")]
+    assert sorted(host) == ["cpu", "cpu", "numpy", "numpy"]
+    assert {t.device for t in calls.results} == {model.device}
+
+
+@pytest.mark.parametrize("name", ["lenet5", "cifar-cnn", "pooled"])
+def test_evaluation_on_the_shared_path_equals_the_vmap_path_to_float32_rounding(
+    name: str,
+) -> None:
+    """``evaluate`` runs the shared pass's forward (channels-last convolutions): per-sample
+    losses within float32 rounding of the module's own forward, the same correct samples."""
+    factory, shape, n_classes = FACTORIES[name]
+    kwargs: dict[str, Any] = {"input_shape": shape, "n_classes": n_classes}
+    vmapped = TorchModel(factory, path="vmap", **kwargs)
+    shared = TorchModel(factory, path="shared", **kwargs)
+    params, x, y = random_jobs(vmapped, 3, 8, shape, n_classes, seed=6)
+    loss_v, correct_v = vmapped.evaluate(params, x[0], y[0])
+    loss, correct = shared.evaluate(params, x[0], y[0])
+    # each layer's outputs are sums of its fan-in; their rounding errors add up layer by layer
+    fan_ins = [math.prod(p.shape[1:]) for n, p in factory().named_parameters() if "weight" in n]
+    n = sum(fan_ins)
+    np.testing.assert_allclose(loss, loss_v, rtol=0, atol=n * EPS32 * np.abs(loss_v).max())
+    assert np.array_equal(correct, correct_v)
 
 
 def test_the_engine_on_the_shared_path_selects_and_scores_like_the_vmap_path() -> None:
@@ -324,8 +351,14 @@ def test_lenet5_on_the_shared_path_selects_like_vmap_on_the_quick_configuration(
 
 def test_the_model_table_chooses_the_path_and_writes_it_only_when_set() -> None:
     default = MODEL_TABLE.parse({"kind": "cnn"}, None)
-    assert MODEL_TABLE.to_dict(default) == {"kind": "cnn", "device": "cpu"}  # results/cnn's
-    assert MODEL_TABLE.build(default, (784,), 10).path == "vmap"
+    assert MODEL_TABLE.to_dict(default) == {"kind": "cnn", "device": "cpu"}  # experiments/cnn.toml
+    assert MODEL_TABLE.build(default, (784,), 10).path == "shared"  # "auto": LeNet-5 can
+    pinned = MODEL_TABLE.parse({"kind": "cnn", "torch_path": "vmap"}, None)
+    assert MODEL_TABLE.to_dict(pinned)["torch_path"] == "vmap"
+    assert MODEL_TABLE.build(pinned, (784,), 10).path == "vmap"
+    # "auto" keeps vmap for a module the shared pass cannot run (the fixed standardising layer)
+    normed = MODEL_TABLE.parse({"kind": "mlp", "input_norm": [0.1307, 0.3081]}, None)
+    assert MODEL_TABLE.build(normed, (784,), 10).path == "vmap"
     shared = MODEL_TABLE.parse({"kind": "cnn", "torch_path": "shared"}, None)
     assert MODEL_TABLE.to_dict(shared)["torch_path"] == "shared"
     assert MODEL_TABLE.build(shared, (784,), 10).path == "shared"
@@ -338,7 +371,8 @@ def test_the_cifar_shaped_cnn_is_registered_and_takes_the_shared_path() -> None:
     assert model.path == "shared"
     # conv 3→32 (5×5), conv 32→64 (5×5), linear 1600→512, linear 512→10, with biases
     assert model.dim == (3 * 25 + 1) * 32 + (32 * 25 + 1) * 64 + 1601 * 512 + 513 * 10
-    assert model_for("cnn-cifar", (3072,), 10).path == "vmap"
+    assert model_for("cnn-cifar", (3072,), 10).path == "shared"  # "auto", the default
+    assert model_for("cnn-cifar", (3072,), 10, path="vmap").path == "vmap"
     with pytest.raises(ValueError, match="32×32×3 inputs; the data's inputs have shape"):
         model_for("cnn-cifar", (784,), 10)
     table = MODEL_TABLE.parse({"kind": "cnn-cifar", "torch_path": "shared"}, None)

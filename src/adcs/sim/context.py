@@ -177,9 +177,15 @@ class _Context:
         """
         cfg = self.config
         n_jobs = run_index.size
+        per_call = max(1, _JOB_ROWS // (cfg.local_steps * cfg.batch_size))
+        if 0 < n_jobs <= per_call:  # one call: its arrays as they are, no copy
+            x, y = self.data.train_batch(rows.reshape(-1, cfg.local_steps, cfg.batch_size))
+            update, loss = local_update(
+                self.model, params[run_index], x, y, cfg.lr_at(t), cfg.prox_mu
+            )
+            return update.astype(np.float32, copy=False), loss.astype(np.float32, copy=False)
         updates = np.empty((n_jobs, self.model.dim), dtype=np.float32)
         losses = np.empty(n_jobs, dtype=np.float32)
-        per_call = max(1, _JOB_ROWS // (cfg.local_steps * cfg.batch_size))
         for start in range(0, n_jobs, per_call):
             part = slice(start, start + per_call)
             job_rows = rows[part].reshape(-1, cfg.local_steps, cfg.batch_size)

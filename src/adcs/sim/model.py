@@ -359,14 +359,21 @@ def local_update(
     if params.shape[0] != x_batches.shape[0]:
         raise ValueError(f"params has {params.shape[0]} rows but x_batches {x_batches.shape[0]}")
     lr = np.float32(local_lr)
-    update = np.zeros_like(params, dtype=np.float32)
+    update = np.zeros_like(params, dtype=np.float32) if x_batches.shape[1] == 0 else None
     first_loss = np.empty(0, dtype=np.float32)
     for step in range(x_batches.shape[1]):
-        point = params if step == 0 else params + update
+        point = params if update is None else params + update
         loss, grad = model.loss_and_grad(point, x_batches[:, step], y_batches[:, step])
-        if step == 0:
+        if update is None:  # Δ = 0 − η_ℓ∇, the bits of 0 −= η_ℓ∇, without the zeros
             first_loss = loss
-        elif prox_mu:  # the proximal gradient μ Δ (Δ = 0 at the first step)
+            scaled = np.multiply(grad, lr, order="C")  # C order, like the zeros were
+            if scaled.dtype == np.float32:
+                update = np.subtract(np.float32(0), scaled, out=scaled)
+            else:
+                update = (np.float32(0) - scaled).astype(np.float32)
+            continue
+        if prox_mu:  # the proximal gradient μ Δ (Δ = 0 at the first step)
             grad = grad + np.float32(prox_mu) * update
         update -= lr * grad
+    assert update is not None
     return update, first_loss

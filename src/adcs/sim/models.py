@@ -67,10 +67,10 @@ class _Torch:
         "cpu" (default), "cuda", "cuda:N" or "mps".
     torch_path : str or None
         How the clients of a run at one w⁽ᵗ⁾ are computed (`adcs.sim.torch.TorchModel`'s
-        ``path``): "vmap" (``torch.func.vmap``; None, the default, means it), "shared" (one
-        shared-weight pass, per-client weight gradients; refused for a module it cannot run) or
-        "auto" (shared where it can run). "vmap" stays the default until the committed LeNet-5
-        results are regenerated on the shared path (its sums run in another order).
+        ``path``): "vmap" (``torch.func.vmap``), "shared" (one shared-weight pass, per-client
+        weight gradients; refused for a module it cannot run) or "auto" (shared where it can
+        run, vmap elsewhere; None, the default, means it). The paths agree to float32 rounding,
+        not bit for bit: a result made with "vmap" names it to stay reproducible.
     """
 
     device: str = "cpu"
@@ -117,7 +117,7 @@ class _Torch:
             n_classes,
             factory=self._factory(),
             device=self.device,
-            path=self.torch_path or "vmap",
+            path=self.torch_path or "auto",
             **self._options(),
         )
         return model

@@ -282,7 +282,7 @@ def model_for(
     device: str = "cpu",
     hidden: Sequence[int] = (64, 30),
     input_norm: tuple[float, float] | None = None,
-    path: str = "vmap",
+    path: str = "auto",
 ) -> TorchModel:
     """The `TorchModel` of a ``[model]`` kind for inputs of ``input_shape``, checked.
 
@@ -440,11 +440,12 @@ class TorchModel:
         At most this many samples go through one mapped forward/backward pass (bounds memory:
         the activations of that many samples).
     path : {"vmap", "shared", "auto"}
-        How jobs that share their parameters are computed: ``"vmap"`` (default) maps them with
+        How jobs that share their parameters are computed: ``"vmap"`` maps them with
         ``torch.func.vmap``; ``"shared"`` runs them as one shared-weight pass with per-job
         weight gradients (`adcs.sim.torch_shared`; a module it cannot run is refused);
-        ``"auto"`` takes the shared pass where it can run the module, ``vmap`` otherwise. The
-        shared pass sums in another order (float32 rounding).
+        ``"auto"`` (default) takes the shared pass where it can run the module, ``vmap``
+        otherwise. The shared pass sums in another order (float32 rounding); ``evaluate`` runs
+        the module's forward pass in the shared pass's layouts too.
 
     Notes
     -----
@@ -467,7 +468,7 @@ class TorchModel:
         n_classes: int | None = None,
         init_seed: int = 0,
         samples_per_call: int = 4096,
-        path: str = "vmap",
+        path: str = "auto",
     ) -> None:
         if not callable(module_factory):
             raise ValueError(f"module_factory must be callable, got {module_factory!r}")
@@ -664,10 +665,14 @@ class TorchModel:
         module = self._module()
         with torch.no_grad():
             for r in range(n_runs):
-                named = self._unflatten(_tensor(params[r], np.float32, self.device))
+                flat = _tensor(params[r], np.float32, self.device)
+                named = self._unflatten(flat)
                 for lo in range(0, n_samples, self.samples_per_call):
                     hi = min(lo + self.samples_per_call, n_samples)
-                    out = functional_call(module, named, (xt[lo:hi],))
+                    if self._plan is not None:  # its layouts (channels-last convolutions)
+                        out = self._plan.forward(flat, xt[lo:hi], keep=False)[0]
+                    else:
+                        out = functional_call(module, named, (xt[lo:hi],))
                     _check_output(out, hi - lo, self.n_classes)
                     loss[r, lo:hi] = self._loss_fn(out, yt[lo:hi])
                     correct[r, lo:hi] = out.argmax(dim=1) == yt[lo:hi]

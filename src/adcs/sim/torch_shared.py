@@ -3,8 +3,8 @@
 With E = 1 (the paper's setting), and at the first local step of every round, all the clients of
 a run start from the same global weights w⁽ᵗ⁾ (docs/design.md §4, "Models"). Their forward pass
 and their input-gradient pass are then one ordinary batched pass with shared weights — the
-module's own kernels on J·B samples, channels-last for convolutions wide enough for
-oneDNN's channels-last kernels to pay. Only the weight gradients are per client. For a
+module's own kernels on J·B samples, convolutions (and the pooling and activations after them)
+in channels-last layout. Only the weight gradients are per client. For a
 ``Linear`` layer with inputs a (J, B, in) and output gradients g (J, B, out), client j's weight
 gradient is Σ_b g[j, b]ᵀ a[j, b] = g[j]ᵀ a[j], one GEMM per client written in place into the
 client's row of the flat gradient (a ``torch.bmm`` over the clients computes the same products
@@ -14,7 +14,7 @@ client's is computed by PyTorch's own convolution weight-gradient kernel on the 
 (oneDNN unfolds on the fly, without writing the patches out), and ``conv_weight_grad =
 "unfold"`` writes the patches and takes one ``torch.bmm`` over the clients (slower on the CPU:
 ``adcs bench torch --paths shared-unfold`` measures it). A bias gradient is the client's sum of
-g. A probe (the loss at w⁽ᵗ⁾) is the forward pass alone.
+g. A probe (the loss at w⁽ᵗ⁾) is the forward pass alone, and so is the evaluation of a model.
 
 `SharedPlan` is the plan of one module: which layers it runs and where each trainable
 parameter sits in the flat vector. `plan_for` gives none (and why) for a module it cannot run
@@ -22,9 +22,9 @@ parameter sits in the flat vector. `plan_for` gives none (and why) for a module 
 one group), ``Linear``, pooling, activations, ``Flatten``/``Unflatten`` and ``Identity``, every
 parameter trainable), which then keeps the ``vmap`` path of `adcs.sim.torch`.
 
-The arithmetic differs from the ``vmap`` path in the order of its sums (float32 rounding), so it
-is chosen by the ``[model]`` key ``torch_path`` (docs/guide.md); ``"vmap"`` stays the default
-until the committed LeNet-5 results are regenerated with it.
+The arithmetic differs from the ``vmap`` path in the order of its sums (float32 rounding). The
+``[model]`` key ``torch_path`` (docs/guide.md) chooses the path; its default, ``"auto"``, takes
+this one wherever `plan_for` gives a plan, and the ``vmap`` path elsewhere.
 """
 
 from __future__ import annotations
@@ -120,10 +120,12 @@ class SharedPlan:
     dim : int
         Length of the flat parameter vector.
     channels_last_from : int
-        A convolution runs on channels-last tensors when it has at least this many output
-        channels, NCHW otherwise (0: every one). Channels-last kernels vectorise over the
-        channels: measured with ``adcs bench torch --paths shared,shared-nchw,shared-cl``, they
-        pay on the CIFAR-shaped CNN (32 and 64 channels), not on LeNet-5 (6 and 16).
+        A convolution runs on channels-last tensors (input and weight) when it has at least
+        this many output channels, NCHW otherwise (0, the default: every one). Channels-last
+        kernels vectorise over the channels, and so do the pooling and activation layers after
+        them: measured with ``adcs bench torch --paths shared,shared-nchw``, they pay on both
+        LeNet-5 (max-pooling of NCHW tensors dominates its NCHW forward pass) and the
+        CIFAR-shaped CNN.
     conv_weight_grad : {"kernel", "unfold"}
         A Conv2d's per-client weight gradients: PyTorch's weight-gradient kernel on each
         client's rows, or the written-out patches and one ``torch.bmm`` over the clients.
@@ -132,7 +134,7 @@ class SharedPlan:
     layers: tuple[nn.Module, ...]
     params: tuple[_Param | None, ...]
     dim: int
-    channels_last_from: int = 32
+    channels_last_from: int = 0
     conv_weight_grad: str = "kernel"
 
     def forward(
@@ -152,13 +154,17 @@ class SharedPlan:
             w = flat[where.weight[0] : where.weight[1]]
             b = None if where.bias is None else flat[where.bias[0] : where.bias[1]]
             if isinstance(layer, nn.Conv2d):
+                weight = w.view(where.shape)
                 if layer.out_channels >= self.channels_last_from:
+                    # the weight's strides too: with one input channel, an input's layout is
+                    # ambiguous and the kernel would follow the weight's
                     h = h.contiguous(memory_format=torch.channels_last)
+                    weight = weight.to(memory_format=torch.channels_last)
                 else:
                     h = h.contiguous()
                 out = F.conv2d(
                     h,
-                    w.view(where.shape),
+                    weight,
                     b,
                     layer.stride,
                     layer.padding,
@@ -258,6 +264,7 @@ class SharedPlan:
         w0, w1 = where.weight
         if isinstance(layer, nn.Conv2d) and self.conv_weight_grad == "kernel":
             _conv_weight_grads(layer, a, g, n_jobs, grad[:, w0:w1])
+            # the bias apart: the kernel's own bias sum costs more per call than one sum of all
             g_rows = g.sum(dim=(2, 3)).view(n_jobs, -1, g.shape[1])
         elif isinstance(layer, nn.Conv2d):
             cols = _patches(a, layer)  # (N·L, C·kh·kw)
@@ -278,8 +285,12 @@ def _conv_weight_grads(
     conv: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, n_jobs: int, out: torch.Tensor
 ) -> None:
     """Job j's weight gradient of ``conv`` into out[j] (J, O·C·kh·kw): PyTorch's own
-    weight-gradient kernel on the job's rows of a and g."""
-    weight = conv.weight
+    weight-gradient kernel on the job's rows of a and g, in a's memory layout."""
+    layout = torch.channels_last if a.is_contiguous(memory_format=torch.channels_last) else None
+    shape = conv.weight.shape
+    weight = torch.empty(
+        shape, dtype=a.dtype, device=a.device, memory_format=layout or torch.contiguous_format
+    )
     rows = a.shape[0] // n_jobs
     for j in range(n_jobs):
         part = slice(j * rows, (j + 1) * rows)
@@ -296,7 +307,7 @@ def _conv_weight_grads(
             1,
             (False, True, False),
         )
-        out[j] = gw.reshape(-1)
+        out[j].view(shape).copy_(gw)
 
 
 def _patches(a: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
