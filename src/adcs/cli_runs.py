@@ -253,29 +253,8 @@ def _run_leaderboard(
 def input_files(config: ExperimentConfig, *given: Path) -> list[Path]:
     """``given`` and the files ``config``'s simulator reads (an availability trace, a system
     profile): an ``--out`` that holds one is refused, --force would delete it with the folder."""
-    from adcs.experiments.config import config_to_dict
-
-    tables = config_to_dict(config)["sim"].values()
+    tables = config.document["sim"].values()
     return [*given, *(Path(t["path"]) for t in tables if isinstance(t, dict) and "path" in t)]
-
-
-def check_set_keys(
-    config: ExperimentConfig,
-    sets: Sequence[str],
-    options: Mapping[str, Any],
-    axes: Sequence[SweepAxis] = (),
-) -> None:
-    """Refuse a ``--set`` that ``--rounds``/``--seeds``/``--data`` (``options``, by name; None
-    when not given) would silently replace, and either that a swept key would."""
-    from adcs.experiments.config import config_to_dict
-    from adcs.experiments.overrides import parse_assignment
-    from adcs.experiments.sweep import check_overlaps, check_swept_keys
-
-    keys = {"rounds": ("sim", "rounds"), "seeds": ("seeds",), "data": ("data", "path")}
-    given = [(f"--{k}", keys[k], v) for k, v in options.items() if v is not None]
-    set_keys = [(f"--set {'.'.join(p)}", p, v) for p, v in map(parse_assignment, sets)]
-    check_overlaps(config_to_dict(config), given, set_keys)
-    check_swept_keys(config, axes, [*given, *set_keys])
 
 
 def _run_sweep(

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from adcs.experiments import paper
-from adcs.experiments.config import packaged_config, with_overrides
+from adcs.experiments.config import packaged_config
+from adcs.experiments.overrides import with_overrides
 from adcs.experiments.paper import (
     PAPER_TABLE1,
     PAPER_TV,

@@ -18,8 +18,8 @@ from adcs.experiments.config import (
     config_from_dict,
     merge_configs,
     packaged_config,
-    with_overrides,
 )
+from adcs.experiments.overrides import with_overrides
 from adcs.experiments.runner import RunError, expand_runs, load_records, run_experiment
 
 TINY: dict[str, Any] = {

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 import adcs
 from adcs import cli
-from adcs.cli_runs import check_set_keys
 from adcs.experiments.config import ConfigError, packaged_config
-from adcs.experiments.sweep import SweepAxis, parse_sweep, sweep_axes, sweep_points
+from adcs.experiments.overrides import check_edits, option_edits, set_edits
+from adcs.experiments.sweep import SweepAxis, parse_sweep, point_edits, sweep_axes, sweep_points
 from tests.test_cli import TINY, one_error, write_config
 
 runner = CliRunner()
@@ -91,17 +91,21 @@ def test_a_value_set_twice_by_a_sweep_or_an_option_is_refused(tmp_path: Path) ->
         result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o"), *args])
         assert result.exit_code == 2 and said in one_error(result)
     # a key of a table set before the sweep is no conflict: the sweep changes that key alone
-    avail = ["--set", 'sim.availability={kind="bernoulli", p=0.5}']
-    check_set_keys(config, avail[1:], {}, [parse_sweep("sim.availability.p=0.2,0.6")])
+    avail = set_edits(['sim.availability={kind="bernoulli", p=0.5}'])
+    check_edits(
+        config.document, [*avail, *point_edits([parse_sweep("sim.availability.p=0.2,0.6")], [0.2])]
+    )
     # nor is a dedicated option set beside a --set of another key; of the same key it is
-    check_set_keys(config, ["sim.eval_every=2", "seeds=[4]"], {"rounds": 3})
+    check_edits(
+        config.document, [*set_edits(["sim.eval_every=2", "seeds=[4]"]), *option_edits(rounds=3)]
+    )
     for sets, options, said in [
         (["sim.rounds=3"], {"rounds": 5}, "--set sim.rounds and --rounds both set sim.rounds"),
         (["seeds=[5]"], {"seeds": 3}, "--set seeds and --seeds both set seeds"),
         (["data.path=/d/x.npz"], {"data": "/d/y.npz"}, "--set data.path and --data both set"),
     ]:
         with pytest.raises(ConfigError, match=said):
-            check_set_keys(config, sets, options)
+            check_edits(config.document, [*set_edits(sets), *option_edits(**options)])
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from adcs.data import load_subset
-from adcs.experiments.config import MODEL_TABLE, packaged_config, with_overrides
+from adcs.experiments.config import MODEL_TABLE, packaged_config
+from adcs.experiments.overrides import with_overrides
 from adcs.experiments.runner import run_experiment
 from adcs.experiments.schema import ConfigError
 from adcs.schedulers import OCS, PowerOfChoice, Uniform

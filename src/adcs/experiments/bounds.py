@@ -231,8 +231,12 @@ def check_counts(
     runs_per_seed: int,
     rounds: int | None = None,
     seeds: int | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> None:
     """Refuse, before any work, a configuration (with ``--rounds``/``--seeds``) too large to hold.
+
+    ``labels`` name the counts an override set (``{"rounds": "sim__rounds"}``; default: the
+    options, ``--rounds`` and ``--seeds``).
 
     Raises
     ------
@@ -240,6 +244,7 @@ def check_counts(
         See `check_fit`.
     """
     names = {k: f"--{k}" for k, v in (("rounds", rounds), ("seeds", seeds)) if v is not None}
+    names.update(labels or {})
     counts = config_counts(config, runs_per_seed=runs_per_seed, rounds=rounds, seeds=seeds)
     check_fit(counts, names, config.source)
 

@@ -42,6 +42,7 @@ Schedulers are built only through the name → class table
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import inspect
@@ -60,10 +61,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from adcs.data.datasets import DATASETS
 from adcs.data.partition_table import PARTITIONS as PARTITION_TABLE
 from adcs.experiments.adversary import ATTACK_TABLE, DEFENCE_TABLE
-from adcs.experiments.data_config import DataConfig, resolve_path
+from adcs.experiments.data_config import DataConfig
 from adcs.experiments.outputs import output_names
 from adcs.experiments.privacy import parse_privacy, privacy_to_dict
 from adcs.experiments.schema import (
@@ -110,7 +110,6 @@ __all__ = [
     "shipped_configs_folder",
     "sim_config",
     "sim_for_clients",
-    "with_overrides",
 ]
 
 PARTITIONS = tuple(PARTITION_TABLE)
@@ -360,6 +359,19 @@ class ExperimentConfig:
                 except ValueError as exc:
                     raise ATTACK_TABLE.refusal(self.attack, exc) from None
 
+    @property
+    def document(self) -> dict[str, Any]:
+        """The configuration as its TOML document (`config_to_dict`): what overrides edit
+        (`adcs.experiments.overrides`), the manifest records and a resume compares.
+
+        Written once per configuration and kept; each call returns a fresh copy to edit.
+        """
+        kept = self.__dict__.get("_document")
+        if kept is None:  # a frozen dataclass: kept beside its fields, not as one
+            kept = config_to_dict(self)
+            object.__setattr__(self, "_document", kept)
+        return copy.deepcopy(kept)
+
 
 def _check_method(key: str, method: MethodConfig, m: int, *, timed: bool = False) -> None:
     """Refuse unknown hyperparameters and build every grid point once, so bad values fail now."""
@@ -487,6 +499,8 @@ def config_from_dict(
         data_raw = _table("data", raw.get("data", {}))
         sim, attack, defence, privacy = _parse_sim(raw.get("sim", {}), base_dir)
         seeds = raw["seeds"]
+        if isinstance(seeds, range):  # ``--seeds N`` (`adcs.experiments.overrides.option_edits`)
+            seeds = list(seeds)
         if not isinstance(seeds, list):
             raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")
         methods_raw = raw["methods"]
@@ -555,7 +569,7 @@ def load_config(path: str | Path, *, data_path: str | None = None) -> Experiment
     path : str or Path
     data_path : str, optional
         A data path given in place of the file's ``data.path`` (``--data``): the file's own
-        path is then neither checked nor used (set it with `with_overrides`).
+        path is then neither checked nor used.
 
     Raises
     ------
@@ -576,12 +590,11 @@ def config_from_file(
             f"{path}: an attack suite (it has a [suite] table), not an experiment "
             f"configuration: run it with `adcs bench attacks --config {path}`"
         )
-    data = doc.get("data")
-    if data_path is not None and isinstance(data, dict) and "path" in data:
-        given = str(Path(data_path).expanduser().absolute())
+    data = doc.get("data", {})
+    if data_path is not None and isinstance(data, dict):
+        given = str(Path(data_path).expanduser().resolve())
         doc = {**doc, "data": {**data, "path": given}}
-    config = config_from_dict(doc, source=str(path), base_dir=path.parent)
-    return config if data_path is None else with_overrides(config, data_path=data_path)
+    return config_from_dict(doc, source=str(path), base_dir=path.parent)
 
 
 def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
@@ -667,43 +680,6 @@ def resolve_config(config: str | os.PathLike[str]) -> Path:
     raise ConfigError(
         f"{config}: no such configuration file, nor a shipped configuration's name "
         f"(one of {', '.join(known)})"
-    )
-
-
-def with_overrides(
-    config: ExperimentConfig,
-    *,
-    rounds: int | None = None,
-    seeds: Sequence[int] | None = None,
-    eval_every: int | None = None,
-    data_path: str | None = None,
-    name: str | None = None,
-) -> ExperimentConfig:
-    """A copy with command-line overrides applied and validated.
-
-    ``eval_every`` is capped at ``rounds`` so that a short run is still evaluated.
-    """
-    sim = config.sim
-    if rounds is not None:
-        _int("rounds", rounds, 1)
-        sim = sim_config(sim, rounds=rounds)
-    if eval_every is not None:
-        sim = sim_config(sim, eval_every=eval_every)
-    if sim.eval_every > sim.rounds:
-        sim = sim_config(sim, eval_every=sim.rounds)
-    data = config.data
-    if data_path is not None:
-        entry = DATASETS.resolve(data.dataset)
-        if "path" not in entry.keys:
-            raise ConfigError(f"data path: dataset {data.dataset!r} reads no files")
-        resolved = resolve_path("data path", data_path, entry.path, None)
-        data = dataclasses.replace(data, path=str(Path(resolved).resolve()))
-    return dataclasses.replace(
-        config,
-        sim=sim,
-        data=data,
-        seeds=tuple(seeds) if seeds is not None else config.seeds,
-        name=name if name is not None else config.name,
     )
 
 

@@ -58,7 +58,6 @@ from adcs.experiments.config import (
     config_from_dict,
     packaged_config_path,
     read_toml,
-    with_overrides,
 )
 from adcs.experiments.distributed import ShardExecutor
 from adcs.experiments.folder import (
@@ -71,6 +70,7 @@ from adcs.experiments.folder import (
     source_checkout,
 )
 from adcs.experiments.leaderboard_report import write_summary
+from adcs.experiments.overrides import Edit, edited
 from adcs.experiments.ranking import (
     METRICS,
     Placing,
@@ -98,6 +98,7 @@ from adcs.schedulers import SCHEDULERS
 __all__ = [
     "METRICS",
     "QUICK",
+    "QUICK_EDITS",
     "TARGET_FRACTION",
     "LeaderboardOutcome",
     "Placing",
@@ -225,11 +226,17 @@ def load_workload(path: str | Path, entries: Sequence[str] = ()) -> ExperimentCo
     return dataclasses.replace(config, methods=leaderboard_methods(entries))
 
 
+QUICK_EDITS = (
+    Edit("--quick", ("sim", "rounds"), QUICK["rounds"], "preset"),
+    Edit("--quick", ("sim", "eval_every"), QUICK["eval_every"], "preset"),
+    Edit("--quick", ("seeds",), list(QUICK["seeds"]), "preset"),
+)
+"""``--quick`` as edits of a workload's document (`adcs.experiments.overrides`)."""
+
+
 def quick_workload(config: ExperimentConfig) -> ExperimentConfig:
     """``config`` with the `QUICK` rounds, evaluation period and seeds."""
-    return with_overrides(
-        config, rounds=QUICK["rounds"], eval_every=QUICK["eval_every"], seeds=QUICK["seeds"]
-    )
+    return edited(config, QUICK_EDITS)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,7 +33,6 @@ from adcs.experiments.config import (
     DataConfig,
     ExperimentConfig,
     build_model,
-    config_to_dict,
     sim_for_clients,
 )
 from adcs.experiments.privacy import check_privacy_dim, private_spec
@@ -285,7 +284,7 @@ def data_folders(config: ExperimentConfig) -> list[Path]:
 
 def resume_identity(config: ExperimentConfig) -> dict[str, Any]:
     """The configuration as a resume compares it: without the data's path and the description."""
-    doc = config_to_dict(config)
+    doc = config.document
     doc["data"].pop("path", None)
     doc.pop("description", None)
     return doc

@@ -75,7 +75,7 @@ from typing import Any
 import numpy as np
 
 from adcs.data import DATASETS
-from adcs.experiments.config import ConfigError, ExperimentConfig, config_to_dict
+from adcs.experiments.config import ConfigError, ExperimentConfig
 from adcs.experiments.distributed import ShardExecutor
 from adcs.experiments.execute import (
     CHECKPOINT_FORMAT,
@@ -598,7 +598,7 @@ def _manifest(
     return {
         "experiment": config.name,
         "description": config.description,
-        "config": config_to_dict(config),
+        "config": config.document,
         "config_source": config.source,
         "seeds": list(config.seeds),
         "quick": quick,

@@ -19,7 +19,7 @@ import csv
 import itertools
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,21 +30,20 @@ from adcs.experiments.bounds import check_counts
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
-    config_from_dict,
     config_from_file,
-    config_to_dict,
     read_toml,
 )
 from adcs.experiments.figures import pyplot
 from adcs.experiments.leaderboard import LeaderboardOutcome, run_leaderboard
 from adcs.experiments.leaderboard_report import same_selections
 from adcs.experiments.overrides import (
-    apply_assignments,
+    Edit,
+    check_edits,
+    edited,
     parse_key,
     parse_value,
     parse_values,
     split_assignment,
-    target_paths,
 )
 from adcs.experiments.plan import runs_per_seed
 from adcs.experiments.ranking import entry_labels
@@ -52,10 +51,11 @@ from adcs.experiments.results import load_records
 
 __all__ = [
     "SweepAxis",
-    "check_overlaps",
-    "check_swept_keys",
+    "check_plan",
+    "configure",
     "load_with_sweep",
     "parse_sweep",
+    "point_edits",
     "run_sweep",
     "sweep_axes",
     "sweep_points",
@@ -156,6 +156,59 @@ def _frozen(value: Any) -> Any:
     return value
 
 
+def point_edits(
+    axes: Sequence[SweepAxis], values: Sequence[Any], *, valued: bool = False
+) -> list[Edit]:
+    """The edits of one sweep point: each axis's key set to its value there, labelled
+    ``sweep KEY`` (``valued``: ``sweep KEY=VALUE``)."""
+    return [
+        Edit(f"sweep {a.name}" + (f"={v!r}" if valued else ""), a.key, v, "sweep")
+        for a, v in zip(axes, values, strict=True)
+    ]
+
+
+def check_plan(config: ExperimentConfig, edits: Sequence[Edit] = ()) -> None:
+    """The plan check of a configuration about to run, the same from every entry point: its
+    records must fit in memory (`check_counts`).
+
+    With the ``edits`` about to be made to ``config``, the counts they ask for (``--rounds``,
+    ``--seeds``, ``sim__rounds``) are checked before the edits are parsed, so a huge ``--seeds``
+    is refused before its seeds are even listed, and named by its label (``--seeds 1000000000``).
+    """
+    asked: dict[str, int] = {}
+    labels: dict[str, str] = {}
+    for e in edits:
+        if e.key == ("sim", "rounds") and isinstance(e.value, int):
+            asked["rounds"], labels["rounds"] = e.value, e.label
+        elif e.key == ("seeds",) and isinstance(e.value, Sized):
+            asked["seeds"], labels["seeds"] = len(e.value), e.label
+    check_counts(config, runs_per_seed=runs_per_seed(config), labels=labels, **asked)
+
+
+def configure(
+    config: ExperimentConfig, edits: Sequence[Edit] = (), axes: Sequence[SweepAxis] = ()
+) -> ExperimentConfig:
+    """The configuration a run (or each point of a sweep over ``axes``) starts from: the one
+    path of a configuration and its overrides, for the command line and `adcs.run` alike.
+
+    The edits' overlaps, the sweep's keys among them, are refused once (`check_edits`); the
+    edits are made to ``config``'s document and parsed once (`edited`); the plan is checked
+    (`check_plan`). Each point of a sweep is then `sweep_points` of the result.
+
+    Raises
+    ------
+    ConfigError
+        Naming the override or key at fault.
+    """
+    if "name" in [a.name for a in axes]:  # it would be replaced by each point's own, silently
+        raise ConfigError("sweep name: a point is named after its values; sweep another key")
+    check_edits(config.document, [*edits, *point_edits(axes, [a.values[0] for a in axes])])
+    check_plan(config, edits)  # the counts asked for, before they are listed
+    out = edited(config, edits)
+    check_plan(out)
+    return out
+
+
 def sweep_points(
     config: ExperimentConfig,
     axes: Sequence[SweepAxis],
@@ -164,80 +217,33 @@ def sweep_points(
 ) -> list[tuple[dict[str, Any], ExperimentConfig]]:
     """Every point of the sweep: its values by dotted key, and the configuration it runs.
 
-    Each point's configuration is named after the point (``03-alpha=0.3-p=0.5``) and checked like
-    the file (its records' size too, `check_counts`), so a value
-    the configuration refuses is named with its key before anything runs. Two points that are
-    one configuration are refused (found by hashing each point's checked configuration: linear
-    in the number of points). ``progress(done, total)`` is called after each point.
+    Each point's configuration is ``config``'s document with the point's edits, parsed once,
+    named after the point (``03-alpha=0.3-p=0.5``) and checked like the file (`check_plan`), so
+    a value the configuration refuses is named with its key before anything runs. Two points
+    that are one configuration are refused (found by hashing each point's checked document:
+    linear in the number of points). ``progress(done, total)`` is called after each point.
     """
-    names = [a.name for a in axes]
-    if "name" in names:  # it would be replaced by each point's own, silently
+    if "name" in [a.name for a in axes]:  # it would be replaced by each point's own, silently
         raise ConfigError("sweep name: a point is named after its values; sweep another key")
-    check_swept_keys(config, axes)
-    base = config_to_dict(config)
+    check_edits(config.document, point_edits(axes, [a.values[0] for a in axes]))
+    names = [a.name for a in axes]
     total = math.prod(len(a.values) for a in axes)
     points: list[tuple[dict[str, Any], ExperimentConfig]] = []
     seen: dict[Any, str] = {}  # each point's configuration, as checked, to the point
     for i, values in enumerate(itertools.product(*(a.values for a in axes))):
         point = dict(zip(names, values, strict=True))
-        doc = apply_assignments(base, [(a.key, v) for a, v in zip(axes, values, strict=True)])
         label = "-".join(f"{a.key[-1]}={_label(v)}" for a, v in zip(axes, values, strict=True))
-        doc["name"] = f"{i:02d}-{_UNSAFE.sub('', label)}"[:96]
+        edits = point_edits(axes, values, valued=True)
+        checked = edited(config, edits, name=f"{i:02d}-{_UNSAFE.sub('', label)}"[:96])
+        check_plan(checked)  # the file's bounds too
         where = ", ".join(f"{k}={v!r}" for k, v in point.items())
-        checked = config_from_dict(doc, source=f"{config.source} (sweep {where})")
-        check_counts(checked, runs_per_seed=runs_per_seed(checked))  # the file's bounds too
-        said = seen.setdefault(_frozen({**config_to_dict(checked), "name": ""}), where)
+        said = seen.setdefault(_frozen({**checked.document, "name": ""}), where)
         if said != where:
             raise ConfigError(f"sweep: {said} and {where} are one configuration; sweep others")
         points.append((point, checked))
         if progress is not None:
             progress(i + 1, total)
     return points
-
-
-Keyed = tuple[str, tuple[str, ...], Any]
-"""What sets a key (``"--set m"``, ``"sweep m"``), the dotted key's parts, and a value."""
-
-
-def check_swept_keys(
-    config: ExperimentConfig, axes: Sequence[SweepAxis], fixed: Sequence[Keyed] = ()
-) -> None:
-    """Refuse two swept keys that set one value of ``config``, and a ``fixed`` key (an override
-    given beside the sweep: ``--set``, ``--rounds``, a keyword) that a swept one replaces.
-
-    Raises
-    ------
-    ConfigError
-        See `check_overlaps`.
-    """
-    swept = [(f"sweep {a.name}", a.key, a.values[0]) for a in axes]
-    check_overlaps(config_to_dict(config), swept, fixed)
-
-
-def check_overlaps(
-    doc: dict[str, Any], swept: Sequence[Keyed], fixed: Sequence[Keyed] = ()
-) -> None:
-    """Refuse two swept keys that set the same value of the configuration document ``doc``
-    (``data.dominance`` is ``data.partition.dominance``; a table holds its keys), and a fixed
-    key (set before them) that a swept one replaces whole: no value is silently dropped.
-
-    Raises
-    ------
-    ConfigError
-        Naming both, and the key they share.
-    """
-    seen = [
-        (what, path) for what, parts, value in fixed for path in target_paths(doc, parts, value)
-    ]
-    for what, parts, value in swept:
-        paths = target_paths(doc, parts, value)
-        for (other, known), path in itertools.product(seen, paths):
-            shared = min(path, known, key=len)
-            if path[: len(shared)] == known[: len(shared)] and (
-                other.startswith("sweep") or shared == path
-            ):
-                raise ConfigError(f"{other} and {what} both set {'.'.join(shared)}: keep one")
-        seen += [(what, path) for path in paths]
 
 
 def run_sweep(
