@@ -62,11 +62,11 @@ from adcs.experiments.config import (
     packaged_config,
     resolve_config,
 )
-from adcs.experiments.overrides import Edit, option_edits, set_edits
+from adcs.experiments.config.overrides import Edit, option_edits, set_edits
 from adcs.rounds import SelectionError
 
 if TYPE_CHECKING:
-    from adcs.experiments.sweep import SweepAxis
+    from adcs.leaderboard.sweep import SweepAxis
 
 
 class _OneLineGroup(typer.core.TyperGroup):
@@ -164,9 +164,9 @@ def _one_line_errors(command: F) -> F:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from adcs.data import ChecksumError, DataError
-        from adcs.experiments.folder import OutputRefused, RunError, os_error
-        from adcs.experiments.resultfiles import ResultsFileError
-        from adcs.experiments.runner import RunInterrupted
+        from adcs.experiments.run.folder import OutputRefused, RunError, os_error
+        from adcs.experiments.run.resultfiles import ResultsFileError
+        from adcs.experiments.run.runner import RunInterrupted
         from adcs.registry import PluginError
 
         with _interrupts() as received:
@@ -271,7 +271,7 @@ def _out(out: str | None, name: str, resume: bool, inputs: Sequence[Path] = ()) 
     if out is not None:
         if not out.strip():
             raise _fail("--out is empty: name the results folder (e.g. --out results/mine)")
-        from adcs.experiments.folder import is_results_folder
+        from adcs.experiments.run.folder import is_results_folder
 
         target = Path(os.path.realpath(Path(out).expanduser()))
         for path in inputs if is_results_folder(target) else ():  # --force would delete it
@@ -296,7 +296,7 @@ def _configured(
     """``config`` with the command line's overrides, as edits of its document (`configure`,
     the path `adcs.run` takes too): a ``preset`` (``--quick``'s settings), the ``--set``
     edits, the dedicated options; a sweep's ``axes`` are checked against them."""
-    from adcs.experiments.sweep import configure
+    from adcs.leaderboard.sweep import configure
 
     edits = [
         *preset,
@@ -546,7 +546,7 @@ def run(
     ] = None,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
-    from adcs.experiments.sweep import load_with_sweep, parse_sweep
+    from adcs.leaderboard.sweep import load_with_sweep, parse_sweep
 
     # a --data in place of the file's data.path: the file's own is then not checked
     config_path = resolve_config(config_path)
@@ -633,8 +633,8 @@ def leaderboard(
     figure per workload, a summary figure and a report saying where each scheduler that
     declares points (ADCS) wins and where it loses.
     """
-    from adcs.experiments.leaderboard import QUICK_EDITS, load_workload, workload_paths
-    from adcs.experiments.overrides import split_items
+    from adcs.experiments.config.overrides import split_items
+    from adcs.leaderboard.suite import QUICK_EDITS, load_workload, workload_paths
     from adcs.schedulers import SCHEDULERS
 
     names = None

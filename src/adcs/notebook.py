@@ -29,8 +29,8 @@ import numpy as np
 
 from adcs._validate import check_bool
 from adcs.experiments.config import ExperimentConfig, config_from_dict, resolve_config
-from adcs.experiments.overrides import keyword_edits, option_edits
-from adcs.experiments.resultfiles import (
+from adcs.experiments.config.overrides import keyword_edits, option_edits
+from adcs.experiments.run.resultfiles import (
     METRIC_COLUMNS,
     RUN_COLUMNS,
     ResultsFileError,
@@ -39,7 +39,7 @@ from adcs.experiments.resultfiles import (
     read_manifest,
     read_table,
 )
-from adcs.experiments.sweep import SweepAxis, configure, load_with_sweep, run_sweep
+from adcs.leaderboard.sweep import SweepAxis, configure, load_with_sweep, run_sweep
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -146,7 +146,7 @@ def run(
     sweep : mapping of dotted key to values, optional
         Beside the file's ``[sweep]`` table, run every combination of the values
         (``{"data.partition.alpha": [0.1, 1.0]}``) into one sweep folder
-        (`adcs.experiments.sweep`); the tables then have a column per key.
+        (`adcs.leaderboard.sweep`); the tables then have a column per key.
     **overrides
         Any key of the configuration, dots written as double underscores: ``m=10``,
         ``sim__rounds=200``, ``data__partition__alpha=0.1``, ``methods__adcs__theta=0.6`` (a method
@@ -165,7 +165,7 @@ def run(
         ``overwrite`` or ``progress`` is not a bool (``ConfigError``, a ``ValueError``, for a
         bad configuration key or value).
     """
-    from adcs.experiments.runner import run_experiment
+    from adcs.experiments.run.runner import run_experiment
 
     overwrite, progress = check_bool("overwrite", overwrite), check_bool("progress", progress)
     target = None if out is None else _path("out", out)
@@ -286,7 +286,7 @@ def _expanded_params(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def _frame(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """A table of a results folder as a data frame, checked whole first (see
-    `adcs.experiments.resultfiles.read_table`)."""
+    `adcs.experiments.run.resultfiles.read_table`)."""
     read_table(path, columns)
     return parsed(path, "the table", _pandas().read_csv, path)
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from adcs.data import FashionMNIST
-from adcs.experiments import folder as folder_module
-from adcs.experiments import plan
 from adcs.experiments.config import ConfigError, config_from_dict
-from adcs.experiments.folder import ResultsFolder, RunError, write_npz
-from adcs.experiments.runner import RunInterrupted, load_records, run_experiment
+from adcs.experiments.run import folder as folder_module
+from adcs.experiments.run import plan
+from adcs.experiments.run.folder import ResultsFolder, RunError, write_npz
+from adcs.experiments.run.runner import RunInterrupted, load_records, run_experiment
 
 from .test_runner import TINY
 

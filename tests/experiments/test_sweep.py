@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 import adcs
 from adcs import cli
 from adcs.experiments.config import ConfigError, packaged_config
-from adcs.experiments.overrides import check_edits, option_edits, set_edits
-from adcs.experiments.sweep import SweepAxis, parse_sweep, point_edits, sweep_axes, sweep_points
+from adcs.experiments.config.overrides import check_edits, option_edits, set_edits
+from adcs.leaderboard.sweep import SweepAxis, parse_sweep, point_edits, sweep_axes, sweep_points
 from tests.test_cli import TINY, one_error, write_config
 
 runner = CliRunner()
@@ -290,7 +290,7 @@ def test_the_points_are_checked_once_each_with_progress() -> None:
 def test_the_duplicate_check_compares_no_pair_of_points(monkeypatch: pytest.MonkeyPatch) -> None:
     """Linear: each point's configuration is hashed once; none is compared with every earlier
     one (22 500 points took 100 s before anything ran)."""
-    import adcs.experiments.sweep as sweep
+    import adcs.leaderboard.sweep as sweep
 
     compared = []
     real = sweep._frozen
@@ -359,7 +359,7 @@ def test_a_full_disk_in_a_sweep_names_the_folder_and_how_to_resume(
 ) -> None:
     import errno
 
-    import adcs.experiments.sweep as sweep
+    import adcs.leaderboard.sweep as sweep
 
     def full(*args: object) -> None:  # a write to an open file: its error names no file
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -377,7 +377,7 @@ def test_a_full_disk_in_a_sweep_names_the_folder_and_how_to_resume(
 
 
 def test_a_checkpoint_after_the_last_round_says_so() -> None:
-    from adcs.experiments.execute import _Progress
+    from adcs.experiments.run.execute import _Progress
 
     progress = _Progress(identity={"batches": 2}, finished=2)  # was: "simulation complete"
     assert progress.describe(40) == "all 40 rounds simulated, the results not yet written"

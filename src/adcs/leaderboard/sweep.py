@@ -26,17 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments.bounds import check_counts
+from adcs.experiments.analysis.figures import pyplot
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
     config_from_file,
     read_toml,
 )
-from adcs.experiments.figures import pyplot
-from adcs.experiments.leaderboard import LeaderboardOutcome, run_leaderboard
-from adcs.experiments.leaderboard_report import same_selections
-from adcs.experiments.overrides import (
+from adcs.experiments.config.overrides import (
     Edit,
     check_edits,
     edited,
@@ -45,9 +42,12 @@ from adcs.experiments.overrides import (
     parse_values,
     split_assignment,
 )
-from adcs.experiments.plan import runs_per_seed
-from adcs.experiments.ranking import entry_labels
-from adcs.experiments.results import load_records
+from adcs.experiments.run.bounds import check_counts
+from adcs.experiments.run.plan import runs_per_seed
+from adcs.experiments.run.results import load_records
+from adcs.leaderboard.ranking import entry_labels
+from adcs.leaderboard.report import same_selections
+from adcs.leaderboard.suite import LeaderboardOutcome, run_leaderboard
 
 __all__ = [
     "SweepAxis",

@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from adcs.experiments.analysis.stats import paired_difference, tied
+from adcs.experiments.analysis.timing import TARGET_FRACTION
 from adcs.experiments.config import (
     ConfigError,
     ExperimentConfig,
@@ -59,8 +61,9 @@ from adcs.experiments.config import (
     packaged_config_path,
     read_toml,
 )
-from adcs.experiments.distributed import ShardExecutor
-from adcs.experiments.folder import (
+from adcs.experiments.config.overrides import Edit, edited
+from adcs.experiments.run.distributed import ShardExecutor
+from adcs.experiments.run.folder import (
     MANIFEST,
     ResultsFolder,
     RunError,
@@ -69,9 +72,16 @@ from adcs.experiments.folder import (
     provenance,
     source_checkout,
 )
-from adcs.experiments.leaderboard_report import write_summary
-from adcs.experiments.overrides import Edit, edited
-from adcs.experiments.ranking import (
+from adcs.experiments.run.runner import (
+    ProgressFn,
+    RunInterrupted,
+    config_differences,
+    data_folders,
+    resume_identity,
+    run_experiment,
+    submit_shards,
+)
+from adcs.leaderboard.ranking import (
     METRICS,
     Placing,
     RankRow,
@@ -82,17 +92,7 @@ from adcs.experiments.ranking import (
     scores_of,
     variants_of,
 )
-from adcs.experiments.runner import (
-    ProgressFn,
-    RunInterrupted,
-    config_differences,
-    data_folders,
-    resume_identity,
-    run_experiment,
-    submit_shards,
-)
-from adcs.experiments.stats import paired_difference, tied
-from adcs.experiments.timing import TARGET_FRACTION
+from adcs.leaderboard.report import write_summary
 from adcs.schedulers import SCHEDULERS
 
 __all__ = [
@@ -218,7 +218,7 @@ def load_workload(path: str | Path, entries: Sequence[str] = ()) -> ExperimentCo
     if "methods" in raw:
         raise ConfigError(
             f"{path}: a leaderboard workload lists no [[methods]]: every scheduler of the name "
-            "table runs (see adcs.experiments.leaderboard.leaderboard_methods)"
+            "table runs (see adcs.leaderboard.suite.leaderboard_methods)"
         )
     placeholder = [{"name": next(iter(SCHEDULERS))}]  # the configuration's checks need one
     doc = {**raw, "methods": placeholder, "outputs": raw.get("outputs", ["curves"])}
@@ -231,7 +231,7 @@ QUICK_EDITS = (
     Edit("--quick", ("sim", "eval_every"), QUICK["eval_every"], "preset"),
     Edit("--quick", ("seeds",), list(QUICK["seeds"]), "preset"),
 )
-"""``--quick`` as edits of a workload's document (`adcs.experiments.overrides`)."""
+"""``--quick`` as edits of a workload's document (`adcs.experiments.config.overrides`)."""
 
 
 def quick_workload(config: ExperimentConfig) -> ExperimentConfig:

@@ -2,8 +2,8 @@
 
 An entry's `Score` on a workload holds its per-seed final values; `rank_workload`
 and `rank_table` rank the entries by their means with paired ties
-(`adcs.experiments.stats.tied`). `adcs.experiments.leaderboard` runs the
-workloads and `adcs.experiments.leaderboard_report` writes the summary; both use this
+(`adcs.experiments.analysis.stats.tied`). `adcs.leaderboard.suite` runs the
+workloads and `adcs.leaderboard.report` writes the summary; both use this
 module, and neither imports the other's way back.
 """
 
@@ -19,11 +19,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs.columns import COLUMNS, Column
-from adcs.experiments.records import RunRecord, method_label, tell_apart, variant_labels
-from adcs.experiments.resultfiles import read_arrays
-from adcs.experiments.results import load_records
-from adcs.experiments.stats import CONFIDENCE, SeedValues, t_interval, tied
-from adcs.experiments.timing import TARGET_FRACTION, Estimate, time_to_reach
+from adcs.experiments.analysis.records import RunRecord, method_label, tell_apart, variant_labels
+from adcs.experiments.analysis.stats import CONFIDENCE, SeedValues, t_interval, tied
+from adcs.experiments.analysis.timing import TARGET_FRACTION, Estimate, time_to_reach
+from adcs.experiments.run.resultfiles import read_arrays
+from adcs.experiments.run.results import load_records
 from adcs.schedulers import SCHEDULERS
 from adcs.schedulers.variants import Variants
 
@@ -188,7 +188,7 @@ def entry_labels(records: Sequence[RunRecord]) -> dict[str, str]:
     leaderboard: a scheduler's leaderboard variants by its declaration (`Variants.label`, e.g.
     ``ADCS θ=0.8, fresh q``), the others by the table. Two entries never share a name: one that
     would is followed by the hyperparameters that tell it apart
-    (`adcs.experiments.records.tell_apart`), so none merges into another's row."""
+    (`adcs.experiments.analysis.records.tell_apart`), so none merges into another's row."""
     labels = variant_labels(records)
     params: dict[str, Mapping[str, Any]] = {}
     for r in records:

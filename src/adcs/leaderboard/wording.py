@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from adcs.experiments.timing import Estimate
+from adcs.experiments.analysis.timing import Estimate
 
 __all__ = ["finite_key", "join_words", "pct", "plus_minus", "points", "rank_text", "rounds_text"]
 

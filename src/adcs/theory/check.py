@@ -33,14 +33,15 @@ from numpy.typing import ArrayLike, NDArray
 
 from adcs import theory
 from adcs.data import load_fashion_mnist, paper_groups
-from adcs.experiments.folder import (
+from adcs.experiments.run.folder import (
     MANIFEST,
     ResultsFolder,
     locked,
     provenance,
     source_checkout,
 )
-from adcs.experiments.theory_grid import (
+from adcs.sim.model import LogisticRegression, local_update, to_unit_float
+from adcs.theory.grid import (
     EXACT_MAX_N,
     METHODS,
     THETA,
@@ -51,7 +52,6 @@ from adcs.experiments.theory_grid import (
     evaluate_selection,
     synthetic_grid,
 )
-from adcs.sim.model import LogisticRegression, local_update, to_unit_float
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -30,7 +30,14 @@ from typing import Any
 from adcs.data.datasets import DATASETS, DatasetEntry
 from adcs.data.partition import PartitionKind
 from adcs.data.partition_table import partition_kind
-from adcs.experiments.schema import ConfigError, _choice, _int, _no_unknown, freeze, value_to_toml
+from adcs.experiments.config.schema import (
+    ConfigError,
+    _choice,
+    _int,
+    _no_unknown,
+    freeze,
+    value_to_toml,
+)
 
 __all__ = ["DataConfig", "resolve_path"]
 

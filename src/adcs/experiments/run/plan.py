@@ -8,7 +8,7 @@ simulated together by one [`simulate`][adcs.sim.simulate] call: the runs of one 
 minibatches, and memory bounds a batch's size). `resume_identity` and
 `config_differences` say what a resume compares.
 
-Words: a *batch* is what one ``simulate`` call advances; a *shard* (`adcs.experiments.execute`)
+Words: a *batch* is what one ``simulate`` call advances; a *shard* (`adcs.experiments.run.execute`)
 is one seed of one batch, the unit an executor runs elsewhere.
 """
 
@@ -26,8 +26,6 @@ from typing import Any
 import numpy as np
 
 from adcs.data import DATASETS, Dataset, FashionMNIST, Partition, partition_data
-from adcs.experiments.adversary import adversarial_run
-from adcs.experiments.bounds import check_clients
 from adcs.experiments.config import (
     ConfigError,
     DataConfig,
@@ -35,8 +33,10 @@ from adcs.experiments.config import (
     build_model,
     sim_for_clients,
 )
-from adcs.experiments.privacy import check_privacy_dim, private_spec
-from adcs.experiments.workload import DataSource, federate, load_data
+from adcs.experiments.config.adversary import adversarial_run
+from adcs.experiments.config.privacy import check_privacy_dim, private_spec
+from adcs.experiments.run.bounds import check_clients
+from adcs.experiments.run.workload import DataSource, federate, load_data
 from adcs.schedulers.base import Scheduler
 from adcs.sim.data import ClientData
 from adcs.sim.engine import RunSpec, SimConfig, check_simulation

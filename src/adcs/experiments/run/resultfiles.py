@@ -1,7 +1,7 @@
 """Read the files of a results folder back, each kind through one reader that names the file.
 
 Everything that reads a results folder back (`adcs.load_results`, ``adcs export``,
-`adcs.experiments.results.load_records`, a leaderboard's resume) reads its
+`adcs.experiments.run.results.load_records`, a leaderboard's resume) reads its
 ``manifest.json``, its tables (``runs.csv``, ``metrics.csv``, ``leaderboard.csv`` …) and its
 arrays (``selections.npz`` …) through the readers here. A file that is missing raises
 `FileNotFoundError`; one that is empty, truncated, corrupt or not what adcs writes raises

@@ -43,7 +43,7 @@ from typing import Any
 
 from adcs.adversary import ATTACKS, DEFENCES, Attack, Crafted, Defence, adversarial
 from adcs.aggregation import Aggregator
-from adcs.experiments.schema import ConfigError, KindTable
+from adcs.experiments.config.schema import ConfigError, KindTable
 from adcs.schedulers.base import Scheduler
 
 __all__ = ["ATTACK_TABLE", "DEFENCE_TABLE", "adversarial_run"]

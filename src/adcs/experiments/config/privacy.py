@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from adcs.experiments.schema import ConfigError, _no_unknown, _table, named_key
+from adcs.experiments.config.schema import ConfigError, _no_unknown, _table, named_key
 from adcs.privacy import PrivateProbes, private_run
 from adcs.sim.spec import RunSpec
 

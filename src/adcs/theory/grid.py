@@ -3,7 +3,7 @@
 Each case (`CaseSpec`) places client updates around equicorrelated cluster centres, then
 compares the bias of greedy MAP, exact MAP (N ≤ `EXACT_MAX_N`) and top-quality selection
 with the paper's bounds (Theorem 1, eq. 14–15) and with uniform sampling; the check itself, its
-real-data section and its report are in `adcs.experiments.theory_check`.
+real-data section and its report are in `adcs.theory.check`.
 """
 
 from __future__ import annotations

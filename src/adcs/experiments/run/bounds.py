@@ -208,7 +208,7 @@ def config_counts(
     n_clients: int | None = None,
 ) -> Counts:
     """The counts of ``config`` with the given overrides (N: given, or what the config fixes);
-    ``runs_per_seed`` its distinct runs of one seed (`adcs.experiments.plan.runs_per_seed`)."""
+    ``runs_per_seed`` its distinct runs of one seed (`adcs.experiments.run.plan.runs_per_seed`)."""
     sim = config.sim
     rounds = sim.rounds if rounds is None else rounds
     n = n_clients if n_clients is not None else config.data.total_clients

@@ -617,7 +617,7 @@ def provenance() -> dict[str, Any]:
 
 def source_checkout() -> list[Path]:
     """This package's source checkout when it runs from one (a results folder must not be it)."""
-    checkout = Path(__file__).resolve().parents[3]
+    checkout = Path(__file__).resolve().parents[4]
     return [checkout] if (checkout / "pyproject.toml").is_file() else []
 
 

@@ -3,8 +3,8 @@
 Everything here is computed from the workloads' results folders (read back from disk, so a
 resumed or remote run gives the same bytes), never hard-coded: which entry wins where, by how
 much, and whom a scheduler's reference entry loses to are all found in the numbers
-(`adcs.experiments.ranking` defines the scores, ranks and the tie test; the sections on
-each scheduler's declared variants are `adcs.experiments.leaderboard_variants`'s). No
+(`adcs.leaderboard.ranking` defines the scores, ranks and the tie test; the sections on
+each scheduler's declared variants are `adcs.leaderboard.variants`'s). No
 wall-clock time is written to these files; the leaderboard's ``manifest.json`` holds those.
 """
 
@@ -17,16 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments.figures import pyplot
-from adcs.experiments.folder import MANIFEST
-from adcs.experiments.leaderboard_variants import (
-    Family,
-    families,
-    lever_doc,
-    lever_section,
-    verdict_section,
-)
-from adcs.experiments.ranking import (
+from adcs.experiments.analysis.figures import pyplot
+from adcs.experiments.analysis.records import RunRecord
+from adcs.experiments.analysis.stats import CONFIDENCE, FINAL_FRACTION
+from adcs.experiments.analysis.timing import TARGET_FRACTION
+from adcs.experiments.run.folder import MANIFEST
+from adcs.experiments.run.resultfiles import read_manifest
+from adcs.experiments.run.results import _write_csv, _write_json
+from adcs.leaderboard.ranking import (
     METRIC_NAMES,
     METRICS,
     Placing,
@@ -39,12 +37,14 @@ from adcs.experiments.ranking import (
     scores_of,
     workload_scores,
 )
-from adcs.experiments.records import RunRecord
-from adcs.experiments.resultfiles import read_manifest
-from adcs.experiments.results import _write_csv, _write_json
-from adcs.experiments.stats import CONFIDENCE, FINAL_FRACTION
-from adcs.experiments.timing import TARGET_FRACTION
-from adcs.experiments.wording import join_words, pct, plus_minus, rank_text, rounds_text
+from adcs.leaderboard.variants import (
+    Family,
+    families,
+    lever_doc,
+    lever_section,
+    verdict_section,
+)
+from adcs.leaderboard.wording import join_words, pct, plus_minus, rank_text, rounds_text
 from adcs.schedulers import SCHEDULERS
 
 __all__ = ["NO_CHOICE_SHARE", "same_selections", "write_summary"]

@@ -3,7 +3,7 @@
 Works on `RunRecord` values (re-exported here with the
 series and the statistics they use). Nothing here knows the paper or any method's
 hyperparameters; the paper's series, claims and text live in `adcs.experiments.paper`.
-*Final* and the intervals are those of `adcs.experiments.stats`.
+*Final* and the intervals are those of `adcs.experiments.analysis.stats`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs.experiments.records import (
+from adcs.experiments.analysis.records import (
     RunRecord,
     Series,
     curve_series,
@@ -25,8 +25,8 @@ from adcs.experiments.records import (
     variant_labels,
     with_every_variant,
 )
-from adcs.experiments.stats import FINAL_FRACTION, final_note, t_interval, tail_length
-from adcs.experiments.timing import time_section
+from adcs.experiments.analysis.stats import FINAL_FRACTION, final_note, t_interval, tail_length
+from adcs.experiments.analysis.timing import time_section
 
 __all__ = [
     "FINAL_FRACTION",

@@ -29,7 +29,7 @@ Example (``experiments/fig2.toml``)::
     refresh_every = 20
     sweep = { theta = [0.2, 0.4, 0.6, 0.8, 1.0] }
 
-The ``[data]`` table is `adcs.experiments.data_config`'s; ``[sim]`` is the library's
+The ``[data]`` table is `adcs.experiments.config.data`'s; ``[sim]`` is the library's
 `SimConfig` itself (its arguments are the keys, its checks the ones that
 apply); the ``kind`` tables (``[sim.availability]``, ``[sim.system]``, ``[sim.attack]``,
 ``[sim.defence]``, ``[model]``) are the library's objects, named through their registries and
@@ -62,11 +62,11 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from adcs.data.partition_table import PARTITIONS as PARTITION_TABLE
-from adcs.experiments.adversary import ATTACK_TABLE, DEFENCE_TABLE
-from adcs.experiments.data_config import DataConfig
-from adcs.experiments.outputs import output_names
-from adcs.experiments.privacy import parse_privacy, privacy_to_dict
-from adcs.experiments.schema import (
+from adcs.experiments.analysis.outputs import output_names
+from adcs.experiments.config.adversary import ATTACK_TABLE, DEFENCE_TABLE
+from adcs.experiments.config.data import DataConfig
+from adcs.experiments.config.privacy import parse_privacy, privacy_to_dict
+from adcs.experiments.config.schema import (
     ConfigError,
     KindTable,
     _choice,
@@ -132,7 +132,7 @@ SERVER_OPTIMIZER_TABLE = KindTable("sim.server_optimizer", SERVER_OPTIMIZERS, "f
 """``[sim.server_optimizer]``: the server step (`adcs.optimizers`); its kinds are the rows of
 `adcs.optimizers.SERVER_OPTIMIZERS`. Without the table: plain FedAvg with ``server_lr``."""
 TABLES = {"attack": ATTACK_TABLE, "defence": DEFENCE_TABLE}
-"""``[sim.attack]`` and ``[sim.defence]`` (`adcs.experiments.adversary`): per run, not the
+"""``[sim.attack]`` and ``[sim.defence]`` (`adcs.experiments.config.adversary`): per run, not the
 simulator's, so `ExperimentConfig` holds them."""
 
 
@@ -313,7 +313,7 @@ class ExperimentConfig:
         The ``[sim.defence]`` table, for every method: a row of `adcs.adversary.DEFENCES`
         (`Defence`, ...); None: none.
     privacy : PrivateProbes or None
-        The ``[sim.privacy]`` table, for every method (`adcs.experiments.privacy`); None: probes
+        The ``[sim.privacy]`` table, for every method (`adcs.experiments.config.privacy`); None: probes
         and updates in the clear.
     source : str
         Where the configuration came from (a file path or ``"<dict>"``), for messages.
@@ -362,7 +362,7 @@ class ExperimentConfig:
     @property
     def document(self) -> dict[str, Any]:
         """The configuration as its TOML document (`config_to_dict`): what overrides edit
-        (`adcs.experiments.overrides`), the manifest records and a resume compares.
+        (`adcs.experiments.config.overrides`), the manifest records and a resume compares.
 
         Written once per configuration and kept; each call returns a fresh copy to edit.
         """
@@ -499,7 +499,9 @@ def config_from_dict(
         data_raw = _table("data", raw.get("data", {}))
         sim, attack, defence, privacy = _parse_sim(raw.get("sim", {}), base_dir)
         seeds = raw["seeds"]
-        if isinstance(seeds, range):  # ``--seeds N`` (`adcs.experiments.overrides.option_edits`)
+        if isinstance(
+            seeds, range
+        ):  # ``--seeds N`` (`adcs.experiments.config.overrides.option_edits`)
             seeds = list(seeds)
         if not isinstance(seeds, list):
             raise ConfigError(f"seeds must be an array of integers, got {seeds!r}")
@@ -630,7 +632,7 @@ def shipped_configs_folder() -> Path:
     packaged = Path(str(resources.files("adcs.experiments") / "configs"))
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[3] / "experiments"  # a checkout without the link
+    return Path(__file__).resolve().parents[4] / "experiments"  # a checkout without the link
 
 
 def shipped_configs() -> tuple[str, ...]:

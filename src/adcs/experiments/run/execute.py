@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from adcs.experiments.analysis.report import RunRecord
 from adcs.experiments.config import ConfigError, ExperimentConfig
-from adcs.experiments.distributed import ShardExecutor
-from adcs.experiments.folder import ResultsFolder, RunError
-from adcs.experiments.plan import _prepare, config_differences, expand_runs, sim_settings
-from adcs.experiments.report import RunRecord
-from adcs.experiments.results import _record
-from adcs.experiments.workload import DataSource
+from adcs.experiments.run.distributed import ShardExecutor
+from adcs.experiments.run.folder import ResultsFolder, RunError
+from adcs.experiments.run.plan import _prepare, config_differences, expand_runs, sim_settings
+from adcs.experiments.run.results import _record
+from adcs.experiments.run.workload import DataSource
 from adcs.sim.data import ClientData
 from adcs.sim.engine import Checkpointing, RunResult, RunSpec, SimCheckpoint, SimConfig, simulate
 from adcs.sim.model import Model

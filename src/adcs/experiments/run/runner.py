@@ -55,7 +55,7 @@ whether it ran at once or was interrupted and resumed. Times are in ``manifest.j
 
 The folder is written as ``.OUT.partial`` beside the target, locked, checkpointed every
 ``checkpoint_every`` rounds (default about every 30 s of simulation), and renamed at the end
-(`adcs.experiments.folder`); ``resume=True`` continues an interrupted run.
+(`adcs.experiments.run.folder`); ``resume=True`` continues an interrupted run.
 """
 
 from __future__ import annotations
@@ -75,9 +75,22 @@ from typing import Any
 import numpy as np
 
 from adcs.data import DATASETS
+from adcs.experiments.analysis.figures import write_figures
+from adcs.experiments.analysis.outputs import (
+    Verdict,
+    figures_by_name,
+    study_of,
+    write_study_report,
+    write_tables,
+)
+from adcs.experiments.analysis.report import (
+    ReportContext,
+    RunRecord,
+    SeriesSummary,
+)
 from adcs.experiments.config import ConfigError, ExperimentConfig
-from adcs.experiments.distributed import ShardExecutor
-from adcs.experiments.execute import (
+from adcs.experiments.run.distributed import ShardExecutor
+from adcs.experiments.run.execute import (
     CHECKPOINT_FORMAT,
     ProgressFn,
     _load_progress,
@@ -86,8 +99,7 @@ from adcs.experiments.execute import (
     _Simulated,
     submit_shards,
 )
-from adcs.experiments.figures import write_figures
-from adcs.experiments.folder import (
+from adcs.experiments.run.folder import (
     ResultsFolder,
     RunError,
     note_kept,
@@ -95,14 +107,7 @@ from adcs.experiments.folder import (
     provenance,
     source_checkout,
 )
-from adcs.experiments.outputs import (
-    Verdict,
-    figures_by_name,
-    study_of,
-    write_study_report,
-    write_tables,
-)
-from adcs.experiments.plan import (
+from adcs.experiments.run.plan import (
     MEMORY_BUDGET_BYTES,
     _prepare,
     _Prepared,
@@ -113,18 +118,13 @@ from adcs.experiments.plan import (
     resume_identity,
     sim_settings,
 )
-from adcs.experiments.report import (
-    ReportContext,
-    RunRecord,
-    SeriesSummary,
-)
-from adcs.experiments.results import (
+from adcs.experiments.run.results import (
     _write_json,
     load_records,
     param_columns,
     write_data_files,
 )
-from adcs.experiments.workload import DataSource
+from adcs.experiments.run.workload import DataSource
 from adcs.rounds import SchedulerInitError
 from adcs.sim.engine import RunSpec, SimConfig
 from adcs.sim.spec import Evaluation
@@ -193,7 +193,7 @@ class ExperimentOutcome:
         A study's claims as checked in ``report.md`` (empty off every study's setting).
     setting : str or None
         The study whose setting the configuration is (its report, columns and verdicts:
-        `adcs.experiments.outputs`), e.g. ``"paper"``; None for none.
+        `adcs.experiments.analysis.outputs`), e.g. ``"paper"``; None for none.
     figures : list of str
         File names of the figures written.
     wall_s : float

@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from adcs.columns import COLUMNS, Column, RunView
+from adcs.experiments.analysis.report import RunRecord
 from adcs.experiments.config import ExperimentConfig
-from adcs.experiments.folder import write_npz
-from adcs.experiments.plan import _canonical
-from adcs.experiments.report import RunRecord
-from adcs.experiments.resultfiles import (
+from adcs.experiments.run.folder import write_npz
+from adcs.experiments.run.plan import _canonical
+from adcs.experiments.run.resultfiles import (
     METRIC_COLUMNS,
     RUN_COLUMNS,
     parsed,

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adcs.experiments.records import RunRecord, variant_labels
-from adcs.experiments.stats import t_interval, tail_length
+from adcs.experiments.analysis.records import RunRecord, variant_labels
+from adcs.experiments.analysis.stats import t_interval, tail_length
 
 __all__ = [
     "TARGET_FRACTION",

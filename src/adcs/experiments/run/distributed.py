@@ -34,7 +34,7 @@ from importlib import metadata
 from types import TracebackType
 from typing import Any, Protocol
 
-from adcs.experiments.folder import RunError
+from adcs.experiments.run.folder import RunError
 from adcs.sim.data import ClientData
 from adcs.sim.engine import RunResult, RunSpec, SimConfig, simulate
 from adcs.sim.model import Model

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments.records import (
+from adcs.experiments.analysis.records import (
     RunRecord,
     Series,
     curve_series,
@@ -25,9 +25,9 @@ from adcs.experiments.records import (
     variant_labels,
     with_every_variant,
 )
-from adcs.experiments.report import TIME_FIGURE
-from adcs.experiments.stats import t_interval
-from adcs.experiments.timing import curves, default_targets
+from adcs.experiments.analysis.report import TIME_FIGURE
+from adcs.experiments.analysis.stats import t_interval
+from adcs.experiments.analysis.timing import curves, default_targets
 
 __all__ = ["CURVES_TITLE", "plot_accuracy", "plot_accuracy_against_time", "pyplot", "write_figures"]
 
@@ -116,7 +116,7 @@ def plot_accuracy_against_time(
 
     Each curve is one variant's mean over seeds with a shaded 95 % t-interval; on the time axis a
     point is at the seeds' mean simulated time of that evaluation. The targets of the report's
-    time-to-accuracy table (default `adcs.experiments.timing.default_targets`) are dashed.
+    time-to-accuracy table (default `adcs.experiments.analysis.timing.default_targets`) are dashed.
     Returns the variants drawn.
     """
     plt = pyplot()
@@ -163,7 +163,7 @@ def write_figures(
 
     ``curves`` draws every variant; any other name is looked up in ``named`` (title, series) and
     draws its series and, after them, every variant that no figure of ``named`` shows (a user's own
-    scheduler beside the paper's methods: `adcs.experiments.records.with_every_variant`).
+    scheduler beside the paper's methods: `adcs.experiments.analysis.records.with_every_variant`).
     A figure none of whose runs exist is skipped (with a warning). Runs with a simulated clock (a
     system profile) also get ``time.png`` (`plot_accuracy_against_time`).
     """

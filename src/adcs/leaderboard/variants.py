@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adcs.experiments.ranking import METRIC_NAMES, Placing, RankRow, Score, variants_of
-from adcs.experiments.records import method_label
-from adcs.experiments.stats import paired_difference
-from adcs.experiments.wording import (
+from adcs.experiments.analysis.records import method_label
+from adcs.experiments.analysis.stats import paired_difference
+from adcs.leaderboard.ranking import METRIC_NAMES, Placing, RankRow, Score, variants_of
+from adcs.leaderboard.wording import (
     finite_key,
     join_words,
     plus_minus,

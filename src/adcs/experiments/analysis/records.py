@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adcs.experiments.stats import tail_length
+from adcs.experiments.analysis.stats import tail_length
 from adcs.schedulers import SCHEDULERS
 
 __all__ = [

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from adcs.experiments.report import (
+from adcs.experiments.analysis.report import (
     ReportContext,
     RunRecord,
     Series,
