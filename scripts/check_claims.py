@@ -65,7 +65,7 @@ from adcs.experiments.analysis.records import variant_labels
 from adcs.experiments.analysis.report import TIME_FIGURE, ReportContext, fmt, pm
 from adcs.experiments.analysis.timing import is_timed, time_summaries
 from adcs.experiments.config import config_from_dict
-from adcs.experiments.run.results import _privacy_note, _system_note, load_records
+from adcs.experiments.run.results import load_records, privacy_note, system_note
 from adcs.leaderboard import ranking
 from adcs.leaderboard.suite import summarize_leaderboard
 
@@ -153,9 +153,9 @@ def _runner_report(folder: Path, out: Path) -> None:
     if (folder / "system.csv").is_file():
         with (folder / "system.csv").open(newline="", encoding="utf-8") as fh:
             rows = [[int(r["seed"]), 0, 0, 0, 0, float(r["round_s"])] for r in csv.DictReader(fh)]
-        notes.append(_system_note(rows))
+        notes.append(system_note(rows))
     if any(r.extra.get("epsilon") is not None for r in records):
-        notes.append(_privacy_note(records))
+        notes.append(privacy_note(records))
     context = ReportContext(
         name=config.name, rounds=config.sim.rounds, eval_every=config.sim.eval_every, m=config.m,
         n_clients=manifest["data"]["n_clients"], seeds=config.seeds,

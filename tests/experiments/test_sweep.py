@@ -377,7 +377,7 @@ def test_a_full_disk_in_a_sweep_names_the_folder_and_how_to_resume(
 
 
 def test_a_checkpoint_after_the_last_round_says_so() -> None:
-    from adcs.experiments.run.execute import _Progress
+    from adcs.experiments.run.execute import ExperimentProgress
 
-    progress = _Progress(identity={"batches": 2}, finished=2)  # was: "simulation complete"
+    progress = ExperimentProgress(identity={"batches": 2}, finished=2)  # was: "simulation complete"
     assert progress.describe(40) == "all 40 rounds simulated, the results not yet written"

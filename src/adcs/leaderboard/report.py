@@ -19,11 +19,12 @@ import numpy as np
 
 from adcs.experiments.analysis.figures import pyplot
 from adcs.experiments.analysis.records import RunRecord
+from adcs.experiments.analysis.report import pct
 from adcs.experiments.analysis.stats import CONFIDENCE, FINAL_FRACTION
 from adcs.experiments.analysis.timing import TARGET_FRACTION
 from adcs.experiments.run.folder import MANIFEST
 from adcs.experiments.run.resultfiles import read_manifest
-from adcs.experiments.run.results import _write_csv, _write_json
+from adcs.experiments.run.results import write_csv, write_json
 from adcs.leaderboard.ranking import (
     METRIC_NAMES,
     METRICS,
@@ -44,7 +45,7 @@ from adcs.leaderboard.variants import (
     lever_section,
     verdict_section,
 )
-from adcs.leaderboard.wording import join_words, pct, plus_minus, rank_text, rounds_text
+from adcs.leaderboard.wording import join_words, plus_minus, rank_text, rounds_text
 from adcs.schedulers import SCHEDULERS
 
 __all__ = ["NO_CHOICE_SHARE", "same_selections", "write_summary"]
@@ -204,8 +205,8 @@ def _write_tables(
             e = s.to_target
             row += [targets[w], e.mean, e.half, e.n, s.client_updates, s.loss_evals, s.tv]
             rows.append(row)
-    _write_csv(folder / "leaderboard.csv", header, rows)
-    _write_csv(
+    write_csv(folder / "leaderboard.csv", header, rows)
+    write_csv(
         folder / "ranks.csv",
         ["metric", "place", "entry", "mean_rank", "workloads", "best", "best_or_tied",
          *(f"rank_{w}" for w in names)],
@@ -215,7 +216,7 @@ def _write_tables(
             for metric in tables for i, r in enumerate(tables[metric])
         ),
     )  # fmt: skip
-    _write_json(
+    write_json(
         folder / "summary.json",
         {
             "definitions": _definitions(),
@@ -418,7 +419,7 @@ def _workload_section(
     if context["description"]:
         out += [f"{context['description']}.", ""]
     out += [
-        f"{_setting(context)}. Target worst accuracy {pct(target)}%. "
+        f"{_setting(context)}. Target worst accuracy {pct(target)}. "
         f"Runs, curves and the workload's own report: [{w}/report.md]({w}/report.md).",
         "",
         "| rank | entry | final worst | final p10 | final average | rounds to target "

@@ -69,9 +69,8 @@ from adcs.experiments.run.folder import (
     RunError,
     note_kept,
     os_error,
-    provenance,
-    source_checkout,
 )
+from adcs.experiments.run.provenance import provenance, source_checkout
 from adcs.experiments.run.runner import (
     ProgressFn,
     RunInterrupted,
@@ -276,7 +275,7 @@ def _identity(configs: Sequence[ExperimentConfig]) -> dict[str, Any]:
 
 def _check_resume(folder: ResultsFolder, identity: dict[str, Any]) -> None:
     saved = folder.load_checkpoint()
-    if isinstance(saved, dict) and "identity" in saved:  # a run's (execute._load_progress)
+    if isinstance(saved, dict) and "identity" in saved:  # a run's (execute.load_progress)
         raise ConfigError(
             f"--resume: {folder.partial} holds an interrupted run, not a sweep or leaderboard: "
             "resume it with the command that started it (without --sweep)"

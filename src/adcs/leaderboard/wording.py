@@ -5,19 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from adcs.experiments.analysis.report import pct
 from adcs.experiments.analysis.timing import Estimate
 
-__all__ = ["finite_key", "join_words", "pct", "plus_minus", "points", "rank_text", "rounds_text"]
-
-
-def pct(x: float) -> str:
-    """An accuracy in % with two decimals (``—`` when not finite)."""
-    return "—" if not math.isfinite(x) else f"{100 * x:.2f}"
+__all__ = ["finite_key", "join_words", "plus_minus", "points", "rank_text", "rounds_text"]
 
 
 def plus_minus(mean: float, half: float) -> str:
     """An accuracy in % with its interval's half-width."""
-    return pct(mean) + ("" if not math.isfinite(half) else f" ± {100 * half:.2f}")
+    return pct(mean, unit="") + ("" if not math.isfinite(half) else f" ± {100 * half:.2f}")
 
 
 def points(mean: float, half: float) -> str:

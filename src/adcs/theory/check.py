@@ -37,19 +37,18 @@ from adcs.experiments.run.folder import (
     MANIFEST,
     ResultsFolder,
     locked,
-    provenance,
-    source_checkout,
 )
+from adcs.experiments.run.provenance import provenance, source_checkout
 from adcs.sim.model import LogisticRegression, local_update, to_unit_float
 from adcs.theory.grid import (
     EXACT_MAX_N,
     METHODS,
     THETA,
     CaseSpec,
-    _run_case,
     clustered_updates,
     equicorrelated_centers,
     evaluate_selection,
+    run_case,
     synthetic_grid,
 )
 
@@ -649,7 +648,7 @@ def write_theory_check(
     specs = synthetic_grid(quick)
     rows = []
     for i, spec in enumerate(specs):
-        rows.append(_run_case(spec, seed, i))
+        rows.append(run_case(spec, seed, i))
         if progress is not None:
             progress(i + 1, len(specs))
     logger.info("theory check: %d synthetic cases done", len(rows))

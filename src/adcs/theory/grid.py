@@ -27,6 +27,7 @@ __all__ = [
     "clustered_updates",
     "equicorrelated_centers",
     "evaluate_selection",
+    "run_case",
     "synthetic_grid",
 ]
 
@@ -281,7 +282,7 @@ def evaluate_selection(
     return rec
 
 
-def _run_case(spec: CaseSpec, seed: int, index: int) -> dict[str, Any]:
+def run_case(spec: CaseSpec, seed: int, index: int) -> dict[str, Any]:
     rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
     k = spec.n_clusters
     clusters = np.repeat(np.arange(k), spec.cluster_sizes).astype(np.intp)

@@ -164,8 +164,10 @@ def summaries(records: Sequence[RunRecord], series: Sequence[Series]) -> list[Se
 # markdown
 
 
-def pct(x: float) -> str:
-    return "—" if math.isnan(x) else f"{100.0 * x:.2f}%"
+def pct(x: float, unit: str = "%") -> str:
+    """An accuracy in % with two decimals, then ``unit`` (``—`` when not finite): every report's
+    one way to write it (the leaderboard's tables write it without the sign, ``unit=""``)."""
+    return "—" if not math.isfinite(x) else f"{100.0 * x:.2f}{unit}"
 
 
 def pm(mean: float, half: float) -> str:

@@ -69,10 +69,10 @@ from adcs.experiments.config.privacy import parse_privacy, privacy_to_dict
 from adcs.experiments.config.schema import (
     ConfigError,
     KindTable,
-    _choice,
-    _int,
-    _no_unknown,
-    _table,
+    as_table,
+    check_choice_key,
+    check_int_key,
+    check_known_keys,
     freeze,
     named_key,
     value_to_toml,
@@ -171,8 +171,8 @@ def sim_for_clients(sim: SimConfig, n_clients: int) -> SimConfig:
 def _parse_sim(raw: Any, base_dir: Path | None) -> tuple[SimConfig, Any, Any, Any]:
     """The ``[sim]`` table: the simulator's configuration, the attack, the defence and the
     private probe channel."""
-    table = dict(_table("sim", raw))
-    _no_unknown("sim", table, SIM_KEYS)
+    table = dict(as_table("sim", raw))
+    check_known_keys("sim", table, SIM_KEYS)
     if "availability" in table:
         table["availability"] = AVAILABILITY_TABLE.parse(table["availability"], base_dir)
     if "system" in table:
@@ -192,7 +192,7 @@ def _parse_sim(raw: Any, base_dir: Path | None) -> tuple[SimConfig, Any, Any, An
 
 def _frozen(key: str, raw: Any) -> dict[str, Any]:
     """The ``[sim.<key>]`` table with its arrays as tuples (the objects stay hashable)."""
-    return {k: freeze(v) for k, v in _table(f"sim.{key}", raw).items()}
+    return {k: freeze(v) for k, v in as_table(f"sim.{key}", raw).items()}
 
 
 def _sim_to_dict(config: ExperimentConfig) -> dict[str, Any]:
@@ -336,20 +336,20 @@ class ExperimentConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
             raise ConfigError(f"name must be a non-empty string without '/', got {self.name!r}")
-        _int("m", self.m, 1)
+        check_int_key("m", self.m, 1)
         n_clients = self.data.total_clients
         if n_clients is not None and self.m > n_clients:
             raise ConfigError(f"m={self.m} exceeds the number of clients N={n_clients}")
         if not self.seeds:
             raise ConfigError("seeds must list at least one seed")
         for s in self.seeds:
-            _int("seeds[]", s, 0)
+            check_int_key("seeds[]", s, 0)
         if len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"seeds must be distinct, got {list(self.seeds)}")
         if not self.methods:
             raise ConfigError("methods must list at least one method ([[methods]] tables)")
         for o in self.outputs:
-            _choice("outputs[]", o, output_names())
+            check_choice_key("outputs[]", o, output_names())
         for i, method in enumerate(self.methods):
             _check_method(f"methods[{i}]", method, self.m, timed=self.sim.system is not None)
         if self.attack is not None and n_clients is not None:  # else checked when loaded
@@ -456,13 +456,13 @@ _TOP_KEYS = frozenset(
 
 def _parse_method(i: int, raw: Any) -> MethodConfig:
     key = f"methods[{i}]"
-    table = _table(key, raw)
+    table = as_table(key, raw)
     if "name" not in table:
         raise ConfigError(
             f"{key}.name is required (one of {sorted(SCHEDULERS)}, or 'package.module:Name')"
         )
     name = table["name"]
-    sweep_raw = _table(f"{key}.sweep", table.get("sweep", {}))
+    sweep_raw = as_table(f"{key}.sweep", table.get("sweep", {}))
     sweep = []
     for k, values in sweep_raw.items():
         if not isinstance(values, list):
@@ -492,11 +492,11 @@ def config_from_dict(
         On an unknown key or an impossible value; the message starts with ``source``.
     """
     try:
-        _no_unknown("", raw, _TOP_KEYS)
+        check_known_keys("", raw, _TOP_KEYS)
         for key in ("name", "m", "seeds", "methods"):
             if key not in raw:
                 raise ConfigError(f"{key} is required")
-        data_raw = _table("data", raw.get("data", {}))
+        data_raw = as_table("data", raw.get("data", {}))
         sim, attack, defence, privacy = _parse_sim(raw.get("sim", {}), base_dir)
         seeds = raw["seeds"]
         if isinstance(
@@ -511,7 +511,7 @@ def config_from_dict(
         outputs = raw.get("outputs", ["curves"])
         if not isinstance(outputs, list):
             raise ConfigError(f"outputs must be an array of strings, got {outputs!r}")
-        model_raw = _table("model", raw.get("model", {}))
+        model_raw = as_table("model", raw.get("model", {}))
         description = raw.get("description", "")
         if not isinstance(description, str):
             raise ConfigError(f"description must be a string, got {description!r}")

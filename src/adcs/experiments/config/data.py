@@ -32,9 +32,9 @@ from adcs.data.partition import PartitionKind
 from adcs.data.partition_table import partition_kind
 from adcs.experiments.config.schema import (
     ConfigError,
-    _choice,
-    _int,
-    _no_unknown,
+    check_choice_key,
+    check_int_key,
+    check_known_keys,
     freeze,
     value_to_toml,
 )
@@ -62,7 +62,7 @@ def _partition(key: str, kind: Any) -> PartitionKind:
 def _dataset(key: str, name: Any) -> DatasetEntry:
     """The row of `adcs.data.DATASETS` named ``name``, or a ConfigError naming ``key``."""
     if not DATASETS.recognises(name):
-        _choice(key, name, sorted(DATASETS))
+        check_choice_key(key, name, sorted(DATASETS))
     try:
         return DATASETS.resolve(name)
     except ValueError as exc:
@@ -118,7 +118,7 @@ class DataConfig:
         if self.partition is None:
             object.__setattr__(self, "partition", "natural" if entry.generated else "paper_groups")
         options = dict(self.options)
-        _no_unknown("data", options, entry.keys - {"path"})
+        check_known_keys("data", options, entry.keys - {"path"})
         _check(entry, options, "data.")
         missing = sorted(entry.required - set(options) - ({"path"} if self.path else set()))
         if missing:
@@ -135,7 +135,7 @@ class DataConfig:
             )
         params = dict(self.params)
         where = "data" if self.flat else "data.partition"
-        _no_unknown(where, params, kind.keys)
+        check_known_keys(where, params, kind.keys)
         _check(kind, params, f"{where}.")
         for key in sorted(kind.required - set(params)):
             raise ConfigError(f"{where}.{key} is required for partition = {self.partition!r}")
@@ -144,7 +144,9 @@ class DataConfig:
                 f"data.partition: the clients of {self.dataset!r} are set by its options "
                 f"(data.n_clients); the natural partition takes no {sorted(params)}"
             )
-        _int("data.partition_seed" if self.flat else "data.partition.seed", self.partition_seed, 0)
+        check_int_key(
+            "data.partition_seed" if self.flat else "data.partition.seed", self.partition_seed, 0
+        )
         if not isinstance(self.resample_per_seed, bool):
             raise ConfigError(
                 f"{where}.resample_per_seed must be true or false, got {self.resample_per_seed!r}"
@@ -228,9 +230,9 @@ def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
     table = raw.get("partition")
     kwargs: dict[str, Any] = {"dataset": dataset}
     if isinstance(table, Mapping):  # [data.partition]
-        _no_unknown("data", raw, frozenset({"dataset", "path", "partition"}) | option_keys)
+        check_known_keys("data", raw, frozenset({"dataset", "path", "partition"}) | option_keys)
         kind = table.get("kind", "natural" if entry.generated else "paper_groups")
-        _no_unknown(
+        check_known_keys(
             "data.partition", table, _TABLE_KEYS | _partition("data.partition.kind", kind).keys
         )
         params = {k: v for k, v in table.items() if k not in _TABLE_KEYS}
@@ -247,7 +249,7 @@ def _parse_data(raw: Mapping[str, Any], base_dir: Path | None) -> DataConfig:
                 f"data: {clash} name both an option of dataset {dataset!r} and a key of "
                 f"partition {kind!r}; put the partition in a [data.partition] table"
             )
-        _no_unknown("data", raw, _FLAT_KEYS | option_keys | part_keys)
+        check_known_keys("data", raw, _FLAT_KEYS | option_keys | part_keys)
         params = {k: v for k, v in raw.items() if k in part_keys}
         kwargs["partition_seed"] = raw.get("partition_seed", 0)
         if "partition_per_seed" in raw and "resample_per_seed" in raw:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from adcs.experiments.config.schema import ConfigError, _no_unknown, _table, named_key
+from adcs.experiments.config.schema import ConfigError, as_table, check_known_keys, named_key
 from adcs.privacy import PrivateProbes, private_run
 from adcs.sim.spec import RunSpec
 
@@ -45,8 +45,8 @@ def parse_privacy(raw: Any) -> PrivateProbes:
     ConfigError
         Naming the key (``sim.privacy.epsilon must be ...``).
     """
-    table = dict(_table("sim.privacy", raw))
-    _no_unknown("sim.privacy", table, PRIVACY_KEYS)
+    table = dict(as_table("sim.privacy", raw))
+    check_known_keys("sim.privacy", table, PRIVACY_KEYS)
     if isinstance(table.get("loss_range"), list):
         table["loss_range"] = tuple(table["loss_range"])
     try:

@@ -24,7 +24,16 @@ from typing import Any
 
 from adcs.registry import Registry
 
-__all__ = ["ConfigError", "KindTable", "freeze", "value_to_toml"]
+__all__ = [
+    "ConfigError",
+    "KindTable",
+    "as_table",
+    "check_choice_key",
+    "check_int_key",
+    "check_known_keys",
+    "freeze",
+    "value_to_toml",
+]
 
 
 class ConfigError(ValueError):
@@ -35,19 +44,19 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _int(key: str, value: Any, minimum: int) -> int:
+def check_int_key(key: str, value: Any, minimum: int) -> int:
     if not _is_int(value) or value < minimum:
         raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
-def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
+def check_choice_key(key: str, value: Any, allowed: Sequence[str]) -> str:
     if value not in allowed:
         raise ConfigError(f"{key} must be one of {list(allowed)}, got {value!r}")
     return str(value)
 
 
-def _no_unknown(section: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
+def check_known_keys(section: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
         where = f"{section}." if section else ""
@@ -56,7 +65,7 @@ def _no_unknown(section: str, table: Mapping[str, Any], allowed: frozenset[str])
         )
 
 
-def _table(key: str, value: Any) -> Mapping[str, Any]:
+def as_table(key: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key} must be a table, got {value!r}")
     return value
@@ -146,7 +155,7 @@ class KindTable:
 
         A relative ``path`` is resolved against ``base_dir`` (the configuration file's folder).
         """
-        table = dict(_table(self.key, raw))
+        table = dict(as_table(self.key, raw))
         kind = table.pop("kind", self.default)
         cls = self.resolve(kind)
         keys = self.keys(cls)
@@ -189,7 +198,7 @@ class KindTable:
                     f"{self.key}.{name} is only for kind = "
                     f"{' or '.join(map(repr, owners))}, not {kind!r}"
                 )
-        _no_unknown(self.key, {"kind": kind, **table}, frozenset(keys) | {"kind"})
+        check_known_keys(self.key, {"kind": kind, **table}, frozenset(keys) | {"kind"})
 
     def _message(self, message: str, keys: Mapping[str, Any]) -> str:
         return named_key(self.key, message, {*keys, "kind"})

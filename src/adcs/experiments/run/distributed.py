@@ -30,11 +30,11 @@ import socket
 import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from importlib import metadata
 from types import TracebackType
 from typing import Any, Protocol
 
 from adcs.experiments.run.folder import RunError
+from adcs.experiments.run.provenance import package_versions
 from adcs.sim.data import ClientData
 from adcs.sim.engine import RunResult, RunSpec, SimConfig, simulate
 from adcs.sim.model import Model
@@ -91,16 +91,6 @@ class ShardExecutor(Protocol):
         """What the manifest records of where the shards ``keys`` (default all) ran."""
 
 
-def _versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in _CHECKED_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def _cpu_features() -> str:
     """A short digest of the CPU features NumPy dispatches on (equal digests: equal kernels)."""
     features: dict[str, bool] | None = None
@@ -123,7 +113,7 @@ def node_info() -> dict[str, Any]:
         "pid": os.getpid(),
         "machine": platform.machine(),
         "cpu_features": _cpu_features(),
-        "versions": _versions(),
+        "versions": package_versions(_CHECKED_PACKAGES),
     }
 
 

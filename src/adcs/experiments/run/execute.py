@@ -3,7 +3,7 @@
 Locally each batch is one [`simulate`][adcs.sim.simulate] call with its own checkpoints. With a
 `ShardExecutor` the batches are cut into *shards* (the runs
 of one seed of one batch), all submitted at once; each finished shard is saved, so an interrupted
-run resumes with the shards not yet done. `_Progress` is where an experiment stands, as its
+run resumes with the shards not yet done. `ExperimentProgress` is where an experiment stands, as its
 checkpoint in the results folder keeps it.
 """
 
@@ -25,15 +25,23 @@ from adcs.experiments.analysis.report import RunRecord
 from adcs.experiments.config import ConfigError, ExperimentConfig
 from adcs.experiments.run.distributed import ShardExecutor
 from adcs.experiments.run.folder import ResultsFolder, RunError
-from adcs.experiments.run.plan import _prepare, config_differences, expand_runs, sim_settings
-from adcs.experiments.run.results import _record
+from adcs.experiments.run.plan import config_differences, expand_runs, prepare_run, sim_settings
+from adcs.experiments.run.results import run_record
 from adcs.experiments.run.workload import DataSource
 from adcs.sim.data import ClientData
 from adcs.sim.engine import Checkpointing, RunResult, RunSpec, SimCheckpoint, SimConfig, simulate
 from adcs.sim.model import Model
 from adcs.sim.spec import Evaluation
 
-__all__ = ["CHECKPOINT_FORMAT", "ProgressFn", "submit_shards"]
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "ExperimentProgress",
+    "ProgressFn",
+    "SimulatedRuns",
+    "load_progress",
+    "simulate_all",
+    "submit_shards",
+]
 
 ProgressFn = Callable[[int, int], None]
 """``progress(done, total)``: simulated rounds done over all batches, and their total."""
@@ -42,7 +50,7 @@ CHECKPOINT_FORMAT = 1
 
 
 @dataclass
-class _Progress:
+class ExperimentProgress:
     """Where an experiment stands: batches finished, the current batch's simulator checkpoint,
     and the shards (one seed of one batch) an executor finished, as ``(batch, seed)``."""
 
@@ -77,7 +85,9 @@ class _Progress:
         }  # fmt: skip
 
 
-def _load_progress(folder: ResultsFolder, identity: dict[str, Any], source: str) -> _Progress:
+def load_progress(
+    folder: ResultsFolder, identity: dict[str, Any], source: str
+) -> ExperimentProgress:
     state = folder.load_checkpoint()
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise RunError(f"--resume: the checkpoint in {folder.partial} is of another adcs version")
@@ -99,13 +109,13 @@ def _load_progress(folder: ResultsFolder, identity: dict[str, Any], source: str)
         )
     if saved["runs"] != identity["runs"] or saved["batches"] != identity["batches"]:
         raise RunError("--resume: the interrupted run planned other runs (another adcs version?)")
-    return _Progress(
+    return ExperimentProgress(
         identity, int(state["finished"]), state["current"], list(state["sessions"]),
         int(state["workers"]), shards={(int(b), int(s)) for b, s in state.get("shards", ())},
     )  # fmt: skip
 
 
-def _info(state: _Progress, rounds: int) -> dict[str, Any]:
+def _info(state: ExperimentProgress, rounds: int) -> dict[str, Any]:
     done = 0 if state.current is None else state.current.rounds_done
     return {
         "progress": state.describe(rounds), "rounds_done": done, "rounds": rounds,
@@ -128,7 +138,7 @@ def _seeds_of(runs: Sequence[RunSpec]) -> list[int]:
 
 
 def _pending_shards(
-    batches: Sequence[tuple[ClientData, list[RunSpec]]], state: _Progress
+    batches: Sequence[tuple[ClientData, list[RunSpec]]], state: ExperimentProgress
 ) -> list[tuple[int, int, ClientData, list[RunSpec]]]:
     """``(batch, seed, data, runs)`` of every shard not yet finished, in plan order."""
     out = []
@@ -142,7 +152,7 @@ def _pending_shards(
 
 
 def _load_finished(
-    folder: ResultsFolder, b: int, runs: Sequence[RunSpec], state: _Progress
+    folder: ResultsFolder, b: int, runs: Sequence[RunSpec], state: ExperimentProgress
 ) -> dict[str, RunResult]:
     """Results of ``runs`` of batch ``b`` saved by an earlier session: its part or its shards'."""
     seeds = _seeds_of(runs)
@@ -152,7 +162,7 @@ def _load_finished(
 
 
 @dataclass(frozen=True)
-class _Simulated:
+class SimulatedRuns:
     records: list[RunRecord]
     client_acc: dict[str, np.ndarray]
     selections: dict[str, np.ndarray]
@@ -160,20 +170,20 @@ class _Simulated:
     shard_keys: tuple[str, ...] = ()
 
 
-def _simulate_all(
+def simulate_all(
     batches: Sequence[tuple[ClientData, list[RunSpec]]],
     plan: Sequence[RunSpec],
     sim_config: SimConfig,
     progress: ProgressFn | None,
     workers: int,
     folder: ResultsFolder,
-    state: _Progress,
+    state: ExperimentProgress,
     checkpoint_every: int | None,
     checkpoint_seconds: float,
     model: Model,
     executor: ShardExecutor | None = None,
     on_eval: Callable[[list[Evaluation]], None] | None = None,
-) -> _Simulated:
+) -> SimulatedRuns:
     """Advance every batch (finished ones are read back from the checkpoint), in plan order.
 
     Locally each batch is one [`simulate`][adcs.sim.simulate] call with its own checkpoints. With an
@@ -202,7 +212,7 @@ def _simulate_all(
         saved = _load_finished(folder, b, missing, state) if missing else {}
         for spec in runs:
             res = fresh[spec.run_id] if spec.run_id in fresh else saved[spec.run_id]
-            records.append(_record(spec, res, data))
+            records.append(run_record(spec, res, data))
             wall += res.wall_s
             client_acc[spec.run_id] = np.asarray(res.client_acc, dtype=np.float32)
             selections[f"selected/{spec.run_id}"] = res.selected
@@ -218,7 +228,7 @@ def _simulate_all(
     order = {r.run_id: i for i, r in enumerate(plan)}
     records.sort(key=lambda r: order[r.run_id])
     client_acc = {r.run_id: client_acc[r.run_id] for r in records}
-    return _Simulated(records, client_acc, dict(sorted(selections.items())), wall, keys)
+    return SimulatedRuns(records, client_acc, dict(sorted(selections.items())), wall, keys)
 
 
 def _run_batches_here(
@@ -227,7 +237,7 @@ def _run_batches_here(
     progress: ProgressFn | None,
     workers: int,
     folder: ResultsFolder,
-    state: _Progress,
+    state: ExperimentProgress,
     checkpoint_every: int | None,
     checkpoint_seconds: float,
     model: Model,
@@ -294,7 +304,7 @@ def _run_shards_elsewhere(
     sim_config: SimConfig,
     progress: ProgressFn | None,
     folder: ResultsFolder,
-    state: _Progress,
+    state: ExperimentProgress,
     executor: ShardExecutor,
     keep: bool,
     model: Model,
@@ -348,12 +358,12 @@ def submit_shards(
     interrupted run at ``out`` already finished are not submitted again. Returns how many were.
     """
     plan = expand_runs(config)
-    ready = _prepare(config, plan, sim_settings(config), dataset)
-    state = _Progress(ready.identity)
+    ready = prepare_run(config, plan, sim_settings(config), dataset)
+    state = ExperimentProgress(ready.identity)
     folder = ResultsFolder(out)
     if folder.has_checkpoint():
         with contextlib.suppress(RunError, ConfigError):
-            state = _load_progress(folder, ready.identity, config.source)
+            state = load_progress(folder, ready.identity, config.source)
     pending = _pending_shards(ready.batches, state)
     for b, seed, data, runs in pending:
         key = _shard_key(ready.identity, b, seed)

@@ -21,26 +21,24 @@ failure surfaces as `RunError` with a one-line message.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
 import pickle
-import platform
 import shutil
 import socket
-import subprocess
 import sys
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 import numpy as np
+
+from adcs.experiments.run.provenance import git_info
 
 try:
     import fcntl
@@ -57,7 +55,6 @@ __all__ = [
     "is_results_folder",
     "note_kept",
     "os_error",
-    "provenance",
     "write_npz",
 ]
 
@@ -256,7 +253,7 @@ class ResultsFolder:
             non-empty folder that is not an adcs results folder, or one without ``force``; or
             its nearest existing parent is not a writable folder.
         """
-        _git_info()  # the checkout as the run starts, which its manifest records at the end
+        git_info()  # the checkout as the run starts, which its manifest records at the end
         out, shown = self.out, self.given
         if self._link_problem is not None:
             raise OutputRefused(self._link_problem)
@@ -577,48 +574,6 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     if path.exists() or path.is_symlink():
         logger.warning("could not remove the replaced results %s; remove it by hand", path)
-
-
-def _versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for pkg in ("adcs", "numpy", "scipy", "matplotlib", "typer", "rich", "torch"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    return out
-
-
-def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True,
-            text=True, timeout=5, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-@functools.cache
-def _git_info() -> dict[str, Any]:
-    """The commit of this package's checkout and whether it had changes, asked once per process:
-    a run's code is what it imported at its start, so a commit made while it runs is not its."""
-    commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
-
-
-def provenance() -> dict[str, Any]:
-    """Versions, git commit and platform, as every manifest records them (the commit as it was
-    when this process first asked: a results folder's check at the start of a run)."""
-    return {"versions": _versions(), "git": dict(_git_info()), "platform": platform.platform()}
-
-
-def source_checkout() -> list[Path]:
-    """This package's source checkout when it runs from one (a results folder must not be it)."""
-    checkout = Path(__file__).resolve().parents[4]
-    return [checkout] if (checkout / "pyproject.toml").is_file() else []
 
 
 @contextlib.contextmanager

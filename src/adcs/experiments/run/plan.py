@@ -2,7 +2,7 @@
 
 `expand_runs` turns a configuration into distinct runs — one [`RunSpec`][adcs.sim.RunSpec] per
 (method, hyperparameters, seed); the same run asked for twice (e.g. ADCS θ = 0.8, R = 20 by
-Figures 1, 2 and 3) is made once. `_prepare` loads and partitions the data, checks the
+Figures 1, 2 and 3) is made once. `prepare_run` loads and partitions the data, checks the
 simulator's settings against them, builds the model and cuts the runs into *batches* (runs
 simulated together by one [`simulate`][adcs.sim.simulate] call: the runs of one seed share
 minibatches, and memory bounds a batch's size). `resume_identity` and
@@ -44,10 +44,14 @@ from adcs.sim.model import Model
 
 __all__ = [
     "MEMORY_BUDGET_BYTES",
+    "PreparedRun",
+    "canonical_value",
     "config_differences",
     "data_folders",
     "expand_runs",
+    "federated_data",
     "make_partition",
+    "prepare_run",
     "resume_identity",
     "sim_settings",
 ]
@@ -56,14 +60,14 @@ MEMORY_BUDGET_BYTES = 1 << 30
 """Rough memory allowed per batch of runs; larger grids are split into several batches."""
 
 
-def _canonical(value: Any) -> Any:
+def canonical_value(value: Any) -> Any:
     """A JSON-able, comparable form of a hyperparameter value."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (tuple, list, np.ndarray)):
-        return [_canonical(v) for v in value]
+        return [canonical_value(v) for v in value]
     return value
 
 
@@ -81,7 +85,7 @@ def _resolved_params(scheduler: Scheduler) -> dict[str, Any]:
     if not dataclasses.is_dataclass(scheduler):
         return {}
     return {
-        f.name: _canonical(getattr(scheduler, f.name))
+        f.name: canonical_value(getattr(scheduler, f.name))
         for f in dataclasses.fields(scheduler)
         if f.init and f.name != "m"
     }
@@ -91,7 +95,7 @@ def _default_params(cls: type[Any]) -> dict[str, Any]:
     if not dataclasses.is_dataclass(cls):
         return {}
     return {
-        f.name: _canonical(f.default)
+        f.name: canonical_value(f.default)
         for f in dataclasses.fields(cls)
         if f.init and f.default is not dataclasses.MISSING
     }
@@ -157,7 +161,9 @@ def _check_told_apart(
     """Refuse two different hyperparameter points of a scheduler that is no dataclass: its
     hyperparameters cannot be read back (`_resolved_params`), so both would be one run and
     the second would silently not run."""
-    given = json.dumps({k: _canonical(v) for k, v in point.items()}, sort_keys=True, default=str)
+    given = json.dumps(
+        {k: canonical_value(v) for k, v in point.items()}, sort_keys=True, default=str
+    )
     earlier = points.setdefault((name, identity), given)
     if earlier != given:
         raise ConfigError(
@@ -235,7 +241,7 @@ def sim_settings(config: ExperimentConfig, n_clients: int | None = None) -> SimC
         raise ConfigError(f"{config.source}: {exc}") from exc
 
 
-def _federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int | None, ClientData]:
+def federated_data(dataset: DataSource, config: ExperimentConfig) -> dict[int | None, ClientData]:
     """Client data: one entry (key None) shared by every run, or one per training seed."""
     try:
         return federate(dataset, config.data, config.seeds)
@@ -329,7 +335,7 @@ def config_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list
 
 
 @dataclass(frozen=True, eq=False)
-class _Prepared:
+class PreparedRun:
     """An experiment made ready to simulate: its data, simulator settings, model and batches."""
 
     dataset: DataSource
@@ -340,12 +346,12 @@ class _Prepared:
     identity: dict[str, Any]
 
 
-def _prepare(
+def prepare_run(
     config: ExperimentConfig,
     plan: list[RunSpec],
     sim_config: SimConfig,
     dataset: DataSource | None,
-) -> _Prepared:
+) -> PreparedRun:
     """Load and partition the data, check the settings against them, build the model, batch.
 
     Raises
@@ -355,7 +361,7 @@ def _prepare(
     """
     if dataset is None:
         dataset = load_data(config.data)
-    fed = _federated_data(dataset, config)
+    fed = federated_data(dataset, config)
     first = next(iter(fed.values()))
     if config.m > first.n_clients:
         raise ConfigError(
@@ -381,4 +387,4 @@ def _prepare(
         raise ConfigError(f"{config.source}: {exc}") from None
     batches = _batches(plan, fed, sim_config, model.dim)
     identity = _identity(config, dataset, plan, len(batches))
-    return _Prepared(dataset, fed, sim_config, model, batches, identity)
+    return PreparedRun(dataset, fed, sim_config, model, batches, identity)

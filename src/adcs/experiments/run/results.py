@@ -25,7 +25,7 @@ from adcs.columns import COLUMNS, Column, RunView
 from adcs.experiments.analysis.report import RunRecord
 from adcs.experiments.config import ExperimentConfig
 from adcs.experiments.run.folder import write_npz
-from adcs.experiments.run.plan import _canonical
+from adcs.experiments.run.plan import canonical_value
 from adcs.experiments.run.resultfiles import (
     METRIC_COLUMNS,
     RUN_COLUMNS,
@@ -40,12 +40,22 @@ from adcs.sim.evaluate import _eval_subset as engine_subset
 from adcs.sim.model import Model
 from adcs.sim.system import client_times
 
-__all__ = ["load_records", "named_columns", "param_columns", "write_data_files"]
+__all__ = [
+    "load_records",
+    "named_columns",
+    "param_columns",
+    "privacy_note",
+    "run_record",
+    "system_note",
+    "write_csv",
+    "write_data_files",
+    "write_json",
+]
 
 _CLOCK_ARRAYS = ("round_time/", "busy_time/")
 
 
-def _record(spec: RunSpec, result: RunResult, data: ClientData) -> RunRecord:
+def run_record(spec: RunSpec, result: RunResult, data: ClientData) -> RunRecord:
     """The run's record: its identity, and every column of `COLUMNS`."""
     meta = spec.meta
     view = RunView(result, data)
@@ -103,7 +113,7 @@ def param_columns(records: Sequence[RunRecord]) -> list[str]:
     return [*named, *sorted(varying - set(named) - reserved)]
 
 
-def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(header)
@@ -163,20 +173,20 @@ def _write_tables(folder: Path, records: Sequence[RunRecord]) -> None:
         return row
 
     per_eval, per_run = _shown(records, "eval"), _shown(records, "run")
-    _write_csv(
+    write_csv(
         folder / "metrics.csv",
         [*id_columns, "round", *(h for s in per_eval for h in s.headers)],
         ([*ids(r), int(t), *cells(r, per_eval, i)]
          for r in records for i, t in enumerate(r.eval_rounds)),
     )  # fmt: skip
-    _write_csv(
+    write_csv(
         folder / "runs.csv",
         [*id_columns, "variant", "params", *_final_columns(),
          *(h for s in per_run for h in s.headers)],
         ([*ids(r), r.variant, json.dumps(r.params, sort_keys=True), *_final_and_last(r),
           *cells(r, per_run, None)] for r in records),
     )  # fmt: skip
-    _write_csv(
+    write_csv(
         folder / "group_share.csv",
         ["run_id", "method", "seed", "group", "share", "clients"],
         (
@@ -215,13 +225,13 @@ def _summary(records: Sequence[RunRecord], config: ExperimentConfig) -> dict[str
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, (np.generic, enum.Enum)):
-        return _canonical(value)
+        return canonical_value(value)
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"not JSON-able: {type(value).__name__}")
 
 
-def _write_json(path: Path, doc: Any) -> None:
+def write_json(path: Path, doc: Any) -> None:
     text = json.dumps(doc, indent=2, default=_json_default, allow_nan=True) + "\n"
     path.write_text(text, encoding="utf-8")
 
@@ -252,7 +262,7 @@ def _system_rows(
     return rows
 
 
-def _system_note(rows: Sequence[Sequence[Any]]) -> str:
+def system_note(rows: Sequence[Sequence[Any]]) -> str:
     """One line for the report: each seed's median and slowest full-round time."""
     parts = []
     for seed in sorted({int(r[0]) for r in rows}):
@@ -378,20 +388,20 @@ def write_data_files(
         client_acc["eval_clients"] = _eval_subset(fed, sim_config)
     write_npz(folder / "client_acc.npz", client_acc)
     write_npz(folder / "selections.npz", selections)
-    _write_json(folder / "summary.json", _summary(records, config))
+    write_json(folder / "summary.json", _summary(records, config))
     notes: list[str] = []
     if sim_config.system is not None:
         write_npz(folder / "clock.npz", clocks)
         devices = _system_rows(fed, sim_config, config.seeds, model)
         header = ["seed", "client", "compute", "upload", "download", "round_s"]
-        _write_csv(folder / "system.csv", header, devices)
-        notes.append(_system_note(devices))
+        write_csv(folder / "system.csv", header, devices)
+        notes.append(system_note(devices))
     if any(r.extra.get("epsilon") is not None for r in records):
-        notes.append(_privacy_note(records))
+        notes.append(privacy_note(records))
     return notes
 
 
-def _privacy_note(records: Sequence[RunRecord]) -> str:
+def privacy_note(records: Sequence[RunRecord]) -> str:
     """One line for the report: each private run's largest client ε and its δ (runs.csv)."""
     parts = [
         f"{r.run_id} {r.extra['epsilon']:.3g}"

@@ -92,11 +92,11 @@ from adcs.experiments.config import ConfigError, ExperimentConfig
 from adcs.experiments.run.distributed import ShardExecutor
 from adcs.experiments.run.execute import (
     CHECKPOINT_FORMAT,
+    ExperimentProgress,
     ProgressFn,
-    _load_progress,
-    _Progress,
-    _simulate_all,
-    _Simulated,
+    SimulatedRuns,
+    load_progress,
+    simulate_all,
     submit_shards,
 )
 from adcs.experiments.run.folder import (
@@ -104,25 +104,24 @@ from adcs.experiments.run.folder import (
     RunError,
     note_kept,
     os_error,
-    provenance,
-    source_checkout,
 )
 from adcs.experiments.run.plan import (
     MEMORY_BUDGET_BYTES,
-    _prepare,
-    _Prepared,
+    PreparedRun,
     config_differences,
     data_folders,
     expand_runs,
     make_partition,
+    prepare_run,
     resume_identity,
     sim_settings,
 )
+from adcs.experiments.run.provenance import provenance, source_checkout
 from adcs.experiments.run.results import (
-    _write_json,
     load_records,
     param_columns,
     write_data_files,
+    write_json,
 )
 from adcs.experiments.run.workload import DataSource
 from adcs.rounds import SchedulerInitError
@@ -423,17 +422,17 @@ def _run_in(
     """Prepare, execute and write the results in the locked ``folder``; on failure keep what
     can be resumed and say so."""
     workers, executor, started = options.workers, options.executor, options.started
-    state: _Progress | None = None
+    state: ExperimentProgress | None = None
     rounds = sim_config.rounds
     try:
-        ready = _prepare(config, plan, sim_config, dataset)
+        ready = prepare_run(config, plan, sim_config, dataset)
         sim_config, batches, identity = ready.sim_config, ready.batches, ready.identity
         if resumable:
-            state = _load_progress(folder, identity, config.source)
+            state = load_progress(folder, identity, config.source)
             logger.info("resuming %s at %s", config.name, state.describe(rounds))
             workers = state.workers if workers is None else workers
         else:
-            state = _Progress(identity)
+            state = ExperimentProgress(identity)
         state.workers = workers = workers or 1
         if config.model.device != "cpu" and workers > 1:
             logger.info("model on %s: one worker (a device context does not survive a fork)",
@@ -445,7 +444,7 @@ def _run_in(
         logger.info("%s: %d distinct runs, %d rounds each", config.name, len(plan), rounds)
         if executor is not None:
             state.session["executor"] = "shards"
-        sim = _simulate_all(
+        sim = simulate_all(
             batches, plan, sim_config, options.progress, workers, folder, state,
             options.checkpoint_every, options.checkpoint_seconds, ready.model, executor,
             options.on_eval,
@@ -504,12 +503,12 @@ def _write_results(
     folder: ResultsFolder,
     config: ExperimentConfig,
     plan: list[RunSpec],
-    ready: _Prepared,
-    sim: _Simulated,
+    ready: PreparedRun,
+    sim: SimulatedRuns,
     quick: bool,
     extra_manifest: Mapping[str, Any] | None,
     finalize: Callable[[Path], Mapping[str, Any] | None] | None,
-    state: _Progress,
+    state: ExperimentProgress,
     started: float,
 ) -> ExperimentOutcome:
     """Write the data files, the outputs (tables, figures, report) and the manifest; finish."""
@@ -530,7 +529,7 @@ def _write_results(
         **dict(extra_manifest or {}),
         **extra,
     }
-    _write_json(tmp / "manifest.json", manifest)
+    write_json(tmp / "manifest.json", manifest)
     folder.finish()
     return ExperimentOutcome(
         folder=folder.out, records=records, summaries=shown.rows, claims=shown.claims,
@@ -541,7 +540,7 @@ def _write_results(
 
 def _report_context(
     config: ExperimentConfig,
-    ready: _Prepared,
+    ready: PreparedRun,
     quick: bool,
     figures: list[str],
     started: float,
@@ -585,11 +584,11 @@ def _privacy_manifest(plan: list[RunSpec], records: Sequence[RunRecord]) -> dict
 def _manifest(
     config: ExperimentConfig,
     plan: list[RunSpec],
-    ready: _Prepared,
-    sim: _Simulated,
+    ready: PreparedRun,
+    sim: SimulatedRuns,
     quick: bool,
     differs: Mapping[str, list[str]],
-    state: _Progress,
+    state: ExperimentProgress,
 ) -> dict[str, Any]:
     """``manifest.json`` but what the caller and ``finalize`` add: what ran, on what, when."""
     dataset, fed, sim_config = ready.dataset, ready.fed, ready.sim_config
