@@ -66,7 +66,7 @@ from adcs.experiments.config.overrides import Edit, option_edits, set_edits
 from adcs.rounds import SelectionError
 
 if TYPE_CHECKING:
-    from adcs.leaderboard.sweep import SweepAxis
+    from adcs.experiments.config.sweep import SweepAxis
 
 
 class _OneLineGroup(typer.core.TyperGroup):
@@ -296,7 +296,7 @@ def _configured(
     """``config`` with the command line's overrides, as edits of its document (`configure`,
     the path `adcs.run` takes too): a ``preset`` (``--quick``'s settings), the ``--set``
     edits, the dedicated options; a sweep's ``axes`` are checked against them."""
-    from adcs.leaderboard.sweep import configure
+    from adcs.experiments.run.configure import configure
 
     edits = [
         *preset,
@@ -546,7 +546,7 @@ def run(
     ] = None,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
-    from adcs.leaderboard.sweep import load_with_sweep, parse_sweep
+    from adcs.experiments.config.sweep import load_with_sweep, parse_sweep
 
     # a --data in place of the file's data.path: the file's own is then not checked
     config_path = resolve_config(config_path)

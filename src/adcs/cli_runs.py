@@ -28,8 +28,8 @@ from adcs.cli_display import (
 from adcs.experiments.config import ExperimentConfig
 
 if TYPE_CHECKING:
+    from adcs.experiments.config.sweep import SweepAxis
     from adcs.experiments.run.distributed import ShardExecutor
-    from adcs.leaderboard.sweep import SweepAxis
 
 __all__ = ["REAL_PROBE_ROUNDS", "TheoryWriter", "default_workers"]
 
@@ -268,8 +268,9 @@ def _run_sweep(
     checkpoint_every: int | None,
     ray_address: str | None,
 ) -> None:
+    from adcs.experiments.run.configure import sweep_points
     from adcs.experiments.run.runner import expand_runs
-    from adcs.leaderboard.sweep import run_sweep, sweep_points
+    from adcs.leaderboard.sweep import run_sweep
 
     with _progress() as checking:  # a large sweep takes a while to check before it runs
         points = sweep_points(config, axes, progress=checking.tracker("checking points", "points"))

@@ -30,6 +30,8 @@ import numpy as np
 from adcs._validate import check_bool
 from adcs.experiments.config import ExperimentConfig, config_from_dict, resolve_config
 from adcs.experiments.config.overrides import keyword_edits, option_edits
+from adcs.experiments.config.sweep import SweepAxis, load_with_sweep
+from adcs.experiments.run.configure import configure
 from adcs.experiments.run.resultfiles import (
     METRIC_COLUMNS,
     RUN_COLUMNS,
@@ -39,7 +41,7 @@ from adcs.experiments.run.resultfiles import (
     read_manifest,
     read_table,
 )
-from adcs.leaderboard.sweep import SweepAxis, configure, load_with_sweep, run_sweep
+from adcs.leaderboard.sweep import run_sweep
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -14,7 +14,8 @@ import adcs
 from adcs import cli
 from adcs.experiments.config import ConfigError, config_from_dict
 from adcs.experiments.config.overrides import Edit, check_edits, with_sets
-from adcs.leaderboard.sweep import configure, parse_sweep, sweep_points
+from adcs.experiments.config.sweep import parse_sweep
+from adcs.experiments.run.configure import configure, sweep_points
 from adcs.optimizers import FedAdam
 from tests.test_cli import TINY, one_error, write_config
 
@@ -65,7 +66,7 @@ KINDS: list[tuple[list[str], dict[str, Any]]] = [
 
 def _cli_config(config: Path, args: list[str], data: Path | None = None) -> Any:
     """The configuration ``adcs run CONFIG ARGS`` runs, by the functions its command calls."""
-    from adcs.leaderboard.sweep import load_with_sweep
+    from adcs.experiments.config.sweep import load_with_sweep
 
     sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
     options = {a[2:]: int(args[i + 1]) for i, a in enumerate(args) if a in ("--rounds", "--seeds")}

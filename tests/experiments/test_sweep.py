@@ -14,7 +14,8 @@ import adcs
 from adcs import cli
 from adcs.experiments.config import ConfigError, packaged_config
 from adcs.experiments.config.overrides import check_edits, option_edits, set_edits
-from adcs.leaderboard.sweep import SweepAxis, parse_sweep, point_edits, sweep_axes, sweep_points
+from adcs.experiments.config.sweep import SweepAxis, parse_sweep, point_edits, sweep_axes
+from adcs.experiments.run.configure import sweep_points
 from tests.test_cli import TINY, one_error, write_config
 
 runner = CliRunner()
@@ -290,7 +291,7 @@ def test_the_points_are_checked_once_each_with_progress() -> None:
 def test_the_duplicate_check_compares_no_pair_of_points(monkeypatch: pytest.MonkeyPatch) -> None:
     """Linear: each point's configuration is hashed once; none is compared with every earlier
     one (22 500 points took 100 s before anything ran)."""
-    import adcs.leaderboard.sweep as sweep
+    import adcs.experiments.run.configure as sweep
 
     compared = []
     real = sweep._frozen
