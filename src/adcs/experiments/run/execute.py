@@ -25,7 +25,8 @@ from adcs.experiments.analysis.report import RunRecord
 from adcs.experiments.config import ConfigError, ExperimentConfig
 from adcs.experiments.run.distributed import ShardExecutor
 from adcs.experiments.run.folder import ResultsFolder, RunError
-from adcs.experiments.run.plan import config_differences, expand_runs, prepare_run, sim_settings
+from adcs.experiments.run.identity import config_differences
+from adcs.experiments.run.plan import expand_runs, prepare_run, sim_settings
 from adcs.experiments.run.results import run_record
 from adcs.experiments.run.workload import DataSource
 from adcs.sim.data import ClientData

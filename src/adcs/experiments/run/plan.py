@@ -5,8 +5,8 @@
 Figures 1, 2 and 3) is made once. `prepare_run` loads and partitions the data, checks the
 simulator's settings against them, builds the model and cuts the runs into *batches* (runs
 simulated together by one [`simulate`][adcs.sim.simulate] call: the runs of one seed share
-minibatches, and memory bounds a batch's size). `resume_identity` and
-`config_differences` say what a resume compares.
+minibatches, and memory bounds a batch's size). What a resume compares is
+`adcs.experiments.run.identity`.
 
 Words: a *batch* is what one ``simulate`` call advances; a *shard* (`adcs.experiments.run.execute`)
 is one seed of one batch, the unit an executor runs elsewhere.
@@ -36,6 +36,7 @@ from adcs.experiments.config import (
 from adcs.experiments.config.adversary import adversarial_run
 from adcs.experiments.config.privacy import check_privacy_dim, private_spec
 from adcs.experiments.run.bounds import check_clients
+from adcs.experiments.run.identity import checkpoint_identity
 from adcs.experiments.run.workload import DataSource, federate, load_data
 from adcs.schedulers.base import Scheduler
 from adcs.sim.data import ClientData
@@ -46,13 +47,11 @@ __all__ = [
     "MEMORY_BUDGET_BYTES",
     "PreparedRun",
     "canonical_value",
-    "config_differences",
     "data_folders",
     "expand_runs",
     "federated_data",
     "make_partition",
     "prepare_run",
-    "resume_identity",
     "sim_settings",
 ]
 
@@ -288,52 +287,6 @@ def data_folders(config: ExperimentConfig) -> list[Path]:
     return DATASETS.resolve(config.data.dataset).data_folders(config.data.path)
 
 
-def resume_identity(config: ExperimentConfig) -> dict[str, Any]:
-    """The configuration as a resume compares it: without the data's path and the description."""
-    doc = config.document
-    doc["data"].pop("path", None)
-    doc.pop("description", None)
-    return doc
-
-
-def _identity(
-    config: ExperimentConfig, dataset: DataSource, plan: Sequence[RunSpec], n_batches: int
-) -> dict[str, Any]:
-    """What must be the same for a checkpoint to be resumed (the data by content, not path)."""
-    return {
-        "config": resume_identity(config),
-        "data": dict(dataset.checksums) or {"source": dataset.source},
-        "runs": [r.run_id for r in plan],
-        "batches": n_batches,
-    }
-
-
-def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(doc, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in doc.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(doc, list) and any(isinstance(v, Mapping) for v in doc):
-        out = {}
-        for i, v in enumerate(doc):
-            out.update(_flatten(v, f"{prefix}[{i}]"))
-        return out
-    return {prefix: doc}
-
-
-def config_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """``key (interrupted run: a, now: b)`` for every key whose value differs."""
-    a, b = _flatten(saved), _flatten(now)
-    out = []
-    for key in sorted(set(a) | set(b)):
-        if a.get(key, "<unset>") != b.get(key, "<unset>"):
-            out.append(
-                f"{key} (interrupted run: {a.get(key, 'unset')!r}, now: {b.get(key, 'unset')!r})"
-            )
-    return out
-
-
 @dataclass(frozen=True, eq=False)
 class PreparedRun:
     """An experiment made ready to simulate: its data, simulator settings, model and batches."""
@@ -386,5 +339,5 @@ def prepare_run(
     except ConfigError as exc:
         raise ConfigError(f"{config.source}: {exc}") from None
     batches = _batches(plan, fed, sim_config, model.dim)
-    identity = _identity(config, dataset, plan, len(batches))
+    identity = checkpoint_identity(config, dataset, plan, len(batches))
     return PreparedRun(dataset, fed, sim_config, model, batches, identity)
