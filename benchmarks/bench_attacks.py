@@ -65,10 +65,10 @@ import numpy as np
 
 from adcs._validate import is_int
 from adcs.adversary import Crafted, Defence, Liars, capture_ratio, honest_accuracy, selection_rates
-from adcs.experiments.adversary import adversarial_run
 from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
-from adcs.experiments.plan import _federated_data, expand_runs
-from adcs.experiments.workload import DataSource, load_data
+from adcs.experiments.config.adversary import adversarial_run
+from adcs.experiments.run.plan import expand_runs, federated_data
+from adcs.experiments.run.workload import DataSource, load_data
 from adcs.sim import RunResult, RunSpec, simulate
 
 try:  # the checkout and the tests import this file as benchmarks.bench_attacks
@@ -539,7 +539,7 @@ def _with_rounds(
 
 def _one_partition(dataset: DataSource, config: ExperimentConfig) -> Any:
     """The clients' data, one partition for every seed (a liar's rates compare within a seed)."""
-    fed = _federated_data(dataset, config)
+    fed = federated_data(dataset, config)
     if len(fed) != 1:
         raise ConfigError(
             f"{config.source}: the attack suite runs every seed on one partition; "

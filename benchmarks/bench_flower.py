@@ -114,7 +114,7 @@ def _from_history(engine: str, history: list[Any], wall: float, n: int, m: int) 
 def run_simulator(args: argparse.Namespace) -> Figures:
     """The workload in :func:`adcs.sim.simulate` (one run, N = 30)."""
     from adcs.data import load_fashion_mnist
-    from adcs.experiments.runner import make_partition
+    from adcs.experiments.run.runner import make_partition
     from adcs.sim import FederatedData, RunSpec, SimConfig, simulate
 
     _use_example_app()

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from adcs.adversary import Defence, Defended, screen
-from adcs.experiments.plan import expand_runs
-from adcs.experiments.workload import load_data
+from adcs.experiments.run.plan import expand_runs
+from adcs.experiments.run.workload import load_data
 from adcs.schedulers import SCHEDULERS
 from adcs.sim import RunSpec, simulate
 

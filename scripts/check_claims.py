@@ -5,7 +5,7 @@ Every Markdown file under ``results/`` is one of three kinds (:func:`classify`):
 - **generated** — written by code from the raw files beside it: a results folder's ``report.md``
   and ``table1.md``/``.csv`` (by the study's report code, from ``runs.csv``, ``metrics.csv``,
   ``group_share.csv`` and ``manifest.json``), a leaderboard's ``report.md``, ``ranks.csv``,
-  ``leaderboard.csv`` and ``summary.json`` (by :func:`adcs.experiments.leaderboard.
+  ``leaderboard.csv`` and ``summary.json`` (by :func:`adcs.leaderboard.suite.
   summarize_leaderboard`), and the outputs of the scripts listed in :data:`SCRIPT_OUTPUTS`. The
   check regenerates each with the project's code (never a copy of it) and fails on any
   difference; ``--write`` rewrites them instead (they are pure functions of the raw files).
@@ -59,15 +59,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from adcs.data import DATASETS
-from adcs.experiments import ranking, stats
+from adcs.experiments.analysis import stats
+from adcs.experiments.analysis.outputs import study_of, write_study_report, write_tables
+from adcs.experiments.analysis.records import variant_labels
+from adcs.experiments.analysis.report import TIME_FIGURE, ReportContext, fmt, pm
+from adcs.experiments.analysis.timing import is_timed, time_summaries
 from adcs.experiments.config import config_from_dict
-from adcs.experiments.leaderboard import summarize_leaderboard
-from adcs.experiments.outputs import study_of, write_study_report, write_tables
-from adcs.experiments.records import variant_labels
-from adcs.experiments.report import TIME_FIGURE, ReportContext, fmt, pm
-from adcs.experiments.results import _privacy_note, _system_note, load_records
-from adcs.experiments.sweep import write_sweep_summary
-from adcs.experiments.timing import is_timed, time_summaries
+from adcs.experiments.run.results import load_records, privacy_note, system_note
+from adcs.leaderboard import ranking
+from adcs.leaderboard.suite import summarize_leaderboard
+from adcs.leaderboard.sweep import write_sweep_summary
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -153,9 +154,9 @@ def _runner_report(folder: Path, out: Path) -> None:
     if (folder / "system.csv").is_file():
         with (folder / "system.csv").open(newline="", encoding="utf-8") as fh:
             rows = [[int(r["seed"]), 0, 0, 0, 0, float(r["round_s"])] for r in csv.DictReader(fh)]
-        notes.append(_system_note(rows))
+        notes.append(system_note(rows))
     if any(r.extra.get("epsilon") is not None for r in records):
-        notes.append(_privacy_note(records))
+        notes.append(privacy_note(records))
     context = ReportContext(
         name=config.name, rounds=config.sim.rounds, eval_every=config.sim.eval_every, m=config.m,
         n_clients=manifest["data"]["n_clients"], seeds=config.seeds,
@@ -173,7 +174,7 @@ def _runner_report(folder: Path, out: Path) -> None:
 
 
 def _figures(folder: Path, outputs: Sequence[str]) -> tuple[str, ...]:
-    """The figures the runner drew, in its order (:func:`adcs.experiments.figures.write_figures`:
+    """The figures the runner drew, in its order (:func:`adcs.experiments.analysis.figures.write_figures`:
     the outputs asked for, then ``time.png``), as the folder holds them."""
     names = [*(f"{n}.png" for n in outputs), TIME_FIGURE]
     return tuple(n for n in dict.fromkeys(names) if (folder / n).is_file())
@@ -511,7 +512,7 @@ def _seeds(scores: dict[str, ranking.Score], entry: str) -> str:
 
 def _ratio(folder: Path, what: str, entry: str) -> str:
     """Time to a target (``worst``, ``avg``) or the total time (``total``) over the reference's,
-    paired by seed (:func:`adcs.experiments.timing.time_summaries`, the report's time table), and
+    paired by seed (:func:`adcs.experiments.analysis.timing.time_summaries`, the report's time table), and
     whether its interval includes 1."""
     if not (folder / "runs.csv").is_file():
         raise ClaimError(f"{folder.name}: no results folder (runs.csv) there")
@@ -546,14 +547,14 @@ KINDS: dict[str, tuple[int, Callable[..., str]]] = {
 - ``mean F METRIC E``: E's mean over seeds ± the 95 % t half-width (accuracies in %, as the
   reports print them);
 - ``diff F METRIC A B``: the paired mean difference A − B over their common seeds ± its 95 %
-  half-width (points for accuracies), :func:`adcs.experiments.stats.paired_difference`;
+  half-width (points for accuracies), :func:`adcs.experiments.analysis.stats.paired_difference`;
 - ``verdict F METRIC A B``: ``tied`` when the paired t-test at 5 % cannot tell them apart
-  (:func:`adcs.experiments.stats.tied`, one planned comparison, unadjusted), else ``ahead`` or
+  (:func:`adcs.experiments.analysis.stats.tied`, one planned comparison, unadjusted), else ``ahead`` or
   ``behind`` (A relative to B);
 - ``versus F METRIC A B DELTA``: the 95 % interval of the paired difference A − B (points for
   accuracies) and whether it includes DELTA (e.g. a gain another paper reports);
 - ``best F METRIC``: the entry with the highest mean and those tied with it, as the
-  leaderboard ranks them (:func:`adcs.experiments.ranking.rank_workload`: the paired t-test,
+  leaderboard ranks them (:func:`adcs.leaderboard.ranking.rank_workload`: the paired t-test,
   Holm-adjusted over the folder's comparisons with the best);
 - ``rank F METRIC E``: E's place among the folder's entries, "2 of 7";
 - ``seeds F E``: the seeds E ran on;

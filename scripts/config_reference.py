@@ -28,8 +28,8 @@ from adcs.adversary import Crafted, Defence, Liars
 from adcs.aggregation import Robust
 from adcs.data import DATASETS, PARTITIONS
 from adcs.experiments import config as cfg
-from adcs.experiments.outputs import output_names
-from adcs.experiments.schema import KindTable
+from adcs.experiments.analysis.outputs import output_names
+from adcs.experiments.config.schema import KindTable
 from adcs.privacy import PrivateProbes
 from adcs.schedulers import SCHEDULERS
 from adcs.sim import SimConfig

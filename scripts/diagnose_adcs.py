@@ -30,9 +30,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from adcs.dpp import alpha_of
-from adcs.experiments.leaderboard import load_workload, workload_paths
-from adcs.experiments.runner import sim_settings
-from adcs.experiments.workload import federate, load_data
+from adcs.experiments.run.runner import sim_settings
+from adcs.experiments.run.workload import federate, load_data
+from adcs.leaderboard.suite import load_workload, workload_paths
 from adcs.schedulers import ADCS
 from adcs.schedulers.adcs import ADCSState
 from adcs.schedulers.base import ClientStats

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from adcs.experiments.config import config_from_dict
-from adcs.experiments.workload import federate, load_data
+from adcs.experiments.run.workload import federate, load_data
 
 
 def test_sizes(folder: Path) -> np.ndarray:

@@ -3,7 +3,7 @@
 For each workload, the new folder's runs of ``--entry`` methods join the committed leaderboard's
 entries (same workload configuration and seeds; the simulator's streams are counter-based, so a
 run does not depend on the other runs of its folder) and are ranked with the leaderboard's own
-rules (:func:`adcs.experiments.leaderboard.rank_workload`: the paired t-test at 5 % for ties).
+rules (:func:`adcs.leaderboard.suite.rank_workload`: the paired t-test at 5 % for ties).
 Every run the committed folder also holds is checked against it: selections in every round,
 worst and average accuracy at every evaluation, client computations. Writes Markdown to stdout.
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments import ranking as lb
-from adcs.experiments.report import RunRecord
+from adcs.experiments.analysis.report import RunRecord
+from adcs.leaderboard import ranking as lb
 
 WORKLOADS = ("paper", "bernoulli", "clients100", "dirichlet", "m6", "soft_skew")
 

@@ -2,7 +2,7 @@
 
 Each folder holds runs of one workload (e.g. seeds 0–2 in one, 3–4 in another); the final worst,
 10th-percentile and average accuracy of two entries are paired by seed and tested with the
-leaderboard's rule (:func:`adcs.experiments.leaderboard.tied`: two-sided paired t-test, 5 %).
+leaderboard's rule (:func:`adcs.leaderboard.suite.tied`: two-sided paired t-test, 5 %).
 Writes Markdown to stdout.
 
 Usage::
@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from adcs.experiments import ranking as lb
-from adcs.experiments import stats
+from adcs.experiments.analysis import stats
+from adcs.leaderboard import ranking as lb
 
 
 def seed_values(folders: list[Path], method: str) -> dict[str, dict[int, float]]:

@@ -39,7 +39,7 @@ def main() -> None:
 
     from adcs import cli
     from adcs.data import fashion_mnist
-    from adcs.experiments.folder import ResultsFolder
+    from adcs.experiments.run.folder import ResultsFolder
 
     fashion_mnist._default_opener = _offline  # type: ignore[assignment]
     if opts.kill_after_checkpoint is not None:

@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from adcs import cli
 from adcs.data import fashion_mnist as fm
-from adcs.experiments import bounds
 from adcs.experiments.config import ConfigError, packaged_config_path
-from adcs.experiments.folder import os_error
+from adcs.experiments.run import bounds
+from adcs.experiments.run.folder import os_error
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()

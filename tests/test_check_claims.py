@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adcs.experiments import ranking, stats
+from adcs.experiments.analysis import stats
+from adcs.leaderboard import ranking
 from scripts.check_claims import ClaimError, check, check_prose, evaluate, prose_findings
 
 SOURCE = Path(__file__).resolve().parent.parent / "results" / "successor" / "seeds34" / "dirichlet"

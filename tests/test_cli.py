@@ -323,7 +323,7 @@ def test_earlier_results_are_replaced_only_with_force(tmp_path: Path) -> None:
 
 
 def test_a_second_run_on_the_same_out_is_refused_while_the_first_runs(tmp_path: Path) -> None:
-    from adcs.experiments.folder import ResultsFolder
+    from adcs.experiments.run.folder import ResultsFolder
 
     first = ResultsFolder(tmp_path / "out")
     first.acquire("adcs run first.toml --out out")
@@ -362,7 +362,7 @@ def test_resume_is_refused_when_there_is_nothing_to_resume(tmp_path: Path) -> No
 def test_resume_with_another_configuration_names_the_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from adcs.experiments.runner import RunInterrupted
+    from adcs.experiments.run.runner import RunInterrupted
 
     config, out = config_file(tmp_path), tmp_path / "out"
 

@@ -43,8 +43,8 @@ def test_the_configuration_page_is_the_codes() -> None:
 
 def test_every_configuration_key_is_on_the_page() -> None:
     from adcs.experiments import config as cfg
-    from adcs.experiments import data_config
-    from adcs.experiments.adversary import ATTACK_TABLE, DEFENCE_TABLE
+    from adcs.experiments.config import data as data_config
+    from adcs.experiments.config.adversary import ATTACK_TABLE, DEFENCE_TABLE
     from adcs.schedulers import SCHEDULERS
     from scripts.config_reference import reference_markdown
 

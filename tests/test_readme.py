@@ -59,7 +59,7 @@ def test_every_file_of_a_results_folder_is_documented(tmp_path) -> None:
 
     from adcs.data import FashionMNIST
     from adcs.experiments.config import config_from_dict
-    from adcs.experiments.runner import run_experiment
+    from adcs.experiments.run.runner import run_experiment
 
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(10, dtype=np.uint8), 20)

@@ -169,7 +169,7 @@ class PlainScheduler:
 
 
 def test_two_points_of_a_scheduler_that_is_no_dataclass_are_refused_not_merged() -> None:
-    from adcs.experiments.plan import expand_runs
+    from adcs.experiments.run.plan import expand_runs
 
     name = "tests.test_registry:PlainScheduler"
     doc = _doc(name, shift=0)
@@ -386,7 +386,7 @@ def test_a_data_set_entry_point_resolves_and_a_wrong_row_is_refused(
 
 
 def test_outputs_are_a_table_the_paper_registers_into() -> None:
-    from adcs.experiments.outputs import output_names
+    from adcs.experiments.analysis.outputs import output_names
 
     names = output_names()
     assert "curves" in names and {"fig1", "fig2", "fig3", "table1"} <= set(names)
@@ -434,7 +434,7 @@ def test_a_user_attack_kind_runs_and_one_that_builds_no_attack_is_one_error_line
 def test_a_user_attack_kind_building_an_attack_the_run_cannot_use_is_one_error(
     attack: dict[str, Any], message: str
 ) -> None:
-    from adcs.experiments.plan import expand_runs
+    from adcs.experiments.run.plan import expand_runs
 
     doc = {**_doc("uniform"), "sim": {"rounds": 2, "attack": attack}}
     with pytest.raises(ConfigError) as caught:
@@ -445,7 +445,7 @@ def test_a_user_attack_kind_building_an_attack_the_run_cannot_use_is_one_error(
 def test_a_user_defence_kind_builds_each_runs_defence_and_writes_back_its_table() -> None:
     from adcs.aggregation import Robust, RobustAggregation
     from adcs.experiments.config import config_to_dict
-    from adcs.experiments.plan import expand_runs
+    from adcs.experiments.run.plan import expand_runs
 
     doc = {
         **_doc("uniform"),

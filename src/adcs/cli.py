@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
@@ -52,7 +52,6 @@ from adcs.cli_runs import (
     _run_leaderboard,
     _run_sweep,
     _theory_writer,
-    check_set_keys,
     default_workers,  # noqa: F401 - the CLI's default worker count (cli.default_workers)
     input_files,
 )
@@ -62,10 +61,12 @@ from adcs.experiments.config import (
     merge_configs,
     packaged_config,
     resolve_config,
-    with_overrides,
 )
-from adcs.experiments.overrides import with_sets
+from adcs.experiments.config.overrides import Edit, option_edits, set_edits
 from adcs.rounds import SelectionError
+
+if TYPE_CHECKING:
+    from adcs.experiments.config.sweep import SweepAxis
 
 
 class _OneLineGroup(typer.core.TyperGroup):
@@ -163,9 +164,9 @@ def _one_line_errors(command: F) -> F:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from adcs.data import ChecksumError, DataError
-        from adcs.experiments.folder import OutputRefused, RunError, os_error
-        from adcs.experiments.resultfiles import ResultsFileError
-        from adcs.experiments.runner import RunInterrupted
+        from adcs.experiments.run.folder import OutputRefused, RunError, os_error
+        from adcs.experiments.run.resultfiles import ResultsFileError
+        from adcs.experiments.run.runner import RunInterrupted
         from adcs.registry import PluginError
 
         with _interrupts() as received:
@@ -270,7 +271,7 @@ def _out(out: str | None, name: str, resume: bool, inputs: Sequence[Path] = ()) 
     if out is not None:
         if not out.strip():
             raise _fail("--out is empty: name the results folder (e.g. --out results/mine)")
-        from adcs.experiments.folder import is_results_folder
+        from adcs.experiments.run.folder import is_results_folder
 
         target = Path(os.path.realpath(Path(out).expanduser()))
         for path in inputs if is_results_folder(target) else ():  # --force would delete it
@@ -282,36 +283,44 @@ def _out(out: str | None, name: str, resume: bool, inputs: Sequence[Path] = ()) 
     return _default_out(name)
 
 
-def _apply_overrides(
+def _configured(
     config: ExperimentConfig,
     *,
-    quick: bool,
     seeds: int | None,
     rounds: int | None,
     data: Path | None,
     sets: Sequence[str] | None = None,
+    preset: Sequence[Edit] = (),
+    axes: Sequence[SweepAxis] = (),
 ) -> ExperimentConfig:
-    """The shipped quick settings, then the ``--set`` edits, then the dedicated options."""
-    from adcs.experiments.bounds import check_counts
-    from adcs.experiments.plan import runs_per_seed
+    """``config`` with the command line's overrides, as edits of its document (`configure`,
+    the path `adcs.run` takes too): a ``preset`` (``--quick``'s settings), the ``--set``
+    edits, the dedicated options; a sweep's ``axes`` are checked against them."""
+    from adcs.experiments.run.configure import configure
 
-    if quick:
-        q = packaged_config("quick")
-        config = dataclasses.replace(  # quick.toml's [sim], its sub-tables included
-            config, sim=q.sim, attack=q.attack, defence=q.defence, seeds=q.seeds
-        )
-    config = with_sets(config, sets or ())
-    check_set_keys(config, sets or (), {"rounds": rounds, "seeds": seeds, "data": data})
-    # before the seeds are even listed
-    check_counts(config, runs_per_seed=runs_per_seed(config), rounds=rounds, seeds=seeds)
+    edits = [
+        *preset,
+        *set_edits(sets or ()),
+        *option_edits(rounds=rounds, seeds=seeds, data=data),
+    ]
+    config = configure(config, edits, axes)
     if data is None:
         _check_data_variable(config)
-    return with_overrides(
-        config,
-        rounds=rounds,
-        seeds=None if seeds is None else tuple(range(seeds)),
-        data_path=None if data is None else str(data),
-    )
+    return config
+
+
+def _quick_edits(config: ExperimentConfig) -> list[Edit]:
+    """``reproduce --quick``: quick.toml's ``[sim]`` (its sub-tables included, ``config``'s
+    privacy kept) and seeds."""
+    quick = packaged_config("quick").document
+    sim = quick["sim"]
+    privacy = config.document["sim"].get("privacy")
+    if privacy is not None:
+        sim["privacy"] = privacy
+    return [
+        Edit("--quick", ("sim",), sim, "preset"),
+        Edit("--quick", ("seeds",), quick["seeds"], "preset"),
+    ]
 
 
 def _check_data_variable(config: ExperimentConfig) -> None:
@@ -478,9 +487,10 @@ def reproduce(
     if config is None and sets:
         raise _fail("--set applies to experiments; the theory check has no configuration")
     if config is not None:
-        config = _apply_overrides(
-            config, quick=quick, seeds=seeds, rounds=rounds, data=data, sets=sets
-        )
+        config = _configured(
+            config, seeds=seeds, rounds=rounds, data=data, sets=sets,
+            preset=_quick_edits(config) if quick else (),
+        )  # fmt: skip
     name = target.value + ("-quick" if quick else "")
     folder = _out(out, name, resume)
     if config is None:
@@ -536,15 +546,14 @@ def run(
     ] = None,
 ) -> None:
     """Run an experiment configuration (TOML; see experiments/*.toml)."""
-    from adcs.experiments.sweep import load_with_sweep, parse_sweep
+    from adcs.experiments.config.sweep import load_with_sweep, parse_sweep
 
     # a --data in place of the file's data.path: the file's own is then not checked
     config_path = resolve_config(config_path)
     config, axes = load_with_sweep(config_path, data_path=None if data is None else str(data))
-    config = _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
     axes = [*axes, *(parse_sweep(s) for s in sweeps or ())]
+    config = _configured(config, seeds=seeds, rounds=rounds, data=data, sets=sets, axes=axes)
     if axes:
-        check_set_keys(config, sets or (), {"rounds": rounds, "seeds": seeds, "data": data}, axes)
         if track is not None or track_to is not None:
             raise _fail(
                 f"--track{'' if track else '-to'}: a sweep is not tracked live yet; adcs export "
@@ -624,8 +633,8 @@ def leaderboard(
     figure per workload, a summary figure and a report saying where each scheduler that
     declares points (ADCS) wins and where it loses.
     """
-    from adcs.experiments.leaderboard import load_workload, quick_workload, workload_paths
-    from adcs.experiments.overrides import split_items
+    from adcs.experiments.config.overrides import split_items
+    from adcs.leaderboard.suite import QUICK_EDITS, load_workload, workload_paths
     from adcs.schedulers import SCHEDULERS
 
     names = None
@@ -646,10 +655,9 @@ def leaderboard(
     paths = workload_paths(names)
     for path in paths:
         config = load_workload(path, extra)
-        if quick:
-            config = quick_workload(config)
+        preset = QUICK_EDITS if quick else ()
         configs.append(
-            _apply_overrides(config, quick=False, seeds=seeds, rounds=rounds, data=data, sets=sets)
+            _configured(config, seeds=seeds, rounds=rounds, data=data, sets=sets, preset=preset)
         )
     folder = _out(out, "leaderboard" + ("-quick" if quick else ""), resume, paths)
     _run_leaderboard(

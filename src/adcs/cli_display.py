@@ -36,8 +36,8 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from adcs.experiments.leaderboard import LeaderboardOutcome
-    from adcs.experiments.runner import ExperimentOutcome
+    from adcs.experiments.run.runner import ExperimentOutcome
+    from adcs.leaderboard.suite import LeaderboardOutcome
 
 # no emoji codes: a path or import path holding ':name:' is printed as it is, not as a picture
 console = Console(emoji=False)
@@ -252,7 +252,7 @@ _LOG_WIDTH = 400
 
 
 def _print_summary(outcome: ExperimentOutcome) -> None:
-    from adcs.experiments.report import FINAL_FRACTION
+    from adcs.experiments.analysis.report import FINAL_FRACTION
 
     rows = outcome.summaries
     window = f" (rounds {rows[0].tail_rounds[0]}–{rows[0].tail_rounds[1]})" if rows else ""

@@ -28,8 +28,8 @@ from adcs.cli_display import (
 from adcs.experiments.config import ExperimentConfig
 
 if TYPE_CHECKING:
-    from adcs.experiments.distributed import ShardExecutor
-    from adcs.experiments.sweep import SweepAxis
+    from adcs.experiments.config.sweep import SweepAxis
+    from adcs.experiments.run.distributed import ShardExecutor
 
 __all__ = ["REAL_PROBE_ROUNDS", "TheoryWriter", "default_workers"]
 
@@ -57,12 +57,12 @@ def _theory_writer(quick: bool, seed: int, *, data: Path | None = None) -> Theor
     updates of the paper's setting (groups as clusters), probed after a few training rounds.
     """
     try:
-        from adcs.experiments.theory_check import fashion_mnist_probe
+        from adcs.theory.check import fashion_mnist_probe
     except ImportError as exc:
         raise fail(f"the theory check is not available: {exc}", code=1) from exc
 
     def write(folder: Path, display: Display) -> Mapping[str, Any]:
-        from adcs.experiments.theory_check import write_theory_check
+        from adcs.theory.check import write_theory_check
 
         rounds = REAL_PROBE_ROUNDS[quick]
         probe = fashion_mnist_probe(rounds, seed, data_path=data)
@@ -103,7 +103,7 @@ def _run(
     track: str | None = None,
     track_to: str | None = None,
 ) -> None:
-    from adcs.experiments.runner import plan_experiment, run_experiment
+    from adcs.experiments.run.runner import plan_experiment, run_experiment
 
     if track is None and track_to is not None:  # a setting that does nothing
         raise fail(f"--track-to {track_to} does nothing without --track: add --track or remove it")
@@ -187,14 +187,14 @@ def _executor(address: str | None) -> Iterator[ShardExecutor | None]:
     if address is None:
         yield None
         return
-    from adcs.experiments.distributed import RayExecutor
+    from adcs.experiments.run.distributed import RayExecutor
 
     with RayExecutor(address) as executor:
         yield executor
 
 
 def _reproduce_theory(out: Path, *, quick: bool, data: Path | None, force: bool) -> None:
-    from adcs.experiments.theory_check import fashion_mnist_probe, run_theory_check
+    from adcs.theory.check import fashion_mnist_probe, run_theory_check
 
     rounds = REAL_PROBE_ROUNDS[quick]
     with _progress() as display:
@@ -221,8 +221,8 @@ def _run_leaderboard(
     ray_address: str | None,
     metrics: Sequence[str] = (),
 ) -> None:
-    from adcs.experiments.leaderboard import run_leaderboard
-    from adcs.experiments.runner import expand_runs
+    from adcs.experiments.run.runner import expand_runs
+    from adcs.leaderboard.suite import run_leaderboard
 
     n_runs = sum(len(expand_runs(c)) for c in configs)
     console.print(
@@ -253,29 +253,8 @@ def _run_leaderboard(
 def input_files(config: ExperimentConfig, *given: Path) -> list[Path]:
     """``given`` and the files ``config``'s simulator reads (an availability trace, a system
     profile): an ``--out`` that holds one is refused, --force would delete it with the folder."""
-    from adcs.experiments.config import config_to_dict
-
-    tables = config_to_dict(config)["sim"].values()
+    tables = config.document["sim"].values()
     return [*given, *(Path(t["path"]) for t in tables if isinstance(t, dict) and "path" in t)]
-
-
-def check_set_keys(
-    config: ExperimentConfig,
-    sets: Sequence[str],
-    options: Mapping[str, Any],
-    axes: Sequence[SweepAxis] = (),
-) -> None:
-    """Refuse a ``--set`` that ``--rounds``/``--seeds``/``--data`` (``options``, by name; None
-    when not given) would silently replace, and either that a swept key would."""
-    from adcs.experiments.config import config_to_dict
-    from adcs.experiments.overrides import parse_assignment
-    from adcs.experiments.sweep import check_overlaps, check_swept_keys
-
-    keys = {"rounds": ("sim", "rounds"), "seeds": ("seeds",), "data": ("data", "path")}
-    given = [(f"--{k}", keys[k], v) for k, v in options.items() if v is not None]
-    set_keys = [(f"--set {'.'.join(p)}", p, v) for p, v in map(parse_assignment, sets)]
-    check_overlaps(config_to_dict(config), given, set_keys)
-    check_swept_keys(config, axes, [*given, *set_keys])
 
 
 def _run_sweep(
@@ -289,8 +268,9 @@ def _run_sweep(
     checkpoint_every: int | None,
     ray_address: str | None,
 ) -> None:
-    from adcs.experiments.runner import expand_runs
-    from adcs.experiments.sweep import run_sweep, sweep_points
+    from adcs.experiments.run.configure import sweep_points
+    from adcs.experiments.run.runner import expand_runs
+    from adcs.leaderboard.sweep import run_sweep
 
     with _progress() as checking:  # a large sweep takes a while to check before it runs
         points = sweep_points(config, axes, progress=checking.tracker("checking points", "points"))
@@ -319,8 +299,8 @@ def _run_sweep(
 
 def _export(results: Path, to: str, dest: str | None, *, resume: bool) -> None:
     """``adcs export``: each refusal or failure one line, an interrupt saying what was written."""
-    from adcs.experiments.folder import os_error
-    from adcs.experiments.resultfiles import ResultsFileError
+    from adcs.experiments.run.folder import os_error
+    from adcs.experiments.run.resultfiles import ResultsFileError
     from adcs.tracking import ExportError, TrackingError
     from adcs.tracking import export as export_results
 

@@ -6,7 +6,7 @@ or once per run), how it is computed from a finished run (`RunView`: the run's
 clients' accuracies, from one evaluation of any runtime (`EvalView`, what the Flower
 strategy's history records), and how a cell of a results file is parsed back.
 `COLUMNS` is the table, in the order the columns appear in ``metrics.csv`` (per
-evaluation) and ``runs.csv`` / ``summary.json`` (per run); `adcs.experiments.results`
+evaluation) and ``runs.csv`` / ``summary.json`` (per run); `adcs.experiments.run.results`
 writes and reads every file by going over it, and the leaderboard ranks any per-evaluation
 column by its final value. Adding a column is one declaration (docs/design.md §8)::
 

@@ -28,15 +28,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from adcs._validate import check_bool
-from adcs.experiments.config import (
-    ExperimentConfig,
-    config_from_dict,
-    config_to_dict,
-    resolve_config,
-    with_overrides,
-)
-from adcs.experiments.overrides import apply_assignments
-from adcs.experiments.resultfiles import (
+from adcs.experiments.config import ExperimentConfig, config_from_dict, resolve_config
+from adcs.experiments.config.overrides import keyword_edits, option_edits
+from adcs.experiments.config.sweep import SweepAxis, load_with_sweep
+from adcs.experiments.run.configure import configure
+from adcs.experiments.run.resultfiles import (
     METRIC_COLUMNS,
     RUN_COLUMNS,
     ResultsFileError,
@@ -45,7 +41,7 @@ from adcs.experiments.resultfiles import (
     read_manifest,
     read_table,
 )
-from adcs.experiments.sweep import SweepAxis, check_swept_keys, load_with_sweep, run_sweep
+from adcs.leaderboard.sweep import run_sweep
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,17 +59,19 @@ def _pandas() -> Any:
 
 
 def _config(
-    config: str | Path | Mapping[str, Any] | ExperimentConfig,
+    config: str | Path | Mapping[str, Any] | ExperimentConfig, data: Path | None = None
 ) -> tuple[ExperimentConfig, list[SweepAxis]]:
     """The configuration ``run`` was given, and the axes of its file's ``[sweep]`` table: a path
     or a shipped configuration's name is read as ``adcs run`` reads it (one resolution,
-    `adcs.experiments.config.resolve_config`)."""
+    `adcs.experiments.config.resolve_config`; with ``data``, the file's own data path is not
+    checked, as with ``--data``)."""
     if isinstance(config, ExperimentConfig):
         return config, []
     if isinstance(config, Mapping):
         return config_from_dict(config, source="<dict>", base_dir=Path.cwd()), []
     alternatives = "a shipped configuration's name, a mapping or an ExperimentConfig"
-    return load_with_sweep(resolve_config(_path("config", config, alternatives)))
+    path = resolve_config(_path("config", config, alternatives))
+    return load_with_sweep(path, data_path=None if data is None else str(data))
 
 
 def _path(name: str, value: Any, alternatives: str = "") -> Path:
@@ -102,14 +100,19 @@ def _sweep_axes(sweep: Any) -> list[SweepAxis]:
     return axes
 
 
-def _with_keywords(config: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:
-    """Keyword overrides: ``sim__rounds=50`` is the dotted key ``sim.rounds``."""
-    if not overrides:
-        return config
-    assignments = [(tuple(key.split("__")), value) for key, value in overrides.items()]
-    doc = apply_assignments(config_to_dict(config), assignments)
-    keys = ", ".join(".".join(parts) for parts, _ in assignments)
-    return config_from_dict(doc, source=f"{config.source} ({keys})", base_dir=Path.cwd())
+def _configured(
+    config: str | Path | Mapping[str, Any] | ExperimentConfig,
+    data: str | Path | None,
+    sweep: Mapping[str, Sequence[Any]] | None,
+    overrides: Mapping[str, Any],
+) -> tuple[ExperimentConfig, list[SweepAxis]]:
+    """``run``'s configuration and sweep axes, by the command line's path (`configure`): the
+    keywords are its ``--set``, ``data`` its ``--data``."""
+    data_path = None if data is None else _path("data", data)
+    cfg, axes = _config(config, data_path)
+    axes = [*axes, *_sweep_axes(sweep)]
+    edits = [*keyword_edits(overrides), *option_edits(data=data_path, prefix="")]
+    return configure(cfg, edits, axes), axes
 
 
 def run(
@@ -145,7 +148,7 @@ def run(
     sweep : mapping of dotted key to values, optional
         Beside the file's ``[sweep]`` table, run every combination of the values
         (``{"data.partition.alpha": [0.1, 1.0]}``) into one sweep folder
-        (`adcs.experiments.sweep`); the tables then have a column per key.
+        (`adcs.leaderboard.sweep`); the tables then have a column per key.
     **overrides
         Any key of the configuration, dots written as double underscores: ``m=10``,
         ``sim__rounds=200``, ``data__partition__alpha=0.1``, ``methods__adcs__theta=0.6`` (a method
@@ -164,20 +167,11 @@ def run(
         ``overwrite`` or ``progress`` is not a bool (``ConfigError``, a ``ValueError``, for a
         bad configuration key or value).
     """
-    from adcs.experiments.runner import run_experiment
+    from adcs.experiments.run.runner import run_experiment
 
     overwrite, progress = check_bool("overwrite", overwrite), check_bool("progress", progress)
     target = None if out is None else _path("out", out)
-    cfg, axes = _config(config)
-    axes = [*axes, *_sweep_axes(sweep)]
-    cfg = _with_keywords(cfg, overrides)
-    if data is not None:
-        cfg = with_overrides(cfg, data_path=str(_path("data", data)))
-    if axes:  # a keyword (or data) the sweep would replace is refused, as on the command line
-        given = [(k, tuple(k.split("__")), v) for k, v in overrides.items()]
-        check_swept_keys(
-            cfg, axes, given + ([] if data is None else [("data", ("data", "path"), 0)])
-        )
+    cfg, axes = _configured(config, data, sweep, overrides)
     folder = Path(tempfile.mkdtemp(prefix=f"adcs-{cfg.name}-")) if target is None else target
     command = f"adcs.run({cfg.source!r})"
     with _bar(progress) as tracker:
@@ -294,7 +288,7 @@ def _expanded_params(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def _frame(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """A table of a results folder as a data frame, checked whole first (see
-    `adcs.experiments.resultfiles.read_table`)."""
+    `adcs.experiments.run.resultfiles.read_table`)."""
     read_table(path, columns)
     return parsed(path, "the table", _pandas().read_csv, path)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from adcs.experiments.resultfiles import (
+from adcs.experiments.run.resultfiles import (
     METRIC_COLUMNS,
     RUN_COLUMNS,
     parsed,

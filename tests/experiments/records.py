@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from adcs.experiments.report import RunRecord
+from adcs.experiments.analysis.report import RunRecord
 
 ROUNDS = np.arange(0, 1001, 100)
 UNIFORM_SHARE = np.full(10, 0.1)

@@ -28,7 +28,7 @@ from adcs.adversary import (
 )
 from adcs.aggregation import Robust, RobustAggregation
 from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict
-from adcs.experiments.runner import expand_runs, load_records, run_experiment
+from adcs.experiments.run.runner import expand_runs, load_records, run_experiment
 
 BASE: dict[str, Any] = {
     "name": "t",

@@ -14,8 +14,8 @@ import pytest
 from adcs.columns import COLUMNS, Column, EvalView, eval_values
 from adcs.data import FashionMNIST
 from adcs.experiments.config import config_from_dict
-from adcs.experiments.results import load_records
-from adcs.experiments.runner import run_experiment
+from adcs.experiments.run.results import load_records
+from adcs.experiments.run.runner import run_experiment
 
 TINY: dict[str, Any] = {
     "name": "columns",

@@ -22,8 +22,8 @@ from adcs.experiments.config import (
     packaged_config,
     packaged_config_path,
     sim_for_clients,
-    with_overrides,
 )
+from adcs.experiments.config.overrides import with_overrides
 from adcs.experiments.paper import PAPER_METHODS
 from adcs.schedulers import ADCS, SCHEDULERS, Quality
 

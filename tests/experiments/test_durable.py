@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from adcs.data import FashionMNIST
-from adcs.experiments import folder as folder_module
-from adcs.experiments import plan
 from adcs.experiments.config import ConfigError, config_from_dict
-from adcs.experiments.folder import ResultsFolder, RunError, write_npz
-from adcs.experiments.runner import RunInterrupted, load_records, run_experiment
+from adcs.experiments.run import folder as folder_module
+from adcs.experiments.run import plan
+from adcs.experiments.run import provenance as provenance_module
+from adcs.experiments.run.folder import ResultsFolder, RunError, write_npz
+from adcs.experiments.run.runner import RunInterrupted, load_records, run_experiment
 
 from .test_runner import TINY
 
@@ -267,11 +268,11 @@ def test_the_manifest_records_the_commit_the_run_started_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = {"rev-parse": "a" * 40, "status": ""}
-    monkeypatch.setattr(folder_module, "_git", lambda command, *_: head[command])
-    folder_module._git_info.cache_clear()
+    monkeypatch.setattr(provenance_module, "_git", lambda command, *_: head[command])
+    provenance_module.git_info.cache_clear()
     try:
         ResultsFolder(tmp_path / "out").check()  # a run's start
         head["rev-parse"], head["status"] = "b" * 40, " M src/adcs/dpp.py"  # a commit meanwhile
-        assert folder_module.provenance()["git"] == {"commit": "a" * 40, "dirty": False}
+        assert provenance_module.provenance()["git"] == {"commit": "a" * 40, "dirty": False}
     finally:
-        folder_module._git_info.cache_clear()
+        provenance_module.git_info.cache_clear()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adcs.experiments.figures import plot_accuracy, write_figures
+from adcs.experiments.analysis.figures import plot_accuracy, write_figures
+from adcs.experiments.analysis.report import RunRecord
 from adcs.experiments.paper import FIGURE_SERIES, FIGURES
-from adcs.experiments.report import RunRecord
 
 from .records import adcs, record
 
@@ -62,7 +62,7 @@ def test_the_curves_figure_draws_every_variant(tmp_path: Path) -> None:
     drawn = plot_accuracy(runs, [], tmp_path / "none.png", "t")
     assert drawn == []
     write_figures(tmp_path, runs, ["curves"])
-    from adcs.experiments.report import curve_series
+    from adcs.experiments.analysis.report import curve_series
 
     assert len(curve_series(runs)) == len({r.variant for r in runs}) == 12
 
@@ -70,7 +70,7 @@ def test_the_curves_figure_draws_every_variant(tmp_path: Path) -> None:
 def test_timed_runs_get_accuracy_against_simulated_time(tmp_path: Path) -> None:
     import dataclasses
 
-    from adcs.experiments.figures import plot_accuracy_against_time
+    from adcs.experiments.analysis.figures import plot_accuracy_against_time
 
     from .records import ROUNDS
 
@@ -95,7 +95,7 @@ def test_timed_runs_get_accuracy_against_simulated_time(tmp_path: Path) -> None:
 
 
 def test_variants_too_close_for_short_labels_are_labelled_apart() -> None:
-    from adcs.experiments.records import variant_labels
+    from adcs.experiments.analysis.records import variant_labels
 
     from .records import record
 

@@ -14,12 +14,12 @@ import pytest
 from scipy import stats
 
 from adcs.data import FashionMNIST
-from adcs.experiments import leaderboard as lb
-from adcs.experiments import ranking
-from adcs.experiments import stats as stats_mod
+from adcs.experiments.analysis import stats as stats_mod
 from adcs.experiments.config import ConfigError, MethodConfig, config_from_dict
-from adcs.experiments.ranking import is_random_baseline
-from adcs.experiments.runner import RunInterrupted, expand_runs, load_records
+from adcs.experiments.run.runner import RunInterrupted, expand_runs, load_records
+from adcs.leaderboard import ranking
+from adcs.leaderboard import suite as lb
+from adcs.leaderboard.ranking import is_random_baseline
 from adcs.schedulers import ADCS, SCHEDULERS, Extra, Variants
 
 WORKLOAD = """\
@@ -534,7 +534,7 @@ def test_a_table_row_without_runs_is_named_in_the_report_not_claimed(
 
 
 def test_two_entries_of_one_class_keep_rows_of_their_own() -> None:
-    from adcs.experiments.ranking import entry_labels, rank_table, scores_of
+    from adcs.leaderboard.ranking import entry_labels, rank_table, scores_of
 
     from .records import record
 
@@ -559,7 +559,7 @@ def test_two_entries_of_one_class_keep_rows_of_their_own() -> None:
 def test_a_workload_whose_schedulers_had_little_to_choose_is_named_from_its_selections(
     tmp_path: Path,
 ) -> None:
-    from adcs.experiments.leaderboard_report import same_selections
+    from adcs.leaderboard.report import same_selections
 
     def selections(other: list[list[int]], available: list[int]) -> str | None:
         a = {"selected/a-seed=0": np.array([[0, 1], [2, 3]]), "selected/b-seed=0": other}

@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 
 from adcs.experiments import leaderboard_optimizers as lo
-from adcs.experiments.ranking import Score
-from adcs.experiments.stats import holm
+from adcs.experiments.analysis.stats import holm
+from adcs.leaderboard.ranking import Score
 
 PLAIN: dict[str, Any] = {
     "name": "dirichlet",

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from adcs.data import FashionMNIST
-from adcs.experiments import execute, runner
 from adcs.experiments.config import (
     ConfigError,
     build_model,
@@ -20,6 +19,7 @@ from adcs.experiments.config import (
     load_config,
 )
 from adcs.experiments.paper import PAPER_METHODS
+from adcs.experiments.run import execute, runner
 from adcs.sim import LogisticRegression
 from adcs.sim.models import LeNet5, Logistic, TorchLogistic
 

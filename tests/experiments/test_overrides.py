@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from adcs import cli
 from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict, packaged_config
-from adcs.experiments.overrides import apply_assignments, parse_assignment, with_sets
+from adcs.experiments.config.overrides import apply_assignments, parse_assignment, with_sets
 from adcs.sim.availability import BernoulliAvailability
 from tests.test_cli import TINY, one_error, write_config
 

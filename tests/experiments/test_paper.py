@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from adcs.experiments import paper
-from adcs.experiments.config import packaged_config, with_overrides
+from adcs.experiments.analysis.report import ReportContext, RunRecord
+from adcs.experiments.config import packaged_config
+from adcs.experiments.config.overrides import with_overrides
 from adcs.experiments.paper import (
     PAPER_TABLE1,
     PAPER_TV,
@@ -21,7 +23,6 @@ from adcs.experiments.paper import (
     table1_rows,
     write_table1,
 )
-from adcs.experiments.report import ReportContext, RunRecord
 
 from .records import UNIFORM_SHARE, adcs, record
 

@@ -1,4 +1,4 @@
-"""``[sim.privacy]``: the private probe channel of every method (adcs.experiments.privacy)."""
+"""``[sim.privacy]``: the private probe channel of every method (adcs.experiments.config.privacy)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict
-from adcs.experiments.runner import expand_runs, run_experiment
+from adcs.experiments.run.runner import expand_runs, run_experiment
 from adcs.privacy import DPFedAvg, Private, client_epsilons
 
 BASE: dict[str, Any] = {

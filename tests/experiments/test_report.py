@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adcs.experiments.report import (
+from adcs.experiments.analysis.report import (
     ReportContext,
     Series,
     curve_series,
@@ -108,7 +108,7 @@ def test_the_neutral_report_names_no_paper(tmp_path: Path) -> None:
 
 
 def test_variant_labels_name_only_what_tells_a_methods_variants_apart() -> None:
-    from adcs.experiments.report import RunRecord, variant_labels
+    from adcs.experiments.analysis.report import RunRecord, variant_labels
 
     def record(variant: str, method: str, **params: object) -> RunRecord:
         empty = np.zeros(1)

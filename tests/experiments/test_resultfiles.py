@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 import adcs
 from adcs import cli
-from adcs.experiments.resultfiles import ResultsFileError, read_table
-from adcs.experiments.results import load_records
+from adcs.experiments.run.resultfiles import ResultsFileError, read_table
+from adcs.experiments.run.results import load_records
 from tests.test_cli import TINY, one_error, write_config
 
 pytest.importorskip("pandas")

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from adcs.data import FashionMNIST
-from adcs.experiments import execute, plan
 from adcs.experiments.config import (
     ConfigError,
     config_from_dict,
     merge_configs,
     packaged_config,
-    with_overrides,
 )
-from adcs.experiments.runner import RunError, expand_runs, load_records, run_experiment
+from adcs.experiments.config.overrides import with_overrides
+from adcs.experiments.run import execute, plan
+from adcs.experiments.run.runner import RunError, expand_runs, load_records, run_experiment
 
 TINY: dict[str, Any] = {
     "name": "tiny",

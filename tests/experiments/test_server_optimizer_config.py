@@ -16,7 +16,7 @@ from adcs.experiments.config import (
     config_from_dict,
     config_to_dict,
 )
-from adcs.experiments.overrides import with_sets
+from adcs.experiments.config.overrides import with_sets
 from adcs.optimizers import FedAdam, FedAvg, FedAvgM, FedYogi, NoState
 
 BASE: dict[str, Any] = {

@@ -13,9 +13,9 @@ import pytest
 
 from adcs.data import FashionMNIST
 from adcs.experiments.config import config_from_dict
-from adcs.experiments.distributed import ExecutorError, node_info, simulate_shard
-from adcs.experiments.folder import RunError
-from adcs.experiments.runner import RunInterrupted, run_experiment, submit_shards
+from adcs.experiments.run.distributed import ExecutorError, node_info, simulate_shard
+from adcs.experiments.run.folder import RunError
+from adcs.experiments.run.runner import RunInterrupted, run_experiment, submit_shards
 from adcs.sim.engine import RunResult, RunSpec, SimConfig
 from adcs.sim.model import Model
 
@@ -23,7 +23,7 @@ from .test_durable import DOC, files
 
 
 class InProcess:
-    """A :class:`~adcs.experiments.distributed.ShardExecutor` that runs each shard here, lazily
+    """A :class:`~adcs.experiments.run.distributed.ShardExecutor` that runs each shard here, lazily
     (when :meth:`completed` asks for it), and can be told to fail or to be interrupted."""
 
     def __init__(self, *, interrupt_after: int | None = None, fail: str | None = None) -> None:

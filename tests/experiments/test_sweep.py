@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 import adcs
 from adcs import cli
-from adcs.cli_runs import check_set_keys
 from adcs.experiments.config import ConfigError, packaged_config
-from adcs.experiments.sweep import SweepAxis, parse_sweep, sweep_axes, sweep_points
+from adcs.experiments.config.overrides import check_edits, option_edits, set_edits
+from adcs.experiments.config.sweep import SweepAxis, parse_sweep, point_edits, sweep_axes
+from adcs.experiments.run.configure import sweep_points
 from tests.test_cli import TINY, one_error, write_config
 
 runner = CliRunner()
@@ -91,17 +92,21 @@ def test_a_value_set_twice_by_a_sweep_or_an_option_is_refused(tmp_path: Path) ->
         result = runner.invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "o"), *args])
         assert result.exit_code == 2 and said in one_error(result)
     # a key of a table set before the sweep is no conflict: the sweep changes that key alone
-    avail = ["--set", 'sim.availability={kind="bernoulli", p=0.5}']
-    check_set_keys(config, avail[1:], {}, [parse_sweep("sim.availability.p=0.2,0.6")])
+    avail = set_edits(['sim.availability={kind="bernoulli", p=0.5}'])
+    check_edits(
+        config.document, [*avail, *point_edits([parse_sweep("sim.availability.p=0.2,0.6")], [0.2])]
+    )
     # nor is a dedicated option set beside a --set of another key; of the same key it is
-    check_set_keys(config, ["sim.eval_every=2", "seeds=[4]"], {"rounds": 3})
+    check_edits(
+        config.document, [*set_edits(["sim.eval_every=2", "seeds=[4]"]), *option_edits(rounds=3)]
+    )
     for sets, options, said in [
         (["sim.rounds=3"], {"rounds": 5}, "--set sim.rounds and --rounds both set sim.rounds"),
         (["seeds=[5]"], {"seeds": 3}, "--set seeds and --seeds both set seeds"),
         (["data.path=/d/x.npz"], {"data": "/d/y.npz"}, "--set data.path and --data both set"),
     ]:
         with pytest.raises(ConfigError, match=said):
-            check_set_keys(config, sets, options)
+            check_edits(config.document, [*set_edits(sets), *option_edits(**options)])
 
 
 @pytest.mark.parametrize(
@@ -286,7 +291,7 @@ def test_the_points_are_checked_once_each_with_progress() -> None:
 def test_the_duplicate_check_compares_no_pair_of_points(monkeypatch: pytest.MonkeyPatch) -> None:
     """Linear: each point's configuration is hashed once; none is compared with every earlier
     one (22 500 points took 100 s before anything ran)."""
-    import adcs.experiments.sweep as sweep
+    import adcs.experiments.run.configure as sweep
 
     compared = []
     real = sweep._frozen
@@ -355,7 +360,7 @@ def test_a_full_disk_in_a_sweep_names_the_folder_and_how_to_resume(
 ) -> None:
     import errno
 
-    import adcs.experiments.sweep as sweep
+    import adcs.leaderboard.sweep as sweep
 
     def full(*args: object) -> None:  # a write to an open file: its error names no file
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -373,7 +378,7 @@ def test_a_full_disk_in_a_sweep_names_the_folder_and_how_to_resume(
 
 
 def test_a_checkpoint_after_the_last_round_says_so() -> None:
-    from adcs.experiments.execute import _Progress
+    from adcs.experiments.run.execute import ExperimentProgress
 
-    progress = _Progress(identity={"batches": 2}, finished=2)  # was: "simulation complete"
+    progress = ExperimentProgress(identity={"batches": 2}, finished=2)  # was: "simulation complete"
     assert progress.describe(40) == "all 40 rounds simulated, the results not yet written"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from adcs import theory
-from adcs.experiments.folder import RunError
-from adcs.experiments.theory_check import (
+from adcs.experiments.run.folder import RunError
+from adcs.theory.check import (
     CaseSpec,
     clustered_updates,
     equicorrelated_centers,
@@ -135,7 +135,7 @@ def test_bad_real_input_fails_before_writing_anything(tmp_path: Path) -> None:
 
 
 def test_failure_midway_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import adcs.experiments.theory_check as tc
+    import adcs.theory.check as tc
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("plotting failed")

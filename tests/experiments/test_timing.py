@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from adcs.experiments.report import RunRecord
-from adcs.experiments.timing import (
+from adcs.experiments.analysis.report import RunRecord
+from adcs.experiments.analysis.timing import (
     TARGET_FRACTION,
     default_targets,
     time_section,

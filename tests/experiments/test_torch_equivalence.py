@@ -18,8 +18,9 @@ import pytest
 pytest.importorskip("torch", reason="PyTorch (the extra adcs[torch]) is not installed")
 
 from adcs.data import load_subset
-from adcs.experiments.config import packaged_config, with_overrides
-from adcs.experiments.runner import run_experiment
+from adcs.experiments.config import packaged_config
+from adcs.experiments.config.overrides import with_overrides
+from adcs.experiments.run.runner import run_experiment
 from adcs.sim.models import MODELS
 
 

@@ -17,8 +17,8 @@ from adcs.experiments.config import (
     config_to_dict,
     load_config,
 )
-from adcs.experiments.runner import load_records, run_experiment
-from adcs.experiments.workload import load_data
+from adcs.experiments.run.runner import load_records, run_experiment
+from adcs.experiments.run.workload import load_data
 from adcs.sim.metrics import tv_distance
 
 BASE: dict[str, Any] = {

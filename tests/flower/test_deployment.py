@@ -27,7 +27,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower extra (adcs[flower]) is not installed")
 
-from adcs.experiments.runner import make_partition
+from adcs.experiments.run.runner import make_partition
 from adcs.flower.testbed import LocalFederation, RunFailed
 from adcs.schedulers import ADCS
 from adcs.sim import FederatedData, RunSpec, SimConfig, simulate

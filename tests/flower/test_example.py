@@ -18,7 +18,7 @@ pytest.importorskip("flwr", reason="the Flower extra (adcs[flower]) is not insta
 from flwr.supercore.task_identity import TaskIdentity
 
 from adcs.data import load_subset
-from adcs.experiments.runner import make_partition
+from adcs.experiments.run.runner import make_partition
 from adcs.schedulers import ADCS, OCS, SCHEDULERS, PowerOfChoice, Quality
 from adcs.schedulers.base import LossSource
 from adcs.sim import FederatedData

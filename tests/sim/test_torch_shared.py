@@ -19,9 +19,10 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from adcs.data import load_subset
-from adcs.experiments.config import MODEL_TABLE, packaged_config, with_overrides
-from adcs.experiments.runner import run_experiment
-from adcs.experiments.schema import ConfigError
+from adcs.experiments.config import MODEL_TABLE, packaged_config
+from adcs.experiments.config.overrides import with_overrides
+from adcs.experiments.config.schema import ConfigError
+from adcs.experiments.run.runner import run_experiment
 from adcs.schedulers import OCS, PowerOfChoice, Uniform
 from adcs.sim import RunSpec, SimConfig, local_update, simulate
 from adcs.sim.models import MODELS

@@ -184,7 +184,7 @@ class NodeData:
 
     def _draw(self) -> dict[str, Any]:
         """Read the data set, draw the run's partition, keep this node's share."""
-        from adcs.experiments.runner import make_partition
+        from adcs.experiments.run.runner import make_partition
 
         dataset = _dataset(self.data_dir, bool(self.config["data-download"]))
         if dataset.is_subset:

@@ -179,7 +179,7 @@ class Defence:
         "window": ("a cap (cap > 0)", lambda d: d.cap > 0),
     }
     """The keys that only matter beside another setting (a configuration setting one without
-    it is refused, see `adcs.experiments.schema.KindTable`)."""
+    it is refused, see `adcs.experiments.config.schema.KindTable`)."""
 
     def __post_init__(self) -> None:
         check_bool("received", self.received)

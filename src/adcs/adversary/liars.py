@@ -66,7 +66,7 @@ class Liars:
         ),
     }
     """The keys that only matter beside another setting (a configuration setting one without
-    it is refused, see `adcs.experiments.schema.KindTable`)."""
+    it is refused, see `adcs.experiments.config.schema.KindTable`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "clients", check_members(self.clients, self.n_malicious))

@@ -1,7 +1,7 @@
 """The ADCS paper's experiment (Sec. 6): its constants, its figures' series, its claims, its report.
 
-The generic experiment layer (`adcs.experiments.report`, `adcs.experiments.figures`,
-`adcs.experiments.runner`) knows nothing of the paper; everything the paper says — the
+The generic experiment layer (`adcs.experiments.analysis.report`, `adcs.experiments.analysis.figures`,
+`adcs.experiments.run.runner`) knows nothing of the paper; everything the paper says — the
 setting of its experiment, the curves of Figures 1–3, Table 1's numbers, the claims of Sec. 6 and
 how they read as numbers — is here. The runner uses this module's report only for a configuration
 of the paper's setting (`differences` is empty); any other configuration gets the neutral
@@ -22,9 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from adcs.experiments.config import ExperimentConfig
-from adcs.experiments.outputs import Study, StudyReport, register_study
-from adcs.experiments.report import (
+from adcs.experiments.analysis.outputs import Study, StudyReport, register_study
+from adcs.experiments.analysis.report import (
     ReportContext,
     RunRecord,
     Series,
@@ -41,6 +40,7 @@ from adcs.experiments.report import (
     summarize,
     with_every_variant,
 )
+from adcs.experiments.config import ExperimentConfig
 
 __all__ = [
     "CLAIMS_NEED",
@@ -215,8 +215,8 @@ ALL_FIGURE_SERIES: tuple[Series, ...] = tuple(s for group in FIGURE_SERIES.value
 
 def figure_series(records: Sequence[RunRecord], fig: str) -> tuple[Series, ...]:
     """A figure's curves: its series that have runs, then every variant that no figure of the
-    paper shows (a user's own scheduler, MD, Oort), as `adcs.experiments.figures.write_figures`
-    draws them (`adcs.experiments.records.with_every_variant`)."""
+    paper shows (a user's own scheduler, MD, Oort), as `adcs.experiments.analysis.figures.write_figures`
+    draws them (`adcs.experiments.analysis.records.with_every_variant`)."""
     return with_every_variant(records, FIGURE_SERIES[fig], ALL_FIGURE_SERIES)
 
 
@@ -669,7 +669,7 @@ def write_report(
     claims with verdicts, Figs 1–3 and Table 1.
 
     Only for a configuration of the paper's setting (see `differences`). The paper's sections
-    are added to the neutral report (`adcs.experiments.report.report_body`), and each figure and
+    are added to the neutral report (`adcs.experiments.analysis.report.report_body`), and each figure and
     table shows, beside the paper's series, every variant no figure of the paper shows
     (`figure_series`). Returns the evaluated claims.
     """
@@ -739,4 +739,4 @@ def _table1(folder: Path, records: Sequence[RunRecord], in_setting: bool) -> Non
 
 
 STUDY = register_study(Study("paper", differences, FIGURES, {"table1": _table1}, _report))
-"""The paper as a study (`adcs.experiments.outputs`): its figures, Table 1 and report."""
+"""The paper as a study (`adcs.experiments.analysis.outputs`): its figures, Table 1 and report."""

@@ -1,6 +1,6 @@
 """The parameter points a scheduler runs on the leaderboard, declared by the scheduler itself.
 
-The leaderboard (`adcs.experiments.leaderboard`) runs every row of
+The leaderboard (`adcs.leaderboard.suite`) runs every row of
 [`adcs.schedulers.SCHEDULERS`][adcs.schedulers.SCHEDULERS] at its defaults. A scheduler with a lever
 worth seeing — a hyperparameter that trades one thing for another, like ADCS's θ between diversity
 and quality — declares `Variants` as its class attribute ``leaderboard_variants``: the lever's
