@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Message, RecordDict
 
-from adcs.columns import eval_values
+from adcs.columns import AVG_ACC, WORST_ACC, eval_values
 from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
 from adcs.roundgather import Gatherer, Played, Trained
 from adcs.schedulers.base import BoolArray, FloatArray, IntArray, ProbeKind
@@ -205,13 +205,13 @@ class EvaluationRecord:
 
     @property
     def worst_accuracy(self) -> float:
-        """Minimum over the clients that reported."""
-        return float(np.nanmin(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
+        """Minimum over the clients that reported (`adcs.columns.WORST_ACC`)."""
+        return float(WORST_ACC.over(self.accuracy))
 
     @property
     def average_accuracy(self) -> float:
-        """Mean over the clients that reported."""
-        return float(np.nanmean(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
+        """Mean over the clients that reported (`adcs.columns.AVG_ACC`)."""
+        return float(AVG_ACC.over(self.accuracy))
 
     @property
     def columns(self) -> dict[str, float]:
