@@ -57,6 +57,7 @@ from adcs.rounds import (
     SelectionError,
     aggregation_weights,
     check_selection,
+    checked_probe,
 )
 from adcs.schedulers.base import (
     ClientStats,
@@ -67,7 +68,6 @@ from adcs.schedulers.base import (
     Selection,
     UsesRoundTimes,
     check_scheduler,
-    checked_probe,
 )
 
 __all__ = [
