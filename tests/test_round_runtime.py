@@ -1,10 +1,10 @@
-"""A third runtime in a few lines: one run's round (:mod:`adcs.roundplay`) driven by a plain loop.
+"""A third runtime in a few lines: one run's round (:mod:`adcs.round.machine`) driven by a plain loop.
 
 :class:`LoopRuntime` is the recipe of docs/design.md §8 ("A new runtime"): it computes each
 client's work on its own with NumPy (the simulator's logistic model and minibatch streams, one
 client at a time, no batching across clients) and leaves every rule of the round — probe,
 sketch, selection contract, dropouts, clock, weights, aggregation rule, observe — to
-:func:`adcs.roundgather.play`. It must reproduce :func:`adcs.sim.simulate`:
+:func:`adcs.round.play.play`. It must reproduce :func:`adcs.sim.simulate`:
 
 * exactly the same clients probed, selected and aggregated in every round, and the same counts
   (dropouts, client updates, loss evaluations, simulated seconds);
@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from adcs.aggregation import Robust, RobustAggregation
-from adcs.roundgather import Trained, play
-from adcs.roundplay import PlayedRound, RoundClock, RoundRules, scheduler_to_ask
-from adcs.rounds import SelectionError
+from adcs.round.contract import SelectionError
+from adcs.round.machine import PlayedRound, RoundClock, RoundRules, scheduler_to_ask
+from adcs.round.play import Trained, play
 from adcs.schedulers import ADCS, OCS, PowerOfChoice, Uniform
 from adcs.schedulers.base import LossSource
 from adcs.sim import FederatedData, RunResult, RunSpec, SimConfig, simulate

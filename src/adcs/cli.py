@@ -65,7 +65,7 @@ from adcs.experiments.config import (
     with_overrides,
 )
 from adcs.experiments.overrides import with_sets
-from adcs.rounds import SelectionError
+from adcs.round.contract import SelectionError
 
 
 class _OneLineGroup(typer.core.TyperGroup):

@@ -125,7 +125,7 @@ from adcs.experiments.results import (
     write_data_files,
 )
 from adcs.experiments.workload import DataSource
-from adcs.rounds import SchedulerInitError
+from adcs.round.contract import SchedulerInitError
 from adcs.sim.engine import RunSpec, SimConfig
 from adcs.sim.spec import Evaluation
 

@@ -55,7 +55,7 @@ from adcs.flower.dropin import (
 from adcs.flower.link import Link
 from adcs.flower.round import RoundRecord
 from adcs.flower.settings import WRAPPED, take
-from adcs.roundgather import Played, Trained
+from adcs.round.play import Played, Trained
 from adcs.schedulers.base import IntArray, LossSource, Scheduler
 
 __all__ = ["Scheduled", "ScheduledFedAvg"]
@@ -373,7 +373,7 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
 
 
 class _Exchanges:
-    """The `adcs.roundgather.Gatherer` of one round of `Scheduled`."""
+    """The `adcs.round.play.Gatherer` of one round of `Scheduled`."""
 
     def __init__(
         self,

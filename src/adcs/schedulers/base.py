@@ -21,7 +21,7 @@ rounds without a probe can skip computing them — and they then do not call ``o
 observed).
 
 When fewer than ``m`` clients are available, ``select`` returns all of them (none when none is):
-exactly min(m, available) distinct available clients, the contract of [`adcs.rounds`][adcs.rounds].
+exactly min(m, available) distinct available clients, the contract of [`adcs.round.contract`][adcs.round.contract].
 """
 
 from __future__ import annotations
@@ -393,7 +393,7 @@ def check_available(
 
 def n_to_select(m: int, available: BoolArray) -> int:
     """How many clients a round selects: min(m, number of available clients) (the selection
-    contract, `adcs.rounds.check_selection`)."""
+    contract, `adcs.round.contract.check_selection`)."""
     return min(int(m), int(np.count_nonzero(available)))
 
 

@@ -7,10 +7,10 @@ Every run r advances through the same rounds t = 0, …, T − 1, in five steps:
    minibatch or full local losses, or local updates Δ_n = w_n^{(t,E)} − w⁽ᵗ⁾ with the loss at w⁽ᵗ⁾
    on their first minibatch — into `ClientStats`;
 3. **select** — ``selection, state_r = scheduler.select(...)``: min(m, available) distinct
-   available clients, checked by [`adcs.rounds.check_selection`][adcs.rounds.check_selection];
+   available clients, checked by [`adcs.round.contract.check_selection`][adcs.round.contract.check_selection];
 4. **train and aggregate** — each selected client returns its update unless it drops out; the
    updates of those that returned (probed ones reused) are aggregated with
-   [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R}
+   [`adcs.round.contract.aggregation_weights`][adcs.round.contract.aggregation_weights]: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R}
    c_i Δ_i — or, for a run with an aggregation hook (``RunSpec.aggregator``: a robust rule, a
    poison), by the hook from the returned clients' individual updates; with
    ``SimConfig.server_optimizer`` the aggregate becomes the step through the optimizer
@@ -36,7 +36,7 @@ or on the number of workers. A run alone therefore equals the same run simulated
 The loop is spread over small modules, in the order data flows (words as `adcs.sim.jobs`
 defines them): `spec` (what a call is given and returns), `context`
 (what every stream shares), `runstate` (one run's bookkeeping),
-`lockstep` (a stream's runs play their rounds, `adcs.roundplay.RunRound` —
+`lockstep` (a stream's runs play their rounds, `adcs.round.machine.RunRound` —
 the round written once for every runtime — in lockstep), `jobs` (which
 (run, client) jobs a round needs), `lot` (executing them in batched products),
 `evaluate`, `lanes` (the streams one worker advances),

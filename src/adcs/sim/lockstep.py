@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adcs.roundplay import Available, RunRound
+from adcs.round.machine import Available, RunRound
 from adcs.sim.context import _Context
 from adcs.sim.jobs import _plan_early
 from adcs.sim.lot import _Lot

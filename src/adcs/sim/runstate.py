@@ -16,8 +16,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs.registry import PluginError, raised_in
-from adcs.roundplay import RoundClock, RoundRules, scheduler_to_ask
-from adcs.rounds import SchedulerInitError
+from adcs.round.contract import SchedulerInitError
+from adcs.round.machine import RoundClock, RoundRules, scheduler_to_ask
 from adcs.schedulers.base import Scheduler
 from adcs.sim.context import _Context
 from adcs.sim.spec import BoolArray, F64Array, IntArray, RunSpec

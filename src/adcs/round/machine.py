@@ -12,21 +12,21 @@ fetches what the round names:
    `ClientStats`; the round counts the clients with non-finite
    statistics and shows the scheduler the updates sketched (``RoundRules.sketch``);
 3. **select** — ``scheduler.select``, held to the contract of
-   [`adcs.rounds.check_selection`][adcs.rounds.check_selection]; simulated dropouts
+   [`adcs.round.contract.check_selection`][adcs.round.contract.check_selection]; simulated dropouts
    (``RoundRules.dropout``) and, on a simulated clock (``RoundRules.clock``), the deadline and
    over-commitment decide who is aggregated. `RunRound.to_train` are then the selected clients whose
    update the runtime must still compute (returning, not probed);
 4. **train and aggregate** — `RunRound.trained` takes which of them failed (a live runtime's
    own dropouts) and gives the coefficients c of w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i
-   ([`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]); with an aggregation rule
+   ([`adcs.round.contract.aggregation_weights`][adcs.round.contract.aggregation_weights]); with an aggregation rule
    (``RoundRules.aggregator``: a robust rule, a poison) `RunRound.aggregate` turns the individual
    updates into the step;
 5. **observe** — `RunRound.observe` shows a scheduler that learns from updates the delivered
    ones and returns the round's `PlayedRound` (who was probed, selected and aggregated,
    the weights, dropouts, client computations, non-finite clients, simulated seconds).
 
-How the client work is executed is the runtime's: `adcs.roundgather.play` drives one round over
-any `adcs.roundgather.Gatherer` (losses and updates of some clients, or why there is none) — the Flower
+How the client work is executed is the runtime's: `adcs.round.play.play` drives one round over
+any `adcs.round.play.Gatherer` (losses and updates of some clients, or why there is none) — the Flower
 strategies (`adcs.flower.round`) over Flower's Grid, the tests' in-process runtime over a
 plain loop; the simulator (`adcs.sim.lockstep`) drives many runs' rounds in lockstep and
 computes their jobs in batched products (`adcs.sim.jobs`, `adcs.sim.lot`).
@@ -50,7 +50,7 @@ import numpy as np
 
 from adcs.aggregation import Aggregator, F32Array
 from adcs.registry import PluginError, raised_in
-from adcs.rounds import (
+from adcs.round.contract import (
     BoolArray,
     F64Array,
     IntArray,

@@ -1,6 +1,6 @@
 """One run's round over a `Gatherer`: the runtimes that fetch each client's work one round at a
 time (the Flower strategies over Flower's Grid, the tests' in-process loop) play the round of
-`adcs.roundplay.RunRound` through `play` (docs/design.md §1).
+`adcs.round.machine.RunRound` through `play` (docs/design.md §1).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from adcs.aggregation import F32Array
-from adcs.roundplay import Available, PlayedRound, RoundRules, RunRound
-from adcs.rounds import BoolArray, IntArray
+from adcs.round.contract import BoolArray, IntArray
+from adcs.round.machine import Available, PlayedRound, RoundRules, RunRound
 from adcs.schedulers.base import ClientStats, LossSource, ProbeKind
 
 __all__ = ["Gatherer", "Played", "Trained", "play"]
