@@ -16,13 +16,16 @@ sketch, selection contract, dropouts, clock, weights, aggregation rule, observe 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pytest
 
 from adcs.aggregation import Robust, RobustAggregation
+from adcs.round.adapt import scheduler_to_ask
+from adcs.round.clock import RoundClock
 from adcs.round.contract import SelectionError
-from adcs.round.machine import PlayedRound, RoundClock, RoundRules, scheduler_to_ask
+from adcs.round.machine import PlayedRound, RoundRules
 from adcs.round.play import Trained, play
 from adcs.schedulers import ADCS, OCS, PowerOfChoice, Uniform
 from adcs.schedulers.base import LossSource
@@ -210,3 +213,37 @@ def test_a_selection_off_the_contract_is_refused_by_the_round() -> None:
     config = SimConfig(rounds=1, batch_size=4, eval_every=1)
     with pytest.raises(SelectionError, match="greedy at round 0 must select 3 distinct"):
         LoopRuntime(data, config, spec).run()
+
+
+class _Tagged:
+    """A wrapper that is no dataclass: it declares itself (`SchedulerWrapper`)."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    @property
+    def m(self) -> int:
+        return int(self.scheduler.m)
+
+    def around(self, scheduler: Any) -> _Tagged:
+        return _Tagged(scheduler)
+
+
+def test_a_declared_wrapper_is_rebuilt_around_the_resized_scheduler() -> None:
+    from types import SimpleNamespace
+
+    from adcs.adversary import Attack, Defence, Defended, Lie, Lying
+    from adcs.round.adapt import SchedulerWrapper
+
+    seconds = np.ones(6)
+    clock = RoundClock(SimpleNamespace(update=seconds, loss=seconds, full_loss=seconds))
+    tagged = _Tagged(Uniform(m=2))
+    asked = scheduler_to_ask(tagged, "r", clock, invited=3)  # type: ignore[arg-type]
+    assert isinstance(asked, _Tagged) and asked.scheduler == Uniform(m=3)
+    assert tagged.scheduler == Uniform(m=2)  # rebuilt, not changed
+    attacked = Lying(Defended(Uniform(m=2), Defence()), Attack(clients=(0,), lie=(Lie.LOSS,)))
+    assert isinstance(attacked, SchedulerWrapper)
+    assert isinstance(attacked.scheduler, SchedulerWrapper)  # the attack around the defences
+    assert not isinstance(Uniform(m=2), SchedulerWrapper)
+    resized = scheduler_to_ask(attacked, "r", clock, invited=3)
+    assert resized.scheduler.scheduler == Uniform(m=3) and resized.m == 3

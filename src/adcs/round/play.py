@@ -118,7 +118,7 @@ def play(
         held.update(more)
         failed.update(lost)
     coef = rnd.trained(lost)
-    delivered = rnd.delivered
+    delivered = rnd.aggregated
     updates = _rows([held[int(c)].features for c in delivered], feature_dim)
     losses = np.asarray([held[int(c)].loss for c in delivered], dtype=np.float64)
     step = None
