@@ -21,7 +21,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
         "adcs.flower needs Flower: install the extra with `pip install 'adcs[flower]'`"
     ) from err
 
-from adcs.flower.client import ClientData, TrainDefaults, make_client_app, minibatch_indices
+from adcs.flower.client import LocalData, TrainDefaults, make_client_app, minibatch_indices
 from adcs.flower.scheduled import Scheduled, ScheduledFedAvg
 from adcs.flower.settings import Settings
 from adcs.flower.strategy import (
@@ -33,8 +33,8 @@ from adcs.flower.strategy import (
 )
 
 __all__ = [
-    "ClientData",
     "EvaluationRecord",
+    "LocalData",
     "RejectedReply",
     "RoundRecord",
     "Scheduled",
