@@ -161,8 +161,32 @@ class RoundRules:
         return self.base_weights() if callable(self.base_weights) else self.base_weights
 
 
+class _Aggregated:
+    """Who of a round's selected clients was aggregated, with their coefficients (a played
+    round's record, and the round itself once it has selected and trained)."""
+
+    selected: IntArray
+    returned: BoolArray
+    coef: F64Array
+
+    @property
+    def aggregated(self) -> IntArray:
+        """Selected clients whose update entered the aggregate, in selection order."""
+        return self._of_returned(self.selected)
+
+    @property
+    def aggregated_coef(self) -> F64Array:
+        """The coefficients c of `aggregated`, (n,)."""
+        return self._of_returned(self.coef)
+
+    def _of_returned(self, values: Any) -> Any:
+        """``values[returned]`` (shape (k,) → (n,)); ``values`` itself when every selected
+        client returned (no dropout and no clock: nothing to copy)."""
+        return values if self.returned is _all_back(self.selected.size) else values[self.returned]
+
+
 @dataclass(frozen=True, eq=False)
-class PlayedRound:
+class PlayedRound(_Aggregated):
     """The record of one run's round (client indices throughout).
 
     Attributes
@@ -210,22 +234,6 @@ class PlayedRound:
     busy_s: float | None
     state: Any
 
-    @property
-    def aggregated(self) -> IntArray:
-        """Selected clients whose update entered the aggregate, in selection order."""
-        return _returned(self.selected, self.returned, self.selected)
-
-    @property
-    def aggregated_coef(self) -> F64Array:
-        """The coefficients c of `aggregated`, (n,)."""
-        return _returned(self.selected, self.returned, self.coef)
-
-
-def _returned(selected: IntArray, returned: BoolArray, values: Any) -> Any:
-    """``values[returned]`` (shape (k,) → (n,)); ``values`` itself when every selected client
-    returned (no dropout and no clock: nothing to copy)."""
-    return values if returned is _all_back(selected.size) else values[returned]
-
 
 def _selected(
     rules: RoundRules, state: Any, t: int, stats: ClientStats, rng: np.random.Generator
@@ -258,7 +266,7 @@ def _selected(
     )
 
 
-class RunRound:
+class RunRound(_Aggregated):
     """One run's round t as a state machine (module docstring: create, select, trained, observe).
 
     Parameters
@@ -364,16 +372,6 @@ class RunRound:
         """Selected clients that return and whose update the probe does not hold, in order."""
         going = self.selected[self.returned]
         return going[~locate(self.held, going)[0]]
-
-    @property
-    def aggregated(self) -> IntArray:
-        """Selected clients whose update is aggregated, in selection order."""
-        return _returned(self.selected, self.returned, self.selected)
-
-    @property
-    def aggregated_coef(self) -> F64Array:
-        """The coefficients c of `aggregated`, (n,), once `trained` gave them."""
-        return _returned(self.selected, self.returned, self.coef)
 
     @property
     def loss_evals(self) -> int:
