@@ -152,6 +152,7 @@ def test_the_simulator_hands_over_each_evaluation_as_its_results_hold_it() -> No
             assert np.array_equal(res.client_acc, again.client_acc)  # on_eval changes nothing
             mine = sorted((e for e in seen if e.run_id == res.spec.run_id), key=lambda e: e.round)
             assert [e.round for e in mine] == res.eval_rounds.tolist()
+            assert [e.accuracy.tolist() for e in mine] == res.client_acc.tolist()
             assert [e.worst_acc for e in mine] == res.worst_acc.tolist()
             assert [e.avg_acc for e in mine] == res.avg_acc.tolist()
             assert [e.p10_acc for e in mine] == res.p10_acc.tolist()
