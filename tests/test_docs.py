@@ -149,7 +149,7 @@ def test_the_own_scheduler_example_selects() -> None:
     import numpy as np
 
     from adcs import ClientStats
-    from adcs.rounds import check_selection
+    from adcs.round.contract import check_selection
 
     scope: dict[str, object] = {}
     exec(compile(_python_blocks("how-to/own-scheduler.md")[0], "own-scheduler.md", "exec"), scope)

@@ -1,10 +1,10 @@
-"""A third runtime in a few lines: one run's round (:mod:`adcs.roundplay`) driven by a plain loop.
+"""A third runtime in a few lines: one run's round (:mod:`adcs.round.machine`) driven by a plain loop.
 
 :class:`LoopRuntime` is the recipe of docs/design.md §8 ("A new runtime"): it computes each
 client's work on its own with NumPy (the simulator's logistic model and minibatch streams, one
 client at a time, no batching across clients) and leaves every rule of the round — probe,
 sketch, selection contract, dropouts, clock, weights, aggregation rule, observe — to
-:func:`adcs.roundgather.play`. It must reproduce :func:`adcs.sim.simulate`:
+:func:`adcs.round.play.play`. It must reproduce :func:`adcs.sim.simulate`:
 
 * exactly the same clients probed, selected and aggregated in every round, and the same counts
   (dropouts, client updates, loss evaluations, simulated seconds);
@@ -16,14 +16,17 @@ sketch, selection contract, dropouts, clock, weights, aggregation rule, observe 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pytest
 
 from adcs.aggregation import Robust, RobustAggregation
-from adcs.roundgather import Trained, play
-from adcs.roundplay import PlayedRound, RoundClock, RoundRules, scheduler_to_ask
-from adcs.rounds import SelectionError
+from adcs.round.adapt import scheduler_to_ask
+from adcs.round.clock import RoundClock
+from adcs.round.contract import SelectionError
+from adcs.round.machine import PlayedRound, RoundRules
+from adcs.round.play import Trained, play
 from adcs.schedulers import ADCS, OCS, PowerOfChoice, Uniform
 from adcs.schedulers.base import LossSource
 from adcs.sim import FederatedData, RunResult, RunSpec, SimConfig, simulate
@@ -238,3 +241,37 @@ def test_a_round_asks_for_the_updates_only_where_it_looks_at_them() -> None:
         played = play(rules, scheduler.init(4, None), 0, np.ones(4, dtype=bool), rng, gatherer, 3)
         assert gatherer.asked == [want]
         assert played.record.aggregated.size == 2
+
+
+class _Tagged:
+    """A wrapper that is no dataclass: it declares itself (`SchedulerWrapper`)."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    @property
+    def m(self) -> int:
+        return int(self.scheduler.m)
+
+    def around(self, scheduler: Any) -> _Tagged:
+        return _Tagged(scheduler)
+
+
+def test_a_declared_wrapper_is_rebuilt_around_the_resized_scheduler() -> None:
+    from types import SimpleNamespace
+
+    from adcs.adversary import Attack, Defence, Defended, Lie, Lying
+    from adcs.round.adapt import SchedulerWrapper
+
+    seconds = np.ones(6)
+    clock = RoundClock(SimpleNamespace(update=seconds, loss=seconds, full_loss=seconds))
+    tagged = _Tagged(Uniform(m=2))
+    asked = scheduler_to_ask(tagged, "r", clock, invited=3)  # type: ignore[arg-type]
+    assert isinstance(asked, _Tagged) and asked.scheduler == Uniform(m=3)
+    assert tagged.scheduler == Uniform(m=2)  # rebuilt, not changed
+    attacked = Lying(Defended(Uniform(m=2), Defence()), Attack(clients=(0,), lie=(Lie.LOSS,)))
+    assert isinstance(attacked, SchedulerWrapper)
+    assert isinstance(attacked.scheduler, SchedulerWrapper)  # the attack around the defences
+    assert not isinstance(Uniform(m=2), SchedulerWrapper)
+    resized = scheduler_to_ask(attacked, "r", clock, invited=3)
+    assert resized.scheduler.scheduler == Uniform(m=3) and resized.m == 3

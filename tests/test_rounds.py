@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adcs.rounds import SelectionError, aggregation_weights, check_selection, n_to_select
+from adcs.round.contract import SelectionError, aggregation_weights, check_selection
+from adcs.schedulers.base import n_to_select
 
 AVAILABLE = np.array([True, False, True, True, False, True])
 

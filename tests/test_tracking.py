@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -151,6 +152,7 @@ def test_the_simulator_hands_over_each_evaluation_as_its_results_hold_it() -> No
             assert np.array_equal(res.client_acc, again.client_acc)  # on_eval changes nothing
             mine = sorted((e for e in seen if e.run_id == res.spec.run_id), key=lambda e: e.round)
             assert [e.round for e in mine] == res.eval_rounds.tolist()
+            assert [e.accuracy.tolist() for e in mine] == res.client_acc.tolist()
             assert [e.worst_acc for e in mine] == res.worst_acc.tolist()
             assert [e.avg_acc for e in mine] == res.avg_acc.tolist()
             assert [e.p10_acc for e in mine] == res.p10_acc.tolist()
@@ -410,3 +412,41 @@ def test_a_server_that_never_answers_fails_in_one_line(results: Path) -> None:
         result = runner.invoke(cli.app, ["export", str(results), "--to", "mlflow", "--dest", uri])
     assert result.exit_code == 1  # was: minutes of MLflow's retries, then a traceback
     assert f"the MLflow tracking server {uri} does not answer within 5 s" in one_error(result)
+
+
+def _median(view: Any) -> float:
+    return float(np.median(view.accuracy))
+
+
+def test_a_declared_column_reaches_live_tracking_and_the_dataframe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column declared in the table alone is in the live event file and the DataFrame."""
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("pandas")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    import adcs
+    from adcs.columns import COLUMNS, Column, ColumnTable
+
+    table = ColumnTable([*COLUMNS, Column("median_acc", "eval", of_eval=_median)])
+    monkeypatch.setattr(COLUMNS, "_columns", list(table))  # the one table every module reads
+    config = write_config(tmp_path, TINY + '[[methods]]\nname = "uniform"\n')
+    out, logs = tmp_path / "out", tmp_path / "log"
+    args = ["run", str(config), "--out", str(out), "--track", "tensorboard", "--track-to"]
+    result = runner.invoke(cli.app, [*args, str(logs)])
+    assert result.exit_code == 0, result.output
+    with (out / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    frame = adcs.load_results(out).metrics
+    for run_id in {r["run_id"] for r in rows}:
+        want = [(int(r["round"]), float(r["median_acc"])) for r in rows if r["run_id"] == run_id]
+        assert len(want) == 3 and all(0 <= v <= 1 for _, v in want)
+        events = EventAccumulator(str(logs / run_id))
+        events.Reload()
+        got = [(e.step, e.value) for e in events.Scalars("median_acc")]
+        assert [s for s, _ in got] == [s for s, _ in want]
+        # TensorBoard keeps float32: within its unit roundoff
+        assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=2.0**-24)
+        mine = frame[frame["run_id"] == run_id].sort_values("round")
+        assert mine["median_acc"].tolist() == [v for _, v in want]

@@ -1,6 +1,6 @@
 """Aggregation rules that need every returned client's update: the runtime's aggregation hook.
 
-By default a runtime aggregates w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i ([`adcs.rounds`][adcs.rounds]),
+By default a runtime aggregates w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i ([`adcs.round.contract`][adcs.round.contract]),
 which the simulator computes without forming the individual updates when it can (one weighted
 product). A run may instead carry an `Aggregator`: the runtime then computes each returned client's
 update Δ_i individually and asks the aggregator for the step. Two kinds of aggregator use this:
@@ -68,7 +68,7 @@ class Aggregator(Protocol):
             Their honest local updates Δ_i at w⁽ᵗ⁾.
         coefs : ndarray of shape (n,)
             Their coefficients c_i
-            ([`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]).
+            ([`adcs.round.contract.aggregation_weights`][adcs.round.contract.aggregation_weights]).
         probed : ClientStats
             What the runtime gathered for this round's probe (honest values).
 
@@ -83,7 +83,7 @@ class Aggregator(Protocol):
 
 
 def weighted_sum(updates: F32Array, coefs: F64Array) -> F32Array:
-    """Σ_i c_i Δ_i, shape (dim,) (the rule of [`adcs.rounds`][adcs.rounds])."""
+    """Σ_i c_i Δ_i, shape (dim,) (the rule of [`adcs.round.contract`][adcs.round.contract])."""
     return np.asarray(coefs, dtype=np.float32) @ np.asarray(updates, dtype=np.float32)
 
 

@@ -63,7 +63,7 @@ from adcs.experiments.config import (
     resolve_config,
 )
 from adcs.experiments.config.overrides import Edit, option_edits, set_edits
-from adcs.rounds import SelectionError
+from adcs.round.contract import SelectionError
 
 if TYPE_CHECKING:
     from adcs.experiments.config.sweep import SweepAxis

@@ -12,6 +12,14 @@ column by its final value. Adding a column is one declaration (docs/design.md §
 
     COLUMNS.add(Column("median_acc", "eval", of_eval=lambda e: float(np.median(e.accuracy))))
 
+A per-evaluation column with ``of_eval`` then reaches every file and reader, live tracking (each
+[`Evaluation`][adcs.sim.Evaluation] event carries the clients' accuracies and goes over the table)
+and the Flower strategies' metrics. The accuracy statistics are computed here only: the
+simulator's [`RunResult`][adcs.sim.RunResult] (``worst_acc``, ``avg_acc``, ``p10_acc``), its
+evaluation events, the honest clients' accuracy of an attacked run and the Flower strategies go
+through `WORST_ACC`, `AVG_ACC` and `P10_ACC`. The module imports nothing of adcs when it runs,
+so every runtime may compute through it.
+
 The columns a run's record holds as attributes (`RunRecord`,
 ``field``) are the built-in ones; any other is kept in the record's ``extra``.
 """
@@ -22,16 +30,25 @@ import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from adcs.adversary import honest_accuracy
-from adcs.sim.data import ClientData
-from adcs.sim.metrics import percentile_accuracy
-from adcs.sim.spec import F64Array, RunResult
+if TYPE_CHECKING:  # types only: the simulator computes through this module
+    from adcs.sim.data import ClientData
+    from adcs.sim.spec import F64Array, RunResult
 
-__all__ = ["COLUMNS", "Column", "ColumnTable", "EvalView", "RunView", "eval_values"]
+__all__ = [
+    "AVG_ACC",
+    "COLUMNS",
+    "P10_ACC",
+    "WORST_ACC",
+    "Column",
+    "ColumnTable",
+    "EvalView",
+    "RunView",
+    "eval_values",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,9 +74,13 @@ class EvalView:
     ----------
     accuracy : ndarray of shape (n_reported,)
         Test accuracy of each evaluated client (those that reported).
+    loss : float or None
+        The evaluation's test loss, where the runtime has one (the simulator's mean over the
+        evaluated clients' test sets); None elsewhere.
     """
 
     accuracy: F64Array
+    loss: float | None = None
 
 
 Per = Literal["eval", "run"]
@@ -87,8 +108,9 @@ class Column:
         shape (n_groups,) with ``per_group``); None where the run has none. Default: ``of_eval``
         applied to each evaluation's client accuracies.
     of_eval : callable, optional
-        ``of_eval(EvalView)`` → one evaluation's value, from the clients' accuracies alone: what
-        every runtime can give (the Flower strategy's history).
+        ``of_eval(EvalView)`` → one evaluation's value, from the clients' accuracies (and the
+        test loss, where there is one) alone: what every runtime can give (live tracking, the
+        Flower strategy's history); None where the view lacks what it needs.
     parse : callable
         A cell of a results file → its value (``""`` for a blank or absent cell).
     field : str or None
@@ -151,9 +173,38 @@ class Column:
         """The run's value (see ``of_run``)."""
         if self.of_run is not None:
             return self.of_run(view)
-        assert self.of_eval is not None
-        acc = np.asarray(view.result.client_acc, dtype=np.float64)
-        return np.array([self.of_eval(EvalView(row)) for row in acc], dtype=np.float64)
+        return self.series(view.result.client_acc)
+
+    def evaluate(self, view: EvalView) -> Any:
+        """One evaluation's value (``of_eval``)."""
+        if self.of_eval is None:
+            raise ValueError(f"column {self.name!r} has no value of one evaluation (no of_eval)")
+        return self.of_eval(view)
+
+    def series(self, client_acc: Any) -> F64Array:
+        """``of_eval`` at each evaluation of a run, shape (n_evals,).
+
+        Parameters
+        ----------
+        client_acc : ndarray of shape (n_evals, n_clients)
+            Each evaluation's per-client accuracies (every client reported).
+        """
+        acc = np.asarray(client_acc, dtype=np.float64)
+        return np.array([self.evaluate(EvalView(row)) for row in acc], dtype=np.float64)
+
+    def over(self, accuracy: Any, loss: float | None = None) -> Any:
+        """One evaluation's value over the clients that reported (NaN when none did).
+
+        Parameters
+        ----------
+        accuracy : ndarray of shape (n_clients,)
+            Each client's accuracy; NaN for a client that did not report.
+        loss : float, optional
+            The evaluation's test loss.
+        """
+        acc = np.asarray(accuracy, dtype=np.float64)
+        acc = acc[np.isfinite(acc)]
+        return self.evaluate(EvalView(acc, loss)) if acc.size else math.nan
 
     def has(self, value: Any) -> bool:
         """Whether a run's value counts as present (not None, not an empty array)."""
@@ -264,26 +315,28 @@ class ColumnTable:
         return [c for c in self._columns if c.per == per]
 
 
-def eval_values(accuracy: Any) -> dict[str, float]:
-    """Every per-evaluation column a runtime can give from its clients' accuracies alone.
+def eval_values(accuracy: Any, loss: float | None = None) -> dict[str, float]:
+    """Every per-evaluation column of `COLUMNS` a runtime can give from one evaluation.
 
     Parameters
     ----------
-    accuracy : ndarray of shape (n_reported,)
+    accuracy : ndarray of shape (n_clients,)
         The evaluated clients' test accuracies (NaN entries, clients that did not report, are
         left out).
+    loss : float, optional
+        The evaluation's test loss, where the runtime has one.
 
     Returns
     -------
-    dict of column name to value (NaN when no client reported)
+    dict of column name to value (NaN when no client reported); a column whose ``of_eval``
+    gives None (the test loss without a loss) is left out.
     """
-    acc = np.asarray(accuracy, dtype=np.float64)
-    acc = acc[np.isfinite(acc)]
-    view = EvalView(acc)
     out = {}
     for column in COLUMNS.per("eval"):
         if column.of_eval is not None:
-            out[column.name] = float(column.of_eval(view)) if acc.size else math.nan
+            value = column.over(accuracy, loss)
+            if value is not None:
+                out[column.name] = float(value)
     return out
 
 
@@ -295,6 +348,23 @@ def _f64(name: str) -> Callable[[RunView], Any]:
     return lambda v: np.asarray(getattr(v.result, name), dtype=np.float64)
 
 
+def _worst(view: EvalView) -> float:
+    return float(view.accuracy.min())
+
+
+def _average(view: EvalView) -> float:
+    return float(view.accuracy.mean())
+
+
+def _p10(view: EvalView) -> float:
+    """The 10th percentile (linear interpolation between order statistics, NumPy's default)."""
+    return float(np.quantile(view.accuracy, 0.1))
+
+
+def _test_loss(view: EvalView) -> float | None:
+    return view.loss
+
+
 def _honest(view: RunView) -> F64Array:
     """Worst / p10 / mean accuracy of the evaluated honest clients at each evaluation (n, 3);
     NaN when every evaluated client is malicious."""
@@ -302,12 +372,13 @@ def _honest(view: RunView) -> F64Array:
     malicious = result.spec.meta.get("malicious", ())
     if not malicious:
         return np.empty((0, 3))
-    liars = np.flatnonzero(np.isin(result.eval_clients, malicious)).tolist()
-    accuracy = np.asarray(result.client_acc)
-    if len(liars) == accuracy.shape[1]:  # every evaluated client is malicious: no honest value
+    honest = ~np.isin(result.eval_clients, malicious)
+    accuracy = np.asarray(result.client_acc, dtype=np.float64)
+    if not honest.any():  # every evaluated client is malicious: no honest value
         return np.full((accuracy.shape[0], 3), math.nan)
-    rows = [honest_accuracy(acc, liars) for acc in accuracy]
-    return np.array([[h.worst, h.p10, h.average] for h in rows], dtype=np.float64).reshape(-1, 3)
+    stats = (WORST_ACC, P10_ACC, AVG_ACC)
+    rows = [[c.evaluate(EvalView(acc[honest])) for c in stats] for acc in accuracy]
+    return np.array(rows, dtype=np.float64).reshape(-1, 3)
 
 
 def _mean_available(view: RunView) -> float:
@@ -329,15 +400,21 @@ def _epsilon(view: RunView) -> float | None:
     return None if eps is None else float(eps.max(initial=0.0))
 
 
+WORST_ACC = Column("worst_acc", "eval", of_eval=_worst, final=True)
+"""The worst (minimum) accuracy over the evaluated clients (paper Fig. 1)."""
+AVG_ACC = Column("avg_acc", "eval", of_eval=_average, final=True)
+"""The average accuracy over the evaluated clients (paper Fig. 1)."""
+P10_ACC = Column("p10_acc", "eval", of_eval=_p10)
+"""The 10th percentile of the evaluated clients' accuracy (the worst-decile view)."""
+
 COLUMNS = ColumnTable(
     [
         # per evaluation, in the order of metrics.csv
-        Column("worst_acc", "eval", _f64("worst_acc"), lambda e: float(e.accuracy.min()),
-               final=True),
-        Column("avg_acc", "eval", _f64("avg_acc"), lambda e: float(e.accuracy.mean()), final=True),
-        Column("test_loss", "eval", _f64("test_loss"), final=True, lower_is_better=True),
-        Column("p10_acc", "eval", _f64("p10_acc"),
-               lambda e: float(percentile_accuracy(e.accuracy))),
+        WORST_ACC,
+        AVG_ACC,
+        Column("test_loss", "eval", _f64("test_loss"), _test_loss, final=True,
+               lower_is_better=True),
+        P10_ACC,
         Column("acc_g", "eval", _f64("group_acc"), field="group_acc", per_group=True,
                nan_blank=True),
         Column("honest", "eval", _honest, field="honest_acc", present="any",

@@ -1,8 +1,9 @@
 """Experiment tracking: a run's evaluations as TensorBoard event files or an MLflow store.
 
 A `Tracker` receives, per adcs run, its parameters once and then each evaluation's metrics
-(``worst_acc``, ``avg_acc``, ``p10_acc``, ``test_loss``, per-group accuracies …) with the round as
-the step. Two backends, each in an extra:
+with the round as the step: live, every per-evaluation column of `adcs.columns.COLUMNS` one
+evaluation gives (``worst_acc``, ``avg_acc``, ``test_loss``, ``p10_acc`` and any column declared
+since); exported, every column of ``metrics.csv`` (per-group accuracies included). Two backends, each in an extra:
 
 * ``tensorboard`` (``adcs[tensorboard]``): one event file per run under ``DIR/<run_id>/``, read
   by TensorBoard (``tensorboard --logdir DIR``) and its ``EventAccumulator``;
@@ -395,11 +396,10 @@ def run_params(spec: Any) -> dict[str, Any]:
 
 
 def log_evaluations(tracker: Tracker, events: Any) -> None:
-    """Log [`Evaluation`][adcs.sim.Evaluation] events (their round as the step)."""
+    """Log [`Evaluation`][adcs.sim.Evaluation] events (their round as the step): every
+    per-evaluation column of `adcs.columns.COLUMNS` one evaluation gives (``Evaluation.columns``)."""
     for e in events:
-        metrics = {"worst_acc": e.worst_acc, "avg_acc": e.avg_acc, "p10_acc": e.p10_acc,
-                   "test_loss": e.test_loss}  # fmt: skip
-        tracker.log(e.run_id, e.round, metrics)
+        tracker.log(e.run_id, e.round, e.columns)
 
 
 def _number(text: str) -> float | None:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from adcs.experiments import leaderboard_optimizers as lo
 from adcs.experiments.analysis.stats import holm
+from adcs.leaderboard import optimizers as lo
 from adcs.leaderboard.ranking import Score
 
 PLAIN: dict[str, Any] = {

@@ -22,7 +22,7 @@ from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 
-from adcs.flower import ClientData, minibatch_indices
+from adcs.flower import LocalData, minibatch_indices
 from adcs.schedulers.base import ClientStats, ProbeKind, Scheduler
 from adcs.sim.model import LogisticRegression, local_update
 from adcs.streams import scheduler_rng
@@ -39,7 +39,7 @@ TRAIN_CONFIG: dict[str, Any] = {
 }
 
 
-def synthetic_clients(n_clients: int, seed: int = 0) -> list[ClientData]:
+def synthetic_clients(n_clients: int, seed: int = 0) -> list[LocalData]:
     """Small label-skewed clients: client k mostly holds class k mod 3; sizes differ."""
     rng = np.random.default_rng(seed)
     centres = rng.uniform(0.1, 0.9, size=(N_CLASSES, N_FEATURES))
@@ -53,7 +53,7 @@ def synthetic_clients(n_clients: int, seed: int = 0) -> list[ClientData]:
             x = np.clip(centres[y] + 0.15 * rng.standard_normal((n, N_FEATURES)), 0.0, 1.0)
             parts.append((x.astype(np.float32), y.astype(np.intp)))
         (x_train, y_train), (x_test, y_test) = parts
-        clients.append(ClientData(x_train, y_train, x_test, y_test))
+        clients.append(LocalData(x_train, y_train, x_test, y_test))
     return clients
 
 
@@ -64,7 +64,7 @@ def small_model() -> LogisticRegression:
 def client_update(
     model: LogisticRegression,
     params: np.ndarray,
-    data: ClientData,
+    data: LocalData,
     seed: int,
     server_round: int,
     pid: int,
@@ -88,7 +88,7 @@ class ReferenceRound:
 
 def reference_run(
     scheduler: Scheduler,
-    clients: Sequence[ClientData],
+    clients: Sequence[LocalData],
     rounds: int,
     seed: int,
     broken: frozenset[int] = frozenset(),

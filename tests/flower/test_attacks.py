@@ -18,7 +18,7 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from adcs.adversary import Defence, Defended
-from adcs.flower import ClientData
+from adcs.flower import LocalData
 from adcs.schedulers import PowerOfChoice
 
 from .test_strategy import clients, plain_app, run_inprocess, task_identity
@@ -53,7 +53,7 @@ def lying_app(inner: ClientApp, factor: float = 10.0) -> ClientApp:
     return app
 
 
-def times_selected(scheduler: Any, clients: list[ClientData], liar: int | None) -> int:
+def times_selected(scheduler: Any, clients: list[LocalData], liar: int | None) -> int:
     def apps(k: int) -> ClientApp:
         app = plain_app(clients)
         return lying_app(app) if k == liar else app
@@ -63,7 +63,7 @@ def times_selected(scheduler: Any, clients: list[ClientData], liar: int | None) 
 
 
 @pytest.mark.usefixtures("task_identity")
-def test_a_loss_liar_captures_power_of_choice_unless_defended(clients: list[ClientData]) -> None:
+def test_a_loss_liar_captures_power_of_choice_unless_defended(clients: list[LocalData]) -> None:
     believer = PowerOfChoice(m=3)
     assert times_selected(believer, clients, LIAR) == ROUNDS  # honest: 2 of 40
     defended = Defended(believer, Defence(corroborate=True))

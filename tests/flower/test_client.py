@@ -13,7 +13,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.clientapp import ClientApp
 from flwr.supercore.task_identity import TaskIdentity
 
-from adcs.flower import ClientData, TrainDefaults, make_client_app
+from adcs.flower import LocalData, TrainDefaults, make_client_app
 
 from .conftest import TRAIN_CONFIG, client_update, small_model, synthetic_clients
 
@@ -81,10 +81,10 @@ def test_bad_requests_raise_naming_the_problem(
 def test_client_data_and_defaults_are_validated() -> None:
     x = np.zeros((3, 2))
     with pytest.raises(ValueError, match="train data"):
-        ClientData(x, np.zeros(2, dtype=int), x, np.zeros(3, dtype=int))
+        LocalData(x, np.zeros(2, dtype=int), x, np.zeros(3, dtype=int))
     with pytest.raises(ValueError, match="at least one training example"):
-        ClientData(x[:0], np.zeros(0, dtype=int), x, np.zeros(3, dtype=int))
-    assert ClientData(x, np.zeros(3), x, np.zeros(3)).x_train.dtype == np.float32
+        LocalData(x[:0], np.zeros(0, dtype=int), x, np.zeros(3, dtype=int))
+    assert LocalData(x, np.zeros(3), x, np.zeros(3)).x_train.dtype == np.float32
     with pytest.raises(ValueError, match="local_lr"):
         TrainDefaults(local_lr=0.0)
     with pytest.raises(ValueError, match="batch_size"):

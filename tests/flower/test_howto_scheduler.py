@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower extra (adcs[flower]) is not installed")
 
-from adcs.flower import ClientData, ScheduledFedAvg, SchedulerStrategy
+from adcs.flower import LocalData, ScheduledFedAvg, SchedulerStrategy
 from adcs.schedulers.base import ProbeKind
 from tests.test_howto_own_scheduler import PAGE, write_package
 
@@ -51,7 +51,7 @@ def test_the_pages_flower_code_builds_both_strategies(mypkg: Any) -> None:
 def test_the_probing_scheduler_picks_in_flower_what_adcs_replays(
     mypkg: Any,
 ) -> None:
-    clients: list[ClientData] = synthetic_clients(N, seed=1)
+    clients: list[LocalData] = synthetic_clients(N, seed=1)
     scheduler = mypkg.LossThenSpread(m=3, d=6)
     strategy, _, grid = run_inprocess(scheduler, clients, 4)
     reference = reference_run(scheduler, clients, 4, SEED)

@@ -29,7 +29,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from adcs.aggregation import Robust, RobustAggregation, coordinate_median
 from adcs.columns import COLUMNS, Column
 from adcs.flower import (
-    ClientData,
+    LocalData,
     SchedulerStrategy,
     Settings,
     make_client_app,
@@ -59,12 +59,12 @@ def initial_arrays() -> ArrayRecord:
     return ArrayRecord({"params": Array(small_model().init_params(1)[0])})
 
 
-def plain_app(clients: list[ClientData]) -> ClientApp:
+def plain_app(clients: list[LocalData]) -> ClientApp:
     return make_client_app(lambda pid, context: clients[pid], model=small_model())
 
 
 @pytest.fixture(scope="module")
-def clients() -> list[ClientData]:
+def clients() -> list[LocalData]:
     return synthetic_clients(N, seed=1)
 
 
@@ -77,7 +77,7 @@ def task_identity(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_inprocess(
-    scheduler: Any, clients: list[ClientData], rounds: int, apps: Any = None, **settings: Any
+    scheduler: Any, clients: list[LocalData], rounds: int, apps: Any = None, **settings: Any
 ) -> tuple[SchedulerStrategy, Any, Any]:
     apps = apps or (lambda k: plain_app(clients))
     grid = grid_of(apps, len(clients))
@@ -100,7 +100,7 @@ FAULTY = {2: "raise", 5: "nan", 7: "no-loss"}
 
 @pytest.fixture(scope="module")
 def simulation(
-    clients: list[ClientData], tmp_path_factory: pytest.TempPathFactory
+    clients: list[LocalData], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """One Flower simulation (10 nodes, Ray backend) running the three phases in turn."""
     log_path = str(tmp_path_factory.mktemp("flower") / "clients.log")
@@ -129,7 +129,7 @@ def simulation(
 
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_simulation_trains_exactly_the_scheduled_nodes(
-    simulation: dict[str, Any], phase: str, clients: list[ClientData]
+    simulation: dict[str, Any], phase: str, clients: list[LocalData]
 ) -> None:
     scheduler, rounds = PHASES[phase]
     strategy: SchedulerStrategy = simulation["strategies"][phase]
@@ -193,7 +193,7 @@ def test_simulation_failed_nodes_are_excluded_and_rounds_complete(
     [Uniform(m=4), ADCS(m=4, refresh_every=2), PowerOfChoice(m=3), OCS(m=5)],
     ids=lambda s: type(s).__name__,
 )
-def test_inprocess_matches_reference(scheduler: Any, clients: list[ClientData]) -> None:
+def test_inprocess_matches_reference(scheduler: Any, clients: list[LocalData]) -> None:
     strategy, result, _grid = run_inprocess(scheduler, clients, 5)
     reference = reference_run(scheduler, clients, 5, SEED)
     for record, ref in zip(strategy.history, reference, strict=True):
@@ -207,7 +207,7 @@ def test_inprocess_matches_reference(scheduler: Any, clients: list[ClientData]) 
 @pytest.mark.usefixtures("task_identity")
 @pytest.mark.parametrize("fault", ["raise", "nan", "no-loss", "shape", "dtype", "pid", "extra-key"])
 def test_bad_reply_is_excluded_with_reason(
-    fault: str, clients: list[ClientData], caplog: pytest.LogCaptureFixture
+    fault: str, clients: list[LocalData], caplog: pytest.LogCaptureFixture
 ) -> None:
     bad = 3
 
@@ -231,7 +231,7 @@ def test_bad_reply_is_excluded_with_reason(
 
 
 @pytest.mark.usefixtures("task_identity")
-def test_failed_probe_is_not_selected(clients: list[ClientData]) -> None:
+def test_failed_probe_is_not_selected(clients: list[LocalData]) -> None:
     def apps(k: int) -> ClientApp:
         return instrumented_app(plain_app(clients), faults={0: "nan", 1: "raise"})
 
@@ -244,7 +244,7 @@ def test_failed_probe_is_not_selected(clients: list[ClientData]) -> None:
 
 
 @pytest.mark.usefixtures("task_identity")
-def test_nodes_map_to_partitions_join_and_leave(clients: list[ClientData]) -> None:
+def test_nodes_map_to_partitions_join_and_leave(clients: list[LocalData]) -> None:
     grid = grid_of(lambda k: plain_app(clients), N, first_node=5000)
     app, _ = grid.nodes[5000]
     grid.nodes[9999] = (app, 2)  # an impostor: partition 2 is served by node 5014
@@ -288,7 +288,7 @@ class _SubsetProbe(Uniform):
 
 @pytest.mark.usefixtures("task_identity")
 def test_selected_but_unprobed_clients_train_and_weights_are_used(
-    clients: list[ClientData],
+    clients: list[LocalData],
 ) -> None:
     strategy, result, grid = run_inprocess(_SubsetProbe(m=3), clients, 1)
     assert sorted(grid.trained()) == [0, 1, 2, 7, 8, 9]
@@ -304,7 +304,7 @@ def test_selected_but_unprobed_clients_train_and_weights_are_used(
 
 
 @pytest.mark.usefixtures("task_identity")
-def test_data_size_weighting_and_server_lr(clients: list[ClientData]) -> None:
+def test_data_size_weighting_and_server_lr(clients: list[LocalData]) -> None:
     strategy, result, _ = run_inprocess(
         Uniform(m=4), clients, 1, weighting="data_size", server_lr=0.5
     )
@@ -317,7 +317,7 @@ def test_data_size_weighting_and_server_lr(clients: list[ClientData]) -> None:
 
 
 @pytest.mark.usefixtures("task_identity")
-def test_an_aggregation_rule_takes_the_updates_one_by_one(clients: list[ClientData]) -> None:
+def test_an_aggregation_rule_takes_the_updates_one_by_one(clients: list[LocalData]) -> None:
     rule = RobustAggregation(Robust.MEDIAN)
     strategy, result, _ = run_inprocess(Uniform(m=5), clients, 1, aggregator=rule)
     chosen = strategy.history[0].selected
@@ -332,7 +332,7 @@ def test_an_aggregation_rule_takes_the_updates_one_by_one(clients: list[ClientDa
 
 
 @pytest.mark.usefixtures("task_identity")
-def test_evaluation_records_per_client_accuracy(clients: list[ClientData]) -> None:
+def test_evaluation_records_per_client_accuracy(clients: list[LocalData]) -> None:
     strategy, result, _grid = run_inprocess(Uniform(m=4), clients, 5, evaluate_every=2)
     assert [e.server_round for e in strategy.evaluations] == [2, 4, 5]
     last = strategy.evaluations[-1]
@@ -351,7 +351,7 @@ def test_evaluation_records_per_client_accuracy(clients: list[ClientData]) -> No
 
 @pytest.mark.usefixtures("task_identity")
 def test_a_declared_result_column_is_in_the_evaluation_history(
-    clients: list[ClientData],
+    clients: list[LocalData],
 ) -> None:
     column = COLUMNS.add(
         Column("median_acc", "eval", of_eval=lambda e: float(np.median(e.accuracy)))
@@ -368,7 +368,7 @@ def test_a_declared_result_column_is_in_the_evaluation_history(
 
 
 @pytest.mark.usefixtures("task_identity")
-def test_too_few_clients_raises(clients: list[ClientData]) -> None:
+def test_too_few_clients_raises(clients: list[LocalData]) -> None:
     grid = grid_of(lambda k: plain_app(clients), 3, n_partitions=N)
     strategy = SchedulerStrategy(Uniform(m=4), N, seed=SEED, connect_timeout_s=0.3)
     with pytest.raises(RuntimeError, match="only 3 clients are connected"):
@@ -377,7 +377,7 @@ def test_too_few_clients_raises(clients: list[ClientData]) -> None:
 
 @pytest.mark.usefixtures("task_identity")
 def test_later_rounds_go_on_with_fewer_than_m_but_not_with_none(
-    clients: list[ClientData],
+    clients: list[LocalData],
 ) -> None:
     grid = grid_of(lambda k: plain_app(clients), N)
     nodes = dict(grid.nodes)
@@ -442,7 +442,7 @@ def test_adcs_imports_without_flower() -> None:
 
 @pytest.mark.usefixtures("task_identity")
 def test_unanswering_nodes_are_dropouts_then_unavailable_until_they_answer_again(
-    clients: list[ClientData],
+    clients: list[LocalData],
 ) -> None:
     grid = grid_of(lambda k: plain_app(clients), N, first_node=3000)
     hung, dead = 3000 + 7 * 3, 3000 + 7 * 5  # partitions 3 and 5
@@ -478,7 +478,7 @@ def test_unanswering_nodes_are_dropouts_then_unavailable_until_they_answer_again
 
 @pytest.mark.usefixtures("task_identity")
 def test_a_restarted_server_continues_from_its_checkpoint(
-    clients: list[ClientData], tmp_path: Path
+    clients: list[LocalData], tmp_path: Path
 ) -> None:
     # the driver's checkpoints serve SchedulerStrategy too: a run stopped after round 3 and
     # started again (fresh objects, as a restarted ServerApp) from its checkpoint of round 2

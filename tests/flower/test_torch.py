@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from adcs.flower import ClientData, SchedulerStrategy, make_client_app, minibatch_indices
+from adcs.flower import LocalData, SchedulerStrategy, make_client_app, minibatch_indices
 from adcs.schedulers import ADCS
 from adcs.sim import FederatedData, RunSpec, SimConfig, simulate
 from adcs.sim.torch import TorchModel
@@ -83,7 +83,7 @@ def test_the_client_app_trains_a_torch_model_like_torch_optim_sgd(model: TorchMo
     np.testing.assert_allclose(update, expected, rtol=1e-4, atol=1e-6)
 
 
-def federated(clients: list[ClientData]) -> FederatedData:
+def federated(clients: list[LocalData]) -> FederatedData:
     """The clients' data as the simulator holds it (client k owns its rows, in order)."""
     sizes = [c.x_train.shape[0] for c in clients]
     test_sizes = [c.x_test.shape[0] for c in clients]

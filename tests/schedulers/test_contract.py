@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from adcs.rounds import check_selection
+from adcs.round.contract import check_selection
 from adcs.schedulers import (
     ADCS,
     ADCS2,

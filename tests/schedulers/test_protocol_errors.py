@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adcs.rounds import SelectionError
+from adcs.round.contract import SelectionError
 from adcs.schedulers import (
     NO_PROBE,
     BasicState,

@@ -14,7 +14,7 @@ from typing import Any
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from adcs.flower import ClientData, TrainDefaults, make_client_app
+from adcs.flower import LocalData, TrainDefaults, make_client_app
 from adcs_flower_app.logs import show_adcs_logs
 from adcs_flower_app.task import DEFAULTS, load_client_data
 
@@ -23,7 +23,7 @@ def client_app(run: Mapping[str, Any] | None = None) -> ClientApp:
     """The ClientApp; ``run`` replaces the run config of Flower's context (for
     ``flwr.simulation.run_simulation``, whose runs have none)."""
 
-    def load(partition_id: int, context: Context) -> ClientData:
+    def load(partition_id: int, context: Context) -> LocalData:
         return load_client_data(context.run_config if run is None else run, context.node_config)
 
     adcs = make_client_app(

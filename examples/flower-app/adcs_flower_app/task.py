@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from adcs import defaults
-from adcs.flower import ClientData
+from adcs.flower import LocalData
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class NodeData:
         n = self.config["num-partitions"]
         return self.cache_dir / f"client-{self.partition_id}-of-{n}-{digest}.npz"
 
-    def load(self) -> ClientData:
+    def load(self) -> LocalData:
         """This node's share: from its cache file, made on the first call."""
         path = self.cache_file()
         if not path.is_file():
@@ -205,7 +205,7 @@ class NodeData:
         }
 
 
-def load_client_data(run: Mapping[str, Any], node: Mapping[str, Any]) -> ClientData:
+def load_client_data(run: Mapping[str, Any], node: Mapping[str, Any]) -> LocalData:
     """The share of the node configured by ``node`` in the run configured by ``run``."""
     return NodeData.of(run_config(run), node).load()
 
@@ -219,11 +219,11 @@ def _dataset(data_dir: str, download: bool) -> Any:
     return load_fashion_mnist(data_dir or None, download=download)
 
 
-def _client_data(arrays: Mapping[str, Any]) -> ClientData:
+def _client_data(arrays: Mapping[str, Any]) -> LocalData:
     from adcs.sim.data import to_unit_float
 
     # the simulator's pixel scaling, so both compute on identical float32 inputs
-    return ClientData(
+    return LocalData(
         x_train=to_unit_float(arrays["x_train"]),
         y_train=arrays["y_train"].astype(np.intp),
         x_test=to_unit_float(arrays["x_test"]),

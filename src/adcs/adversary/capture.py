@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from adcs.columns import AVG_ACC, P10_ACC, WORST_ACC, EvalView
 from adcs.sim.metrics import selection_counts
 
 __all__ = ["HonestAccuracy", "capture_ratio", "honest_accuracy", "selection_rates"]
@@ -87,9 +88,8 @@ def honest_accuracy(client_acc: ArrayLike, malicious: Sequence[int] = ()) -> Hon
     values = acc[honest]
     if values.size == 0:
         raise ValueError("every client is malicious: no honest accuracy to report")
-    return HonestAccuracy(
-        float(values.min()), float(np.percentile(values, 10)), float(values.mean())
-    )
+    view = EvalView(values)
+    return HonestAccuracy(*(float(c.evaluate(view)) for c in (WORST_ACC, P10_ACC, AVG_ACC)))
 
 
 def rates_of(selections: Mapping[str, ArrayLike], run_id: str, n_clients: int) -> FloatArray:

@@ -703,6 +703,10 @@ class Defended:
     def m(self) -> int:
         return int(self.scheduler.m)
 
+    def around(self, scheduler: Scheduler) -> Defended:
+        """The same defences around ``scheduler`` (`adcs.round.adapt.SchedulerWrapper`)."""
+        return replace(self, scheduler=scheduler)
+
     @property
     def observes_updates(self) -> bool:
         """The server remembers what it receives (``received``, ``corroborate``)."""

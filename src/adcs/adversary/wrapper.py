@@ -9,7 +9,7 @@ run's aggregation hook then sends.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,10 +53,18 @@ def remember(
     return replace(state, reported=reported, has_reported=has)
 
 
+_Wrapper = TypeVar("_Wrapper", bound="Wrapping")
+
+
 class Wrapping:
     """The Scheduler protocol's delegating half: ``m``, ``probe``, ``observe`` and ``init``."""
 
     scheduler: Scheduler
+
+    def around(self: _Wrapper, scheduler: Scheduler) -> _Wrapper:
+        """The same wrapper around ``scheduler`` (it declares itself an
+        `adcs.round.adapt.SchedulerWrapper`)."""
+        return replace(self, scheduler=scheduler)  # type: ignore[type-var]
 
     def _check(self, attack: object, kind: type, name: str) -> None:
         if not isinstance(self.scheduler, Scheduler):

@@ -21,7 +21,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
         "adcs.flower needs Flower: install the extra with `pip install 'adcs[flower]'`"
     ) from err
 
-from adcs.flower.client import ClientData, TrainDefaults, make_client_app, minibatch_indices
+from adcs.flower.client import LocalData, TrainDefaults, make_client_app, minibatch_indices
 from adcs.flower.fedavg import ScheduledFedAvg
 from adcs.flower.scheduled import Scheduled
 from adcs.flower.settings import Settings
@@ -34,8 +34,8 @@ from adcs.flower.strategy import (
 )
 
 __all__ = [
-    "ClientData",
     "EvaluationRecord",
+    "LocalData",
     "RejectedReply",
     "RoundRecord",
     "Scheduled",

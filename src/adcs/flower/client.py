@@ -71,8 +71,9 @@ LOSS_SOURCE = "loss-source"
 
 
 @dataclass(frozen=True, eq=False)
-class ClientData:
-    """One client's local data.
+class LocalData:
+    """One client's local data, as its ClientApp holds it (the simulator reads a whole
+    population through another interface, the [`ClientData`][adcs.sim.ClientData] protocol).
 
     Attributes
     ----------
@@ -203,13 +204,13 @@ def _reply(message: Message, metrics: dict[str, Any], arrays: ArrayRecord | None
     return Message(content, reply_to=message)
 
 
-_LoadData = Callable[[int, Context], ClientData]
-"""``load_data(partition_id, context) -> ClientData``, as given to
+_LoadData = Callable[[int, Context], LocalData]
+"""``load_data(partition_id, context) -> LocalData``, as given to
 [`make_client_app`][adcs.flower.make_client_app]."""
 
 
 def _batches(
-    data: ClientData, config: Mapping[str, Any], pid: int, hyper: TrainDefaults
+    data: LocalData, config: Mapping[str, Any], pid: int, hyper: TrainDefaults
 ) -> NDArray[np.intp]:
     """The request's minibatches ([`minibatch_indices`][adcs.flower.minibatch_indices]), shape
     (local_steps, batch_size)."""
@@ -225,7 +226,7 @@ def _batches(
 
 def _model_request(
     message: Message, context: Context, load_data: _LoadData
-) -> tuple[int, Mapping[str, Any], ClientData, str, NDArray[Any]]:
+) -> tuple[int, Mapping[str, Any], LocalData, str, NDArray[Any]]:
     """A request carrying the global model: partition id, config, client data, array key, w⁽ᵗ⁾."""
     pid = partition_id_of(context)
     config = _received(message, pid)
@@ -302,7 +303,7 @@ def _answer_evaluate(
 
 
 def make_client_app(
-    load_data: Callable[[int, Context], ClientData],
+    load_data: Callable[[int, Context], LocalData],
     model: Model | None = None,
     defaults: TrainDefaults | None = None,
 ) -> ClientApp:
@@ -311,7 +312,7 @@ def make_client_app(
     Parameters
     ----------
     load_data : callable
-        ``load_data(partition_id, context) -> ClientData`` (the context gives the run and node
+        ``load_data(partition_id, context) -> LocalData`` (the context gives the run and node
         config). Called on every message. Flower's Deployment Runtime starts a new ClientApp
         process for every message, so a cache in memory never hits there: cache on disk when
         loading is costly (the example app keeps each node's partition in a file).

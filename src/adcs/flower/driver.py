@@ -2,7 +2,7 @@
 
 `Driver` owns the run: Flower's ``start`` loop and its console output (the start block,
 ``[ROUND r/T]``, the aggregated metric records, the final results block, as Flower's
-``Strategy.start`` prints them), the wait for nodes, the round of `adcs.roundplay` (probe,
+``Strategy.start`` prints them), the wait for nodes, the round of `adcs.round.machine` (probe,
 gather, select, train, observe) with its sketch of long updates, the federated evaluation's
 record and result columns, centralised evaluation, and checkpoints with resume. An adapter —
 `adcs.flower.Scheduled`, which lets a wrapped Flower strategy build the messages and
@@ -44,9 +44,9 @@ from adcs.flower.round import (
     settle,
 )
 from adcs.flower.settings import Settings
-from adcs.roundgather import Gatherer, Played, play
-from adcs.roundplay import RoundRules
-from adcs.rounds import F64Array
+from adcs.round.contract import F64Array
+from adcs.round.machine import RoundRules
+from adcs.round.play import Gatherer, Played, play
 from adcs.schedulers.base import BoolArray, Scheduler
 from adcs.sketch import UpdateSketch
 from adcs.streams import scheduler_rng, stream_key
@@ -331,7 +331,7 @@ class Driver:
         """Nodes that did not answer a request at all (no reply, gone, the SuperLink's error)."""
 
     def _rule_extras(self) -> dict[str, Any]:
-        """The adapter's `adcs.roundplay.RoundRules` fields (weights, a robust rule)."""
+        """The adapter's `adcs.round.machine.RoundRules` fields (weights, a robust rule)."""
         return {}
 
     def _check_initial(self, arrays: ArrayRecord) -> Template:

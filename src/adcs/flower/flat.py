@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from adcs.flower.client import ACCURACY, LOSS, METRICS_KEY, NUM_EXAMPLES, PARTITION_ID
 from adcs.flower.round import EvaluationRecord, RejectedReply, finite_metric, one_metric_record
-from adcs.roundgather import Played, Trained
+from adcs.round.play import Played, Trained
 from adcs.schedulers.base import FloatArray
 
 __all__ = [

@@ -23,7 +23,7 @@ from flwr.app import Message
 
 from adcs.flower.client import NUM_EXAMPLES, NUM_PARTITIONS, PARTITION_ID
 from adcs.flower.link import Failure, Outcome, describe_error
-from adcs.rounds import F64Array
+from adcs.round.contract import F64Array
 from adcs.schedulers.base import BoolArray
 
 __all__ = ["NodeIndex", "NodeMap"]

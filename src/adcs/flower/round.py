@@ -1,7 +1,7 @@
 """What both Flower strategies share around the round: reply checks, exchanges, the records.
 
-The round itself is `adcs.roundplay`'s, the one the simulator plays: a strategy builds its
-`RoundRules` and hands `adcs.roundgather.play` a
+The round itself is `adcs.round.machine`'s, the one the simulator plays: a strategy builds its
+`RoundRules` and hands `adcs.round.play.play` a
 `Gatherer` that asks clients for a loss or an update over the Grid and
 checks their replies; the round decides whom to ask, what the scheduler sees, whom it selected,
 whose update is reused and the aggregation weights, and the strategy aggregates what came back
@@ -10,7 +10,7 @@ its own way (docs/design.md §1, §7).
 Replies are untrusted: whatever a gatherer could not use comes back as a string saying why
 (``"train: no reply within 30 s"``, ``"loss probe: malformed reply: ..."``). A client whose probe
 failed is not selectable this round; a selected client whose training failed is a dropout (its
-update is not aggregated, [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]
+update is not aggregated, [`adcs.round.contract.aggregation_weights`][adcs.round.contract.aggregation_weights]
 renormalises over the others).
 
 What Flower's runtime does not offer of the round: a simulated clock (round seconds, deadline,
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from flwr.app import Message, MetricRecord, RecordDict
 
-from adcs.columns import eval_values
+from adcs.columns import AVG_ACC, WORST_ACC, eval_values
 from adcs.flower.link import SUPERLINK_NODE_ID, Failure, Link, Outcome, describe_error
-from adcs.roundgather import Gatherer, Played, Trained
+from adcs.round.play import Gatherer, Played, Trained
 from adcs.schedulers.base import BoolArray, FloatArray, IntArray, ProbeKind
 
 __all__ = [
@@ -207,13 +207,13 @@ class EvaluationRecord:
 
     @property
     def worst_accuracy(self) -> float:
-        """Minimum over the clients that reported."""
-        return float(np.nanmin(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
+        """Minimum over the clients that reported (`adcs.columns.WORST_ACC`)."""
+        return float(WORST_ACC.over(self.accuracy))
 
     @property
     def average_accuracy(self) -> float:
-        """Mean over the clients that reported."""
-        return float(np.nanmean(self.accuracy)) if np.isfinite(self.accuracy).any() else math.nan
+        """Mean over the clients that reported (`adcs.columns.AVG_ACC`)."""
+        return float(AVG_ACC.over(self.accuracy))
 
     @property
     def columns(self) -> dict[str, float]:

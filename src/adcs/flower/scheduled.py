@@ -54,7 +54,7 @@ from adcs.flower.dropin import (
 from adcs.flower.link import Link
 from adcs.flower.settings import WRAPPED, take
 from adcs.flower.wrapped import Wrapped
-from adcs.roundgather import Played, Trained
+from adcs.round.play import Played, Trained
 from adcs.schedulers.base import IntArray, LossSource, Scheduler
 
 __all__ = ["Scheduled"]
@@ -168,7 +168,7 @@ class Scheduled(Driver):
 
 
 class _Exchanges:
-    """The `adcs.roundgather.Gatherer` of one round of `Scheduled`."""
+    """The `adcs.round.play.Gatherer` of one round of `Scheduled`."""
 
     def __init__(
         self,

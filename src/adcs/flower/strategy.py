@@ -1,8 +1,8 @@
 """A Flower strategy that runs any adcs scheduler: the simulator's round, over Flower's Grid.
 
 `SchedulerStrategy.start` owns the round loop and all messaging. Round t = server_round − 1
-is the simulator's round, the same `adcs.roundplay` object (docs/design.md §1, §7) played over
-the Grid (`adcs.roundgather.play`):
+is the simulator's round, the same `adcs.round.machine` object (docs/design.md §1, §7) played over
+the Grid (`adcs.round.play.play`):
 
 0. **availability** — the clients whose node is connected and responsive (`NodeMap`;
    new and unresponsive nodes are greeted with ``query.adcs_hello`` in the background, so a node
@@ -12,9 +12,9 @@ the Grid (`adcs.roundgather.play`):
 2. **gather** — ``query.adcs_loss`` (losses) or ``train`` (updates) to the probed clients;
    probes that fail make their client unselectable this round;
 3. **select** — ``scheduler.select``, held to the one contract of
-   `adcs.rounds.check_selection` (min(m, available) distinct available clients);
+   `adcs.round.contract.check_selection` (min(m, available) distinct available clients);
 4. **train and aggregate** — ``train`` to the selected clients not probed for their update; the
-   updates Δ_i of those that returned are combined with `adcs.rounds.aggregation_weights`:
+   updates Δ_i of those that returned are combined with `adcs.round.contract.aggregation_weights`:
    w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i, in float32 like the simulator — or by an aggregation rule
    (``aggregator``, `adcs.aggregation`);
 5. **observe** — schedulers that learn from updates see the returned selected clients' ones; the
@@ -78,8 +78,8 @@ from adcs.flower.round import (
     log_round,
 )
 from adcs.flower.settings import SIMULATOR_IDENTICAL, Settings, take
-from adcs.roundgather import Played, Trained
-from adcs.rounds import F64Array
+from adcs.round.contract import F64Array
+from adcs.round.play import Played, Trained
 from adcs.schedulers.base import IntArray, LossSource, Scheduler, check_scheduler
 
 __all__ = [
@@ -248,7 +248,7 @@ class SchedulerStrategy(Driver):
 
 @dataclass(frozen=True, eq=False)
 class _Exchanges:
-    """The `adcs.roundgather.Gatherer` of one round of `SchedulerStrategy`."""
+    """The `adcs.round.play.Gatherer` of one round of `SchedulerStrategy`."""
 
     owner: SchedulerStrategy
     link: Link

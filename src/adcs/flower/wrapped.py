@@ -24,7 +24,7 @@ from flwr.serverapp.strategy import FedAvg, Strategy
 from adcs._validate import check_number
 from adcs.flower.dropin import Template
 from adcs.flower.round import EvaluationRecord
-from adcs.roundgather import Played
+from adcs.round.play import Played
 
 __all__ = ["AGGREGATION_ERRORS", "Wrapped"]
 

@@ -261,6 +261,10 @@ class Private:
     def m(self) -> int:
         return int(self.scheduler.m)
 
+    def around(self, scheduler: Scheduler) -> Private:
+        """The same channel around ``scheduler`` (`adcs.round.adapt.SchedulerWrapper`)."""
+        return dataclasses.replace(self, scheduler=scheduler)
+
     @property
     def observes_updates(self) -> bool:
         return bool(self.scheduler.observes_updates)

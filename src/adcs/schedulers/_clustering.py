@@ -5,7 +5,7 @@ up to the clients' shares: Σ_r r_r(i) = k p_i (p_i the aggregation weight, Σ p
 drawn from each row and the aggregate is (1/k) Σ_r Δ_{X_r}; since each draw X_r has marginal r_r,
 E[(1/k) Σ_r Δ_{X_r}] = Σ_i p_i Δ_i, whatever the joint law of the draws (the paper's Prop. 1).
 
-Two departures from the paper, both forced by the selection contract of [`adcs.rounds`][adcs.rounds]
+Two departures from the paper, both forced by the selection contract of [`adcs.round.contract`][adcs.round.contract]
 (exactly k *distinct* clients per round) and neither touching unbiasedness:
 
 * **Distinct draws.** The paper draws the rows independently, so a client whose share was split

@@ -21,21 +21,18 @@ rounds without a probe can skip computing them — and they then do not call ``o
 observed).
 
 When fewer than ``m`` clients are available, ``select`` returns all of them (none when none is):
-exactly min(m, available) distinct available clients, the contract of [`adcs.rounds`][adcs.rounds].
+exactly min(m, available) distinct available clients, the contract of [`adcs.round.contract`][adcs.round.contract].
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
-
-from adcs.rounds import SelectionError, n_to_select
 
 FloatArray = NDArray[np.floating[Any]]
 IntArray = NDArray[np.intp]
@@ -351,29 +348,6 @@ def check_scheduler(scheduler: object, name: str = "scheduler") -> Scheduler:
     )
 
 
-def checked_probe(probe: object, n_clients: int, who: str, t: int) -> Probe:
-    """What a scheduler's ``probe`` returned, checked: a [`Probe`][adcs.schedulers.base.Probe] of
-    clients in [0, n_clients) (``who`` at round ``t`` names the run in the error).
-
-    Raises
-    ------
-    SelectionError
-        Naming the run, the round and what the scheduler returned.
-    """
-    if not isinstance(probe, Probe):
-        raise SelectionError(
-            f"{who} at round {t} must return a Probe from probe, got "
-            f"{type(probe).__name__}: {reprlib.repr(probe)}"
-        )
-    clients = probe.clients
-    if clients is not None and clients.size and int(clients.max()) >= n_clients:
-        raise SelectionError(
-            f"{who} at round {t}: its probe names client {int(clients.max())}, outside "
-            f"[0, {n_clients})"
-        )
-    return probe
-
-
 @runtime_checkable
 class UsesRoundTimes(Protocol):
     """Optional capability: a scheduler that uses each client's expected round duration.
@@ -415,6 +389,12 @@ def check_available(
     if stats is None:
         return available, n_to_select(m, available)
     return available, min(int(m), stats.n_available())
+
+
+def n_to_select(m: int, available: BoolArray) -> int:
+    """How many clients a round selects: min(m, number of available clients) (the selection
+    contract, `adcs.round.contract.check_selection`)."""
+    return min(int(m), int(np.count_nonzero(available)))
 
 
 def top_m(scores: FloatArray, m: int) -> IntArray:

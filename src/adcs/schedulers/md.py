@@ -4,7 +4,7 @@ MD draws m clients independently *with replacement*, client i with probability p
 and averages the m drawn updates, (1/m) Σ_j Δ_{X_j}: an unbiased estimate of Σ_i p_i Δ_i, each
 client counted with its multiplicity. The m draws often hold fewer than m distinct clients (at
 N = 30, m = 18 and equal sizes, 13.5 on average), but a round here trains exactly
-k = min(m, available) *distinct* clients (the selection contract of [`adcs.rounds`][adcs.rounds],
+k = min(m, available) *distinct* clients (the selection contract of [`adcs.round.contract`][adcs.round.contract],
 which every method meets so that they are compared at the same number of client updates). This form
 therefore **keeps drawing**, i.i.d. from the same p, until k distinct clients have been drawn — D
 draws in all, D ≥ k, the first m of them an ordinary MD sample — and weights client i by

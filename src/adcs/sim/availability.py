@@ -2,7 +2,7 @@
 
 A model's mask at round t is a pure function of (seed, t) — the same for every method of a seed —
 given by [`Availability.mask`][adcs.sim.Availability.mask]. Masks are inputs of the round;
-schedulers select min(m, available) of the available clients ([`adcs.rounds`][adcs.rounds]).
+schedulers select min(m, available) of the available clients ([`adcs.round.contract`][adcs.round.contract]).
 """
 
 from __future__ import annotations

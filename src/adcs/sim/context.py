@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from adcs.registry import PluginError, raised_in
-from adcs.roundplay import Available
+from adcs.round.machine import Available
 from adcs.schedulers.base import ClientStats
 from adcs.sim.availability import AlwaysAvailable, BernoulliAvailability, TraceAvailability
 from adcs.sim.data import ClientData

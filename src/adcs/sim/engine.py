@@ -7,10 +7,10 @@ Every run r advances through the same rounds t = 0, …, T − 1, in five steps:
    minibatch or full local losses, or local updates Δ_n = w_n^{(t,E)} − w⁽ᵗ⁾ with the loss at w⁽ᵗ⁾
    on their first minibatch — into `ClientStats`;
 3. **select** — ``selection, state_r = scheduler.select(...)``: min(m, available) distinct
-   available clients, checked by [`adcs.rounds.check_selection`][adcs.rounds.check_selection];
+   available clients, checked by [`adcs.round.contract.check_selection`][adcs.round.contract.check_selection];
 4. **train and aggregate** — each selected client returns its update unless it drops out; the
    updates of those that returned (probed ones reused) are aggregated with
-   [`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R}
+   [`adcs.round.contract.aggregation_weights`][adcs.round.contract.aggregation_weights]: w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R}
    c_i Δ_i — or, for a run with an aggregation hook (``RunSpec.aggregator``: a robust rule, a
    poison), by the hook from the returned clients' individual updates; with
    ``SimConfig.server_optimizer`` the aggregate becomes the step through the optimizer
@@ -36,7 +36,7 @@ or on the number of workers. A run alone therefore equals the same run simulated
 The loop is spread over small modules, in the order data flows (words as `adcs.sim.jobs`
 defines them): `spec` (what a call is given and returns), `context`
 (what every stream shares), `runstate` (one run's bookkeeping),
-`lockstep` (a stream's runs play their rounds, `adcs.roundplay.RunRound` —
+`lockstep` (a stream's runs play their rounds, `adcs.round.machine.RunRound` —
 the round written once for every runtime — in lockstep), `jobs` (which
 (run, client) jobs a round needs), `lot` (executing them in batched products),
 `evaluate`, `lanes` (the streams one worker advances),
@@ -54,6 +54,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adcs._validate import check_int, is_int
+from adcs.columns import AVG_ACC, P10_ACC, WORST_ACC
 from adcs.sim.checkpoint import (
     Checkpointing,
     SimCheckpoint,
@@ -65,13 +66,7 @@ from adcs.sim.context import _Context, _context
 from adcs.sim.data import ClientData, FederatedData  # noqa: F401  (FederatedData: re-exported)
 from adcs.sim.evaluate import _eval_subset  # noqa: F401  (re-exported)
 from adcs.sim.lanes import _deal_lanes, _Lane
-from adcs.sim.metrics import (
-    group_accuracy,
-    group_share,
-    percentile_accuracy,
-    tv_to_uniform,
-    worst_and_average,
-)
+from adcs.sim.metrics import group_accuracy, group_share, tv_to_uniform
 from adcs.sim.model import Model
 from adcs.sim.runstate import privacy_cost
 from adcs.sim.spec import Evaluation, RunResult, RunSpec, SimConfig
@@ -260,14 +255,13 @@ def _collect(
             for j, run in enumerate(stream.runs):
                 spec_index = member[row]
                 client_acc = lane.client_acc[row]
-                worst, avg = worst_and_average(client_acc)
                 eval_groups = groups[eval_clients]
                 share = group_share(run.selected, data.groups, data.n_groups)
                 results[spec_index] = RunResult(
                     spec=run.spec,
                     eval_rounds=eval_rounds,
-                    worst_acc=worst,
-                    avg_acc=avg,
+                    worst_acc=WORST_ACC.series(client_acc),
+                    avg_acc=AVG_ACC.series(client_acc),
                     test_loss=lane.test_loss[row].copy(),
                     client_acc=client_acc.copy(),
                     selected=run.selected,
@@ -284,7 +278,7 @@ def _collect(
                     round_time=run.round_s,
                     busy_time=run.busy_s,
                     non_finite=run.non_finite,
-                    p10_acc=percentile_accuracy(client_acc, 0.1),
+                    p10_acc=P10_ACC.series(client_acc),
                     group_acc=group_accuracy(client_acc, eval_groups, data.n_groups),
                     eval_clients=eval_clients,
                     **privacy_cost(run),

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adcs.roundplay import locate as _locate
+from adcs.round.clock import locate as _locate
 from adcs.schedulers.base import LossSource, Probe, ProbeKind, Selection
 from adcs.sim.spec import IntArray
 

@@ -18,7 +18,6 @@ from adcs.sim.checkpoint import _run_state, _set_run_state, _StreamKey, _StreamS
 from adcs.sim.context import _Context
 from adcs.sim.evaluate import _Evaluator
 from adcs.sim.lockstep import _Stream
-from adcs.sim.metrics import percentile_accuracy, worst_and_average
 from adcs.sim.runstate import _new_run
 from adcs.sim.spec import Evaluation, RunSpec, SimConfig
 from adcs.streams import stream_key
@@ -118,14 +117,11 @@ class _Lane:
         return self._events(index, at)
 
     def _events(self, index: int, at: int) -> list[Evaluation]:
-        acc = self.client_acc[:, index : index + 1]  # (runs, 1, clients): the results' shape
-        worst, avg = worst_and_average(acc)
-        p10 = percentile_accuracy(acc, 0.1)
         ids = [run.spec.run_id for stream in self.streams for run in stream.runs]
         return [
-            Evaluation(run_id, at, float(w[0]), float(a[0]), float(q[0]), float(loss))
-            for run_id, w, a, q, loss in zip(
-                ids, worst, avg, p10, self.test_loss[:, index], strict=True
+            Evaluation(run_id, at, acc.copy(), float(loss))
+            for run_id, acc, loss in zip(
+                ids, self.client_acc[:, index], self.test_loss[:, index], strict=True
             )
         ]
 

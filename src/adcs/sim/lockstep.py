@@ -10,16 +10,16 @@ model; every round observes, and each run keeps its record (`adcs.sim.runstate`)
 
 The *lean* path (`_Stream.lean`) is the same round for a stream none of whose runs shows
 its scheduler the delivered updates (every built-in scheduler but DivFL's stale form): step 5
-has nothing to show, so each run keeps its record from its round at once, without forming the
-updates observed or a `PlayedRound`. The numbers are those of the
-general path (``tests/sim/test_lean.py``).
+has nothing to show, so each run keeps its round's record (`RunRound.played`) at once, without
+forming the updates observed. Both paths keep the same record, a `PlayedRound`, and the numbers
+are those of the general path (``tests/sim/test_lean.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from adcs.roundplay import Available, RunRound
+from adcs.round.machine import Available, RunRound
 from adcs.sim.context import _Context
 from adcs.sim.jobs import _plan_early
 from adcs.sim.lot import _Lot
@@ -62,12 +62,12 @@ class _Stream:
             rnd.select(lot.gather(j, avail))
             rnd.trained()
             # 4. aggregate: the probed updates now, the others in the lot's products
-            observed.append(lot.aggregate(j, rnd.stats, rnd.delivered, rnd.delivered_coef))
+            observed.append(lot.aggregate(j, rnd.stats, rnd.aggregated, rnd.aggregated_coef))
         self.server_state = lot.step_models(self.server_state)
         # 5. observe, record
         if self.lean and LEAN:
             for rnd, run in zip(rounds, self.runs, strict=True):
-                run.record(rnd)
+                run.record(rnd.played())
             return
         for rnd, run, (updates, losses) in zip(rounds, self.runs, observed, strict=True):
             run.record(rnd.observe(updates, losses))

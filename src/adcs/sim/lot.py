@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from adcs.roundplay import Available, RunRound
+from adcs.round.machine import Available, RunRound
 from adcs.schedulers.base import ClientStats, LossSource, Probe, ProbeKind
 from adcs.sim.context import _SHARED_ROWS, _Context
 from adcs.sim.jobs import _EarlyJobs, _locate
@@ -138,7 +138,7 @@ class _Lot:
         updates (n, dim) and their first-minibatch losses at w⁽ᵗ⁾ when the run observes updates
         or has an aggregation rule (then what the rule received), else empty arrays. The
         weights and the count of updates computed are the round's
-        (`adcs.roundplay.RunRound`).
+        (`adcs.round.machine.RunRound`).
         """
         run = self.runs[j]
         self.stepped[j] = clients.size > 0

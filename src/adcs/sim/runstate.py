@@ -10,46 +10,22 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from adcs.registry import PluginError, raised_in
-from adcs.roundplay import RoundClock, RoundRules, scheduler_to_ask
-from adcs.rounds import SchedulerInitError
+from adcs.round.adapt import scheduler_to_ask
+from adcs.round.clock import RoundClock
+from adcs.round.contract import SchedulerInitError
+from adcs.round.machine import PlayedRound, RoundRules
 from adcs.schedulers.base import Scheduler
 from adcs.sim.context import _Context
 from adcs.sim.spec import BoolArray, F64Array, IntArray, RunSpec
 from adcs.streams import scheduler_rng, stream_key
 
 logger = logging.getLogger(__name__)
-
-
-class _Played(Protocol):
-    """What a run keeps of a round: a `PlayedRound`, or the
-    `RunRound` itself once it has selected and trained (the lean path)."""
-
-    @property
-    def round_idx(self) -> int: ...
-    @property
-    def state(self) -> Any: ...
-    @property
-    def selected(self) -> IntArray: ...
-    @property
-    def returned(self) -> BoolArray: ...
-    @property
-    def failed(self) -> int: ...
-    @property
-    def client_updates(self) -> int: ...
-    @property
-    def loss_evals(self) -> int: ...
-    @property
-    def non_finite(self) -> IntArray: ...
-    @property
-    def round_s(self) -> float | None: ...
-    @property
-    def busy_s(self) -> float | None: ...
 
 
 @dataclass
@@ -70,7 +46,7 @@ class _Run:
     non_finite: int = 0
     non_finite_clients: set[int] = field(default_factory=set)
 
-    def record(self, played: _Played) -> None:
+    def record(self, played: PlayedRound) -> None:
         """Keep round t's record: the state, selection, returns, dropouts, client work, clock."""
         t, clients = played.round_idx, played.selected
         self.state = played.state

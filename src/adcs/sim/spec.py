@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from adcs import defaults
 from adcs._validate import check_bool, check_choice, check_int, check_number
 from adcs.aggregation import Aggregator
+from adcs.columns import AVG_ACC, P10_ACC, WORST_ACC, EvalView, eval_values
 from adcs.optimizers import ServerOptimizer, check_server_optimizer
 from adcs.schedulers.base import Scheduler, check_scheduler
 from adcs.sim.availability import AlwaysAvailable, Availability, TraceAvailability
@@ -386,17 +387,44 @@ class RunResult:
     delta: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Evaluation:
     """One run's evaluation, as it happens ([`simulate`][adcs.sim.simulate]'s ``on_eval``).
 
-    The same numbers the run's [`RunResult`][adcs.sim.RunResult] holds at ``round`` (its
-    ``worst_acc``, ``avg_acc``, ``p10_acc`` and ``test_loss``), handed over while the run goes.
+    It carries the evaluated clients' accuracies, so that every per-evaluation column of
+    `adcs.columns.COLUMNS` a runtime can give is computed from it (`columns`), the same values
+    the run's [`RunResult`][adcs.sim.RunResult] and ``metrics.csv`` hold at ``round``.
+
+    Attributes
+    ----------
+    run_id : str
+    round : int
+        Rounds trained before the evaluation.
+    accuracy : ndarray of shape (n_eval_clients,)
+        Each evaluated client's test accuracy (``RunResult.client_acc`` at this evaluation).
+    test_loss : float
+        Mean cross-entropy over the union of the evaluated clients' test sets.
     """
 
     run_id: str
     round: int
-    worst_acc: float
-    avg_acc: float
-    p10_acc: float
+    accuracy: F64Array
     test_loss: float
+
+    @property
+    def columns(self) -> dict[str, float]:
+        """Every per-evaluation column computed from one evaluation (`adcs.columns.eval_values`):
+        ``worst_acc``, ``avg_acc``, ``test_loss``, ``p10_acc`` and any column declared since."""
+        return eval_values(self.accuracy, self.test_loss)
+
+    @property
+    def worst_acc(self) -> float:
+        return float(WORST_ACC.evaluate(EvalView(self.accuracy)))
+
+    @property
+    def avg_acc(self) -> float:
+        return float(AVG_ACC.evaluate(EvalView(self.accuracy)))
+
+    @property
+    def p10_acc(self) -> float:
+        return float(P10_ACC.evaluate(EvalView(self.accuracy)))

@@ -46,7 +46,7 @@ from scipy.special import ndtri
 
 from adcs._validate import check_number, check_string
 from adcs.registry import Registry
-from adcs.roundplay import probe_phase, training_phase
+from adcs.round.clock import probe_phase, training_phase
 from adcs.streams import Domain, counter_uniform, stream_key
 
 __all__ = [

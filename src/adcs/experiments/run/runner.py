@@ -118,7 +118,7 @@ from adcs.experiments.run.results import (
     write_json,
 )
 from adcs.experiments.run.workload import DataSource
-from adcs.rounds import SchedulerInitError
+from adcs.round.contract import SchedulerInitError
 from adcs.sim.engine import RunSpec, SimConfig
 from adcs.sim.spec import Evaluation
 

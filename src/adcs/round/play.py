@@ -1,6 +1,6 @@
 """One run's round over a `Gatherer`: the runtimes that fetch each client's work one round at a
 time (the Flower strategies over Flower's Grid, the tests' in-process loop) play the round of
-`adcs.roundplay.RunRound` through `play` (docs/design.md §1).
+`adcs.round.machine.RunRound` through `play` (docs/design.md §1).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from adcs.aggregation import F32Array
-from adcs.roundplay import Available, PlayedRound, RoundRules, RunRound
-from adcs.rounds import BoolArray, IntArray
+from adcs.round.contract import BoolArray, IntArray
+from adcs.round.machine import Available, PlayedRound, RoundRules, RunRound
 from adcs.schedulers.base import ClientStats, LossSource, ProbeKind
 
 __all__ = ["Gatherer", "Played", "Trained", "play"]
@@ -122,7 +122,7 @@ def play(
         held.update(more)
         failed.update(lost)
     coef = rnd.trained(lost)
-    delivered = rnd.delivered
+    delivered = rnd.aggregated
     updates = _rows([held[int(c)].features for c in delivered] if seen else [], feature_dim)
     losses = np.asarray([held[int(c)].loss for c in delivered], dtype=np.float64)
     step = None

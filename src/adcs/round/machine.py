@@ -12,21 +12,21 @@ fetches what the round names:
    `ClientStats`; the round counts the clients with non-finite
    statistics and shows the scheduler the updates sketched (``RoundRules.sketch``);
 3. **select** — ``scheduler.select``, held to the contract of
-   [`adcs.rounds.check_selection`][adcs.rounds.check_selection]; simulated dropouts
+   [`adcs.round.contract.check_selection`][adcs.round.contract.check_selection]; simulated dropouts
    (``RoundRules.dropout``) and, on a simulated clock (``RoundRules.clock``), the deadline and
    over-commitment decide who is aggregated. `RunRound.to_train` are then the selected clients whose
    update the runtime must still compute (returning, not probed);
 4. **train and aggregate** — `RunRound.trained` takes which of them failed (a live runtime's
    own dropouts) and gives the coefficients c of w⁽ᵗ⁺¹⁾ = w⁽ᵗ⁾ + η_s Σ_{i∈R} c_i Δ_i
-   ([`adcs.rounds.aggregation_weights`][adcs.rounds.aggregation_weights]); with an aggregation rule
+   ([`adcs.round.contract.aggregation_weights`][adcs.round.contract.aggregation_weights]); with an aggregation rule
    (``RoundRules.aggregator``: a robust rule, a poison) `RunRound.aggregate` turns the individual
    updates into the step;
 5. **observe** — `RunRound.observe` shows a scheduler that learns from updates the delivered
    ones and returns the round's `PlayedRound` (who was probed, selected and aggregated,
    the weights, dropouts, client computations, non-finite clients, simulated seconds).
 
-How the client work is executed is the runtime's: `adcs.roundgather.play` drives one round over
-any `adcs.roundgather.Gatherer` (losses and updates of some clients, or why there is none) — the Flower
+How the client work is executed is the runtime's: `adcs.round.play.play` drives one round over
+any `adcs.round.play.Gatherer` (losses and updates of some clients, or why there is none) — the Flower
 strategies (`adcs.flower.round`) over Flower's Grid, the tests' in-process runtime over a
 plain loop; the simulator (`adcs.sim.lockstep`) drives many runs' rounds in lockstep and
 computes their jobs in batched products (`adcs.sim.jobs`, `adcs.sim.lot`).
@@ -44,44 +44,32 @@ import functools
 import reprlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from adcs.aggregation import Aggregator, F32Array
 from adcs.registry import PluginError, raised_in
-from adcs.rounds import (
+from adcs.round.clock import RoundClock, locate
+from adcs.round.contract import (
     BoolArray,
     F64Array,
     IntArray,
     SelectionError,
     aggregation_weights,
     check_selection,
+    checked_probe,
 )
 from adcs.schedulers.base import (
     ClientStats,
-    LossSource,
     Probe,
     ProbeKind,
     Scheduler,
     Selection,
-    UsesRoundTimes,
     check_scheduler,
-    checked_probe,
 )
 
-__all__ = [
-    "Available",
-    "ClientSeconds",
-    "PlayedRound",
-    "RoundClock",
-    "RoundRules",
-    "RunRound",
-    "locate",
-    "probe_phase",
-    "scheduler_to_ask",
-    "training_phase",
-]
+__all__ = ["Available", "PlayedRound", "RoundRules", "RunRound"]
 
 _NOBODY: IntArray = np.empty(0, dtype=np.intp)
 _NOBODY.setflags(write=False)
@@ -99,14 +87,6 @@ def _all_back(k: int) -> BoolArray:
     return back
 
 
-def locate(pool: IntArray, clients: IntArray) -> tuple[BoolArray, IntArray]:
-    """Which ``clients`` are in the ascending array ``pool``, and their positions there."""
-    if pool.size == 0:
-        return np.zeros(clients.size, dtype=bool), np.zeros(clients.size, dtype=np.intp)
-    pos = np.minimum(np.searchsorted(pool, clients), pool.size - 1)
-    return np.asarray(pool[pos] == clients), pos
-
-
 @dataclass(frozen=True)
 class Available:
     """A round's availability: the mask (n_clients,), the available clients (ascending) and the
@@ -122,194 +102,6 @@ class Available:
         mask = np.asarray(mask, dtype=bool)
         clients = np.flatnonzero(mask)
         return Available(mask, clients, ClientStats.blind(mask, clients))
-
-
-# ---------------------------------------------------------------------- the clock
-
-
-class ClientSeconds(Protocol):
-    """Seconds each client needs per kind of work, arrays of shape (n_clients,)
-    (`adcs.sim.system.ClientTimes`)."""
-
-    @property
-    def update(self) -> F64Array: ...
-
-    @property
-    def loss(self) -> F64Array: ...
-
-    @property
-    def full_loss(self) -> F64Array: ...
-
-
-def probe_phase(seconds: F64Array) -> tuple[float, float]:
-    """Duration (the slowest probed client) and busy client-seconds (their sum) of a probe.
-
-    ``seconds`` (n_probed,) are the probed clients' durations; both are 0 without a probe.
-    """
-    if seconds.size == 0:
-        return 0.0, 0.0
-    return float(seconds.max()), float(seconds.sum())
-
-
-def training_phase(
-    response: F64Array, failed: BoolArray, target: int, deadline: float | None = None
-) -> tuple[BoolArray, float, float]:
-    """Who is aggregated, how long the training phase lasts, and the client-seconds it costs.
-
-    Parameters
-    ----------
-    response : ndarray of shape (k,)
-        When each selected client answers (seconds from the phase's start; 0 when its update
-        was already probed), in selection order.
-    failed : ndarray of bool, shape (k,)
-        Dropped out: it answers at its time without an update.
-    target : int
-        Updates wanted (k without over-commitment, m with): the phase closes once that many
-        are in.
-    deadline : float, optional
-        The phase closes at this time at the latest.
-
-    Returns
-    -------
-    kept : ndarray of bool, shape (k,)
-        The first ``target`` successful clients by response time (ties in selection order),
-        among those in time.
-    seconds : float
-        When the phase closes: at the ``target``-th success, else at the last answer, and never
-        after the deadline (0 with nobody selected).
-    busy : float
-        Σ_i min(response_i, seconds): every client works until it answers or the phase closes.
-    """
-    k = response.shape[0]
-    kept = np.zeros(k, dtype=bool)
-    if k == 0:
-        return kept, 0.0, 0.0
-    in_time = response <= deadline if deadline is not None else np.ones(k, dtype=bool)
-    good = np.flatnonzero(~failed & in_time)
-    good = good[np.argsort(response[good], kind="stable")]
-    if 0 < target <= good.size:
-        seconds = float(response[good[target - 1]])
-        kept[good[:target]] = True
-    else:
-        seconds = float(response.max())
-        kept[good] = True
-    if deadline is not None:
-        seconds = min(seconds, float(deadline))
-    busy = float(np.minimum(response, seconds).sum())
-    return kept, seconds, busy
-
-
-@dataclass(frozen=True, eq=False)
-class RoundClock:
-    """A simulated clock: the clients' durations and the training phase's deadline.
-
-    Only a simulator has one (`adcs.sim.system`); a live runtime's round takes wall time.
-    """
-
-    seconds: ClientSeconds
-    deadline: float | None = None
-
-    def time(
-        self,
-        probe: Probe,
-        probed: IntArray,
-        stats: ClientStats,
-        clients: IntArray,
-        ok: BoolArray,
-        target: int,
-    ) -> tuple[BoolArray, int, float, float]:
-        """Time a round: who is aggregated, how many failed, its seconds and client-seconds.
-
-        The probe phase waits for the slowest probed client; in the training phase a client
-        whose update the probe already holds answers at once; the phase keeps the first
-        ``target`` successes in time (`training_phase`).
-        """
-        times = self.seconds
-        if probe.kind is ProbeKind.UPDATES:
-            probe_s = times.update[probed]
-        elif probe.kind is ProbeKind.LOSSES:
-            full = probe.loss_source is LossSource.FULL
-            probe_s = (times.full_loss if full else times.loss)[probed]
-        else:
-            probe_s = times.update[_NOBODY]
-        wait, probe_busy = probe_phase(probe_s)
-        response = times.update[clients]
-        if stats.updates is not None:
-            response = np.where(locate(stats.clients, clients)[0], 0.0, response)
-        deadline = self.deadline
-        kept, seconds, busy = training_phase(response, ~ok, target, deadline)
-        late = response > deadline if deadline is not None else np.zeros(clients.size, bool)
-        return kept, int(np.count_nonzero(~ok | late)), wait + seconds, probe_busy + busy
-
-
-def scheduler_to_ask(
-    scheduler: Scheduler, who: str, clock: RoundClock | None = None, invited: int | None = None
-) -> Scheduler:
-    """The scheduler a run's rounds ask: on a clock, told the clients' round durations and asked
-    for ``invited`` = ⌈(1 + o)·m⌉ clients (over-commitment; the round keeps the first m).
-
-    Raises
-    ------
-    ValueError
-        Over-commitment with a scheduler that is not a dataclass with a field m, or a scheduler
-        that needs round durations without a clock (``who`` names the run).
-
-    A wrapper around a scheduler (an attack, the defences: a dataclass with a field
-    ``scheduler`` and none ``m``) is rebuilt around the scheduler it wraps, told or resized.
-    """
-    if clock is None:
-        inner = _innermost(scheduler)
-        if isinstance(inner, UsesRoundTimes) and inner.needs_round_times:
-            raise ValueError(
-                f"run {who}: its scheduler needs the clients' round durations; "
-                "give SimConfig a system profile (system=SystemConfig(...))"
-            )
-        return scheduler
-    seconds = clock.seconds.update
-    scheduler = _through_wrappers(
-        scheduler, lambda s: s.with_round_times(seconds) if isinstance(s, UsesRoundTimes) else s
-    )
-    if invited is None or invited == scheduler.m:
-        return scheduler
-
-    def invite(inner: Scheduler) -> Scheduler:
-        if not _has_field(inner, "m"):
-            raise ValueError(
-                f"run {who}: over-commitment asks the scheduler for {invited} clients, which "
-                f"needs a dataclass scheduler with a field m; {type(inner).__name__} is not"
-            )
-        out: Scheduler = dataclasses.replace(inner, m=invited)  # type: ignore[type-var]
-        return out
-
-    return _through_wrappers(scheduler, invite)
-
-
-def _has_field(obj: object, name: str) -> bool:
-    return dataclasses.is_dataclass(obj) and name in {f.name for f in dataclasses.fields(obj)}
-
-
-def _is_wrapper(scheduler: object) -> bool:
-    """A dataclass around another scheduler (an attack, the defences): field ``scheduler``."""
-    return _has_field(scheduler, "scheduler") and not _has_field(scheduler, "m")
-
-
-def _innermost(scheduler: Scheduler) -> Scheduler:
-    while _is_wrapper(scheduler):
-        scheduler = scheduler.scheduler  # type: ignore[attr-defined]
-    return scheduler
-
-
-def _through_wrappers(scheduler: Scheduler, change: Callable[[Scheduler], Scheduler]) -> Scheduler:
-    """``scheduler`` with ``change`` applied to the scheduler its wrappers wrap (the wrappers
-    rebuilt around it; unchanged objects kept)."""
-    if not _is_wrapper(scheduler):
-        return change(scheduler)
-    inner = scheduler.scheduler  # type: ignore[attr-defined]
-    changed = _through_wrappers(inner, change)
-    if changed is inner:
-        return scheduler
-    out: Scheduler = dataclasses.replace(scheduler, scheduler=changed)  # type: ignore[type-var]
-    return out
 
 
 # ---------------------------------------------------------------------- the round
@@ -369,8 +161,32 @@ class RoundRules:
         return self.base_weights() if callable(self.base_weights) else self.base_weights
 
 
+class _Aggregated:
+    """Who of a round's selected clients was aggregated, with their coefficients (a played
+    round's record, and the round itself once it has selected and trained)."""
+
+    selected: IntArray
+    returned: BoolArray
+    coef: F64Array
+
+    @property
+    def aggregated(self) -> IntArray:
+        """Selected clients whose update entered the aggregate, in selection order."""
+        return self._of_returned(self.selected)
+
+    @property
+    def aggregated_coef(self) -> F64Array:
+        """The coefficients c of `aggregated`, (n,)."""
+        return self._of_returned(self.coef)
+
+    def _of_returned(self, values: Any) -> Any:
+        """``values[returned]`` (shape (k,) → (n,)); ``values`` itself when every selected
+        client returned (no dropout and no clock: nothing to copy)."""
+        return values if self.returned is _all_back(self.selected.size) else values[self.returned]
+
+
 @dataclass(frozen=True, eq=False)
-class PlayedRound:
+class PlayedRound(_Aggregated):
     """The record of one run's round (client indices throughout).
 
     Attributes
@@ -418,16 +234,6 @@ class PlayedRound:
     busy_s: float | None
     state: Any
 
-    @property
-    def aggregated(self) -> IntArray:
-        """Selected clients whose update entered the aggregate, in selection order."""
-        return self.selected[self.returned]
-
-    @property
-    def aggregated_coef(self) -> F64Array:
-        """The coefficients c of `aggregated`, (n,)."""
-        return self.coef[self.returned]
-
 
 def _selected(
     rules: RoundRules, state: Any, t: int, stats: ClientStats, rng: np.random.Generator
@@ -460,7 +266,7 @@ def _selected(
     )
 
 
-class RunRound:
+class RunRound(_Aggregated):
     """One run's round t as a state machine (module docstring: create, select, trained, observe).
 
     Parameters
@@ -568,20 +374,6 @@ class RunRound:
         return going[~locate(self.held, going)[0]]
 
     @property
-    def delivered(self) -> IntArray:
-        """Selected clients whose update is aggregated, in selection order."""
-        if self.returned is _all_back(self.selected.size):
-            return self.selected
-        return self.selected[self.returned]
-
-    @property
-    def delivered_coef(self) -> F64Array:
-        """The coefficients c of `delivered`, (n,), once `trained` gave them."""
-        if self.returned is _all_back(self.selected.size):
-            return self.coef
-        return self.coef[self.returned]
-
-    @property
     def loss_evals(self) -> int:
         """Losses a loss probe returned."""
         return self.stats.n_probed if self.probe.kind is ProbeKind.LOSSES else 0
@@ -590,7 +382,7 @@ class RunRound:
     def client_updates(self) -> int:
         """Local updates the round computed: the probe's, and those of delivered clients whose
         update the probe did not hold."""
-        held, delivered = self.held, self.delivered
+        held, delivered = self.held, self.aggregated
         if held.size == self.stats.n_clients:  # the probe held every client's update
             return held.size
         fresh = delivered.size
@@ -625,11 +417,16 @@ class RunRound:
         return aggregator.aggregate(self.state, self.t, clients, updates, coef, self.stats)
 
     def observe(self, updates: F32Array, losses: F64Array) -> PlayedRound:
-        """Step 5: show the delivered updates (n, dim) and losses (n,); the round's record."""
-        rules, delivered = self.rules, self.delivered
+        """Step 5: show the aggregated updates (n, dim) and losses (n,); the round's record."""
+        rules = self.rules
         if self.observes:
             seen = updates if rules.sketch is None else rules.sketch(updates)
-            self.state = rules.scheduler.observe(self.state, self.t, delivered, seen, losses)
+            self.state = rules.scheduler.observe(self.state, self.t, self.aggregated, seen, losses)
+        return self.played()
+
+    def played(self) -> PlayedRound:
+        """The round's record, once it has selected and trained (and observed, for a scheduler
+        that observes): the one shape every runtime and path keeps of a round."""
         assert self.selection is not None
         return PlayedRound(
             round_idx=self.t,

@@ -19,8 +19,12 @@ clients R that returned their update, with
 
 from __future__ import annotations
 
+import reprlib
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from adcs.schedulers.base import Probe, n_to_select
 
 __all__ = [
     "SchedulerInitError",
@@ -28,7 +32,7 @@ __all__ = [
     "aggregation_weights",
     "check_selection",
     "check_weights",
-    "n_to_select",
+    "checked_probe",
 ]
 
 IntArray = NDArray[np.intp]
@@ -43,11 +47,6 @@ class SelectionError(RuntimeError):
 class SchedulerInitError(ValueError):
     """A scheduler refused a run's clients at ``init`` (e.g. more candidates than clients): the
     configuration does not fit the data."""
-
-
-def n_to_select(m: int, available: BoolArray) -> int:
-    """How many clients a round selects: min(m, number of available clients)."""
-    return min(int(m), int(np.count_nonzero(available)))
 
 
 def check_selection(
@@ -172,3 +171,26 @@ def aggregation_weights(
     else:  # every returned client has p = 0 (e.g. no data): average them uniformly
         coef[returned] = 1.0 / int(returned.sum())
     return coef
+
+
+def checked_probe(probe: object, n_clients: int, who: str, t: int) -> Probe:
+    """What a scheduler's ``probe`` returned, checked: a [`Probe`][adcs.schedulers.base.Probe] of
+    clients in [0, n_clients) (``who`` at round ``t`` names the run in the error).
+
+    Raises
+    ------
+    SelectionError
+        Naming the run, the round and what the scheduler returned.
+    """
+    if not isinstance(probe, Probe):
+        raise SelectionError(
+            f"{who} at round {t} must return a Probe from probe, got "
+            f"{type(probe).__name__}: {reprlib.repr(probe)}"
+        )
+    clients = probe.clients
+    if clients is not None and clients.size and int(clients.max()) >= n_clients:
+        raise SelectionError(
+            f"{who} at round {t}: its probe names client {int(clients.max())}, outside "
+            f"[0, {n_clients})"
+        )
+    return probe
