@@ -11,6 +11,7 @@ The table's keys are the arguments of `adcs.privacy.PrivateProbes`::
     # planned_probes = 400   # probe releases per client (an update probe's reply is two)
     # planned_updates = 40   # training updates per client
     # probe_share = 0.5      # the probes' share of the budget
+    # by_method = {powerofchoice = {planned_probes = 4000}, ocs = {updates_as = "norm"}}
     loss_range = [0.0, 5.0]  # a probed loss is clipped to it
     updates_as = "direction" # or "norm": what an update probe releases
     sketch_dim = 64          # k of the direction's seeded sketch (at most the model's dim)
@@ -49,6 +50,11 @@ def parse_privacy(raw: Any) -> PrivateProbes:
     _no_unknown("sim.privacy", table, PRIVACY_KEYS)
     if isinstance(table.get("loss_range"), list):
         table["loss_range"] = tuple(table["loss_range"])
+    for own in (
+        table.get("by_method", {}).values() if isinstance(table.get("by_method"), dict) else ()
+    ):
+        if isinstance(own, dict) and isinstance(own.get("loss_range"), list):
+            own["loss_range"] = tuple(own["loss_range"])
     try:
         return PrivateProbes(**table)
     except ValueError as exc:
@@ -59,6 +65,11 @@ def privacy_to_dict(probes: PrivateProbes) -> dict[str, Any]:
     """The table written back (its set keys; TOML has no null)."""
     doc = dataclasses.asdict(probes)
     doc["loss_range"] = list(probes.loss_range)
+    if probes.by_method is not None:
+        doc["by_method"] = {
+            name: {k: list(v) if isinstance(v, tuple) else v for k, v in own}
+            for name, own in probes.by_method
+        }
     return {k: v for k, v in doc.items() if v is not None}
 
 
@@ -83,6 +94,7 @@ def private_spec(spec: RunSpec, probes: PrivateProbes | None, n_clients: int | N
             "sim.privacy.delta: give delta; the default 1/N^1.1 needs a configuration that fixes N"
         )
     try:
+        probes = probes.for_method(str(spec.meta.get("method", "")))
         scheduler, aggregator = private_run(spec.scheduler, probes, spec.seed, n_clients or 1)
         scheduler.noise  # noqa: B018  (calibrated now: a refusal before any round)
     except ValueError as exc:
