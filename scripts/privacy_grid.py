@@ -18,11 +18,13 @@ Usage (from the repository root)::
     python scripts/privacy_grid.py configs            # write experiments/privacy/grid/*.toml
     python scripts/privacy_grid.py jobs               # list the runs in order, done or not
     python scripts/privacy_grid.py run                # run what is not done (resumes a partial one)
+    python scripts/privacy_grid.py scrub DATA_DIR     # drop this machine's paths from the results
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -177,13 +179,44 @@ def run(job: Job, data: str | None) -> None:
     cmd += ["--workers", "1"] + (["--data", data] if data else [])
     if job.epsilon is not None:
         cmd += ["--set", f"sim.privacy.epsilon={job.epsilon}"]
-    resume = (job.out / "manifest.json").is_file() or any(job.out.glob("*"))
+    resume = (job.out.parent / f".{job.out.name}.partial").exists()  # an interrupted run
     started = time.time()
     result = subprocess.run([*cmd, "--resume"] if resume else cmd, check=False)
     if result.returncode != 0 and resume:
         result = subprocess.run([*cmd, "--force"], check=False)
     status = "ok" if result.returncode == 0 else f"failed ({result.returncode})"
     print(f"{job.out}: {status} in {time.time() - started:.0f} s", flush=True)
+
+
+def _scrubbed(value: object, data: str) -> object:
+    """``value`` (a manifest's JSON) without the data folder's path and the interpreter's path."""
+    if isinstance(value, dict):
+        out = {k: _scrubbed(v, data) for k, v in value.items() if not (k == "path" and v == data)}
+        if isinstance(out.get("command"), str):
+            out["command"] = out["command"].replace(f" --data {data}", "")
+        return out
+    if isinstance(value, list):
+        items = [v for i, v in enumerate(value) if v != data and not (
+            v == "--data" and i + 1 < len(value) and value[i + 1] == data)]  # fmt: skip
+        return [
+            "adcs" if isinstance(v, str) and v.endswith("/adcs/__main__.py") else _scrubbed(v, data)
+            for v in items
+        ]
+    if isinstance(value, str):
+        return value.replace(f" ({data})", "")
+    return value
+
+
+def scrub(data: str) -> None:
+    """Drop the data folder's path and the interpreter's path from the grid's manifests and
+    reports (what a committed file must not name)."""
+    for manifest in sorted(RESULTS.rglob("manifest.json")):
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+        manifest.write_text(json.dumps(_scrubbed(doc, data), indent=2) + "\n", encoding="utf-8")
+        report = manifest.parent / "report.md"
+        if report.is_file():
+            text = report.read_text(encoding="utf-8").replace(f" ({data})", "")
+            report.write_text(text, encoding="utf-8")
 
 
 def main() -> None:
@@ -193,10 +226,14 @@ def main() -> None:
     sub.add_parser("jobs")
     runner = sub.add_parser("run")
     runner.add_argument("--data", help="the data's folder (default: $ADCS_DATA_DIR)")
+    scrubber = sub.add_parser("scrub")
+    scrubber.add_argument("data")
     args = parser.parse_args()
     if args.command == "configs":
         for path in write_configs():
             print(path)
+    elif args.command == "scrub":
+        scrub(args.data)
     elif args.command == "jobs":
         for job in jobs():
             print(f"{'done' if done(job) else 'todo'} {job.out}")

@@ -178,3 +178,16 @@ def test_bad_by_method_settings_are_refused_naming_them(by_method, message):
     doc = doc_with({"epsilon": 2.0, "private_updates": False, "by_method": by_method})
     with pytest.raises(ConfigError, match=message):
         expand_runs(config_from_dict(doc))
+
+
+def test_a_methods_own_sketch_longer_than_the_model_is_refused_before_any_round(
+    tmp_path: Path, synthetic
+):
+    by_method = {**BY_METHOD["by_method"], "powerofchoice": {"planned_probes": 12}}
+    by_method["ocs"] = {"planned_probes": 24, "sketch_dim": 10_000}
+    config = config_from_dict(doc_with({**BY_METHOD, "by_method": by_method}))
+    with pytest.raises(
+        ConfigError,
+        match=r"sim\.privacy\.by_method\.ocs\.sketch_dim 10000 is larger than the model",
+    ):
+        run_experiment(config, tmp_path / "out", dataset=synthetic)

@@ -107,13 +107,21 @@ def check_privacy_dim(probes: PrivateProbes | None, dim: int, sketch_dim: int | 
     of the updates the schedulers are shown), with a ``ConfigError`` naming the key."""
     if probes is None:
         return
+    for name, own in probes.by_method or ():  # each method's own sketch, if it sets one
+        if any(key in ("sketch_dim", "updates_as") for key, _ in own):
+            mine = dataclasses.replace(probes, **dict(own), by_method=None)
+            _check_dim(mine, dim, sketch_dim, f"sim.privacy.by_method.{name}")
+    _check_dim(probes, dim, sketch_dim, "sim.privacy")
+
+
+def _check_dim(probes: PrivateProbes, dim: int, sketch_dim: int | None, key: str) -> None:
     if sketch_dim is not None and sketch_dim < dim and probes.updates_as == "direction":
         if probes.sketch_dim > sketch_dim:
             raise ConfigError(
-                f"sim.privacy.sketch_dim {probes.sketch_dim} is larger than sim.sketch_dim "
+                f"{key}.sketch_dim {probes.sketch_dim} is larger than sim.sketch_dim "
                 f"{sketch_dim}, the length of the updates the schedulers are shown"
             )
     try:
         probes.check_dim(dim)
     except ValueError as exc:
-        raise ConfigError(f"sim.privacy.{exc}") from None
+        raise ConfigError(f"{key}.{exc}") from None
