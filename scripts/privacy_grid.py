@@ -41,6 +41,11 @@ METHODS = ("powerofchoice", "ocs", "divfl", "adcs", "adcs2")
 PRIVATE_FORMS = {"averaged_loss": "adcs.privacy.forms:AveragedLoss"}
 """Private forms (docs/concepts/privacy.md): a short name (its folder) and the scheduler; each is
 run at every ε like the methods, and without privacy in a folder of its own."""
+SAMPLED = "averaged_loss_sampled"
+"""The private form AveragedLoss with ``sample = true`` (Thompson sampling), added once the
+grid's ε = 4 showed the plain form starving a group: its own single-method configs and folders
+(``WORKLOAD/inf-averaged_loss_sampled``, ``WORKLOAD/epsE-averaged_loss_sampled``), cheap to run
+(it trains the selected clients only)."""
 LOSS_WINDOW = 0.2
 """The private forms' loss window h (``sim.privacy.loss_window``): Δ = 0.4, not 3."""
 SOURCE = Path("experiments/leaderboard")
@@ -119,6 +124,21 @@ def write_configs() -> list[Path]:
             path = CONFIGS / f"{name}-{form}-inf.toml"
             path.write_text(head.format(name) + body + f'\n\n[[methods]]\nname = "{scheduler}"\n')
             paths.append(path)
+        sampled = f'\n\n[[methods]]\nname = "{PRIVATE_FORMS["averaged_loss"]}"\nsample = true\n'
+        path = CONFIGS / f"{name}-{SAMPLED}-inf.toml"
+        path.write_text(head.format(name) + body + sampled)
+        paths.append(path)
+        own = [
+            "[sim.privacy]",
+            "epsilon = 4.0",
+            "private_updates = false",
+            f"planned_probes = {planned_probes('averaged_loss', w)}",
+            f"loss_range = [{LOSS_RANGE[0]}, {LOSS_RANGE[1]}]",
+            f"loss_window = {LOSS_WINDOW}",
+        ]
+        path = CONFIGS / f"{name}-{SAMPLED}.toml"
+        path.write_text(head.format(name) + body + "\n\n" + "\n".join(own) + sampled)
+        paths.append(path)
         privacy = [
             "[sim.privacy]",
             "epsilon = 4.0",
@@ -156,7 +176,7 @@ class Job:
 
 def jobs() -> list[Job]:
     """Every run in order: ε = ∞ on every workload first, then each ε on every workload (4
-    first: the goal's ε)."""
+    first: the goal's ε), the sampled private form after the others."""
     out = []
     for name in WORKLOADS:
         out.append(Job(CONFIGS / f"{name}-inf.toml", RESULTS / name / "inf", None))
@@ -164,9 +184,15 @@ def jobs() -> list[Job]:
         for form in PRIVATE_FORMS:
             folder = RESULTS / name / f"inf-{form}"
             out.append(Job(CONFIGS / f"{name}-{form}-inf.toml", folder, None))
+    for name in WORKLOADS:
+        folder = RESULTS / name / f"inf-{SAMPLED}"
+        out.append(Job(CONFIGS / f"{name}-{SAMPLED}-inf.toml", folder, None))
     for eps in EPSILONS:
         for name in WORKLOADS:
             out.append(Job(CONFIGS / f"{name}.toml", RESULTS / name / f"eps{eps:g}", eps))
+        for name in WORKLOADS:
+            folder = RESULTS / name / f"eps{eps:g}-{SAMPLED}"
+            out.append(Job(CONFIGS / f"{name}-{SAMPLED}.toml", folder, eps))
     return out
 
 

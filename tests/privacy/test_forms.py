@@ -130,3 +130,28 @@ def test_a_windowed_private_form_resumes_byte_identically():
     assert np.array_equal(plain[0].selected, resumed[0].selected)
     assert np.array_equal(plain[0].final_params, resumed[0].final_params)
     assert float(plain[0].client_epsilon.max()) <= 4.0
+
+
+def test_sampling_draws_each_mean_within_its_standard_error():
+    form, rng = AveragedLoss(m=1, sample=True), np.random.default_rng(0)
+    state = form.init(2)
+    # client 0: replies 1 and 3 (mean 2, spread 1, standard error 1/√2); client 1: 2.5 twice
+    for t, losses in enumerate(([1.0, 2.5], [3.0, 2.5])):
+        _, state = form.select(state, t, replies(losses), rng)
+    assert state.squares.tolist() == [10.0, 12.5]
+    none = ClientStats(np.ones(2, bool), np.empty(0, np.intp))
+    picks = [form.select(state, 2 + t, none, rng)[0].clients[0] for t in range(2000)]
+    share = np.mean(np.asarray(picks) == 0)
+    # P(2 + N(0, 1/2) > 2.5) = P(Z > 0.707) = 0.2398; 2000 draws: standard error 0.0095
+    assert abs(share - 0.2398) < 4 * 0.0096
+    plain = AveragedLoss(m=1)  # the mean alone: client 1 every time
+    assert plain.select(state, 2, none, rng)[0].clients.tolist() == [1]
+
+
+def test_sampling_with_identical_replies_is_the_means_ranking():
+    form, rng = AveragedLoss(m=2, sample=True), np.random.default_rng(0)
+    state = form.init(4)
+    for t in range(3):
+        _, state = form.select(state, t, replies([0.5, 2.0, 1.0, 3.0]), rng)
+    none = ClientStats(np.ones(4, bool), np.empty(0, np.intp))
+    assert form.select(state, 3, none, rng)[0].clients.tolist() == [3, 1]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from adcs._validate import check_int, check_number
+from adcs._validate import check_bool, check_int, check_number
 from adcs.schedulers._common import BasicState, SchedulerBase, fill_from
 from adcs.schedulers.base import (
     NO_PROBE,
@@ -43,10 +43,13 @@ class AveragedLossState(BasicState):
         Each client's (discounted) sum of the losses it replied.
     weight : ndarray of shape (n_clients,), float64
         The (discounted) number of its replies; 0: never probed.
+    squares : ndarray of shape (n_clients,), float64
+        The (discounted) sum of the squares of its replies.
     """
 
     total: FloatArray | None = None
     weight: FloatArray | None = None
+    squares: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -69,23 +72,33 @@ class AveragedLoss(SchedulerBase[AveragedLossState]):
     halflife : float or None
         In rounds: a reply's weight halves every ``halflife`` rounds. None (default): the plain
         mean over the run, which averages the most noise.
+    sample : bool
+        Rank by a draw from each client's mean ± its standard error (the spread of its replies
+        over √(their number)), drawn afresh each round (Thompson sampling), not by the mean
+        itself. Behind the private channel the error of a client's mean persists round after
+        round; ranked by the mean, a client whose noise happens to sit low is never chosen —
+        a whole group, sometimes, whose accuracy then falls to nothing. A draw of that error
+        gives it its chance in proportion to how uncertain its mean still is; without privacy
+        the error is the losses' own small spread, and the ranking is the mean's.
     """
 
     probe_every: int = 1
     halflife: float | None = None
+    sample: bool = False
 
     named_params = ("probe_every",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_int("probe_every", self.probe_every)
+        check_bool("sample", self.sample)
         if self.halflife is not None:
             check_number("halflife", self.halflife, 0.0, low_open=True)
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> AveragedLossState:
         sizes = self._check_init(n_clients, data_sizes)
         zeros = np.zeros(n_clients, dtype=np.float64)
-        return AveragedLossState(n_clients, sizes, zeros, zeros.copy())
+        return AveragedLossState(n_clients, sizes, zeros, zeros.copy(), zeros.copy())
 
     def probe(
         self,
@@ -102,21 +115,25 @@ class AveragedLoss(SchedulerBase[AveragedLossState]):
         self, state: AveragedLossState, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, AveragedLossState]:
         available, k = check_available(stats.available, state.n_clients, self.m)
-        assert state.total is not None and state.weight is not None
-        total, weight = state.total, state.weight
+        assert state.total is not None and state.weight is not None and state.squares is not None
+        total, weight, squares = state.total, state.weight, state.squares
         if stats.losses is not None and stats.n_probed:
-            if self.halflife is not None:
-                decay = 0.5 ** (self.probe_every / self.halflife)
-                total, weight = total * decay, weight * decay
-            else:
-                total, weight = total.copy(), weight.copy()
+            decay = 1.0 if self.halflife is None else 0.5 ** (self.probe_every / self.halflife)
+            total, weight, squares = total * decay, weight * decay, squares * decay
             usable = stats.usable()
             clients = stats.clients[usable]
-            total[clients] += np.asarray(stats.losses, dtype=np.float64)[usable]
+            replies = np.asarray(stats.losses, dtype=np.float64)[usable]
+            total[clients] += replies
             weight[clients] += 1.0
-            state = replace(state, total=total, weight=weight)
+            squares[clients] += replies * replies
+            state = replace(state, total=total, weight=weight, squares=squares)
         pool = np.flatnonzero(available)
+        seen = weight[pool] > 0.0
         with np.errstate(divide="ignore", invalid="ignore"):
-            score = np.where(weight[pool] > 0.0, total[pool] / weight[pool], np.inf)
-        ranked = pool[top_m(score, k)]
+            mean = np.where(seen, total[pool] / weight[pool], np.inf)
+            if self.sample:
+                spread = np.maximum(squares[pool] / weight[pool] - mean * mean, 0.0)
+                error = np.where(seen, np.sqrt(spread / weight[pool]), 0.0)
+                mean = np.where(seen, mean + error * rng.standard_normal(pool.size), np.inf)
+        ranked = pool[top_m(mean, k)]
         return Selection(fill_from(ranked, available, k, rng)), state
