@@ -236,7 +236,7 @@ def _scrubbed(value: object, data: str) -> object:
 def scrub(data: str) -> None:
     """Drop the data folder's path and the interpreter's path from the grid's manifests and
     reports (what a committed file must not name)."""
-    for manifest in sorted(RESULTS.rglob("manifest.json")):
+    for manifest in sorted(RESULTS.glob("*/*/manifest.json")):  # finished folders only
         doc = json.loads(manifest.read_text(encoding="utf-8"))
         manifest.write_text(json.dumps(_scrubbed(doc, data), indent=2) + "\n", encoding="utf-8")
         report = manifest.parent / "report.md"

@@ -36,8 +36,11 @@ from adcs.experiments.stats import paired_difference, t_interval, tied
 WORKLOADS = ("paper", "dirichlet", "bernoulli")
 EPSILONS = (1.0, 2.0, 4.0, 8.0, 16.0, math.inf)
 BASELINE = "uniform"
-FORMS = {"adcs.privacy.forms:AveragedLoss": "averaged_loss"}
-"""Private forms: scheduler name → the folder suffix of its run without privacy."""
+FORM = "adcs.privacy.forms:AveragedLoss"
+SAMPLED = f"{FORM} sample"
+"""AveragedLoss with ``sample = true``: its own entry (keyed by its method and that parameter)."""
+FORM_FOLDERS = ("averaged_loss", "averaged_loss_sampled")
+"""Suffixes of the private forms' own folders: ``inf-SUFFIX`` (no privacy), ``epsE-SUFFIX``."""
 LABELS = {
     "uniform": "Uniform",
     "powerofchoice": "PowerOfChoice",
@@ -45,7 +48,8 @@ LABELS = {
     "divfl": "DivFL",
     "adcs": "ADCS",
     "adcs2": "ADCS-2",
-    "adcs.privacy.forms:AveragedLoss": "AveragedLoss (private form)",
+    FORM: "AveragedLoss (private form)",
+    SAMPLED: "AveragedLoss, sampled (private form)",
 }
 METHODS = tuple(LABELS)
 GOAL_EPSILON, GOAL_SHARE, GOAL_WORKLOADS = 4.0, 0.8, 2
@@ -58,7 +62,9 @@ def _read(folder: Path) -> dict[str, dict[str, Values]]:
     out: dict[str, dict[str, Values]] = {}
     with (folder / "runs.csv").open(newline="") as fh:
         for row in csv.DictReader(fh):
-            entry = out.setdefault(row["method"], {"worst": {}, "avg": {}, "epsilon": {}})
+            sampled = json.loads(row.get("params") or "{}").get("sample") is True
+            method = f"{row['method']} sample" if sampled else row["method"]
+            entry = out.setdefault(method, {"worst": {}, "avg": {}, "epsilon": {}})
             seed = int(row["seed"])
             entry["worst"][seed] = float(row["final_worst_acc"])
             entry["avg"][seed] = float(row["final_avg_acc"])
@@ -73,7 +79,7 @@ def load(grid: Path) -> dict[str, dict[float, dict[str, dict[str, Values]]]]:
         points: dict[float, dict[str, dict[str, Values]]] = {}
         if (grid / name / "inf" / "runs.csv").is_file():
             points[math.inf] = _read(grid / name / "inf")
-            for suffix in FORMS.values():
+            for suffix in FORM_FOLDERS:
                 folder = grid / name / f"inf-{suffix}"
                 if (folder / "runs.csv").is_file():
                     points[math.inf].update(_read(folder))
@@ -81,6 +87,10 @@ def load(grid: Path) -> dict[str, dict[float, dict[str, dict[str, Values]]]]:
             folder = grid / name / f"eps{eps:g}"
             if (folder / "runs.csv").is_file():
                 points[eps] = _read(folder)
+                for suffix in FORM_FOLDERS:
+                    extra = grid / name / f"eps{eps:g}-{suffix}"
+                    if (extra / "runs.csv").is_file():
+                        points[eps].update(_read(extra))
                 if math.inf in points and BASELINE in points[math.inf]:
                     points[eps][BASELINE] = points[math.inf][BASELINE]
         data[name] = points
@@ -186,6 +196,12 @@ def report(grid: Path) -> str:
     ]
     missing = [
         f"{name} at ε = {_eps(e)}" for name in WORKLOADS for e in EPSILONS if e not in data[name]
+    ]
+    missing += [
+        f"{LABELS[SAMPLED]} on {name} at ε = {_eps(e)}"
+        for name in WORKLOADS
+        for e in EPSILONS
+        if e in data[name] and SAMPLED not in data[name][e]
     ]
     lines.append("**Not run:** " + ", ".join(missing) + "." if missing else "Every grid point ran.")
     walls = [
