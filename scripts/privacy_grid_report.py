@@ -148,16 +148,13 @@ def thresholds(points: Mapping[float, dict[str, dict[str, Values]]]) -> dict[str
             continue
         stop = max(losing)
         above = [e for e in ran if e > stop]
-        note = (
-            ""
-            if all(not wins[e] for e in ran if e < stop)
-            else " (and beats it again at some ε below)"
-        )
-        out[method] = (
-            f"does not beat Uniform at ε = {_eps(stop)}; beats it at ε ≥ {_eps(min(above))}{note}"
-            if above
-            else f"does not beat Uniform at ε = {_eps(stop)}"
-        )
+        again = any(wins[e] for e in ran if e < stop)
+        text = f"no longer beats Uniform at ε = {_eps(stop)}"
+        if above:
+            text += f"; beats it at ε = {', '.join(_eps(e) for e in above)}"
+        if again:
+            text += " (and again at some ε below)"
+        out[method] = text
     return out
 
 
@@ -191,7 +188,9 @@ def report(grid: Path) -> str:
         "cost, what a scheduler spends beyond Uniform, which releases nothing). Each method's "
         "noise is calibrated to its own plan of releases (`experiments/privacy/grid/`). "
         "Accuracies are final worst-client and average test accuracy (%), mean ± 95 % t-interval "
-        "over the seeds.",
+        "over the seeds. A scheduler *beats Uniform* at an ε when its worst-client accuracy minus "
+        "Uniform's, paired by seed, has a positive mean and a two-sided paired t-test at 5 % "
+        "rejects a zero difference.",
         "",
     ]
     missing = [
@@ -226,8 +225,37 @@ def report(grid: Path) -> str:
         for method, text in thresholds(points).items():
             lines.append(f"- {LABELS[method]}: {text}.")
         lines.append("")
+    lines += summary(data)
     lines += goal(data)
     return "\n".join(lines) + "\n"
+
+
+def stop_epsilon(points: Mapping[float, dict[str, dict[str, Values]]], method: str) -> str:
+    """The largest ε run at which ``method`` does not beat Uniform, as a table cell."""
+    uniform = points.get(math.inf, {}).get(BASELINE)
+    ran = [e for e in EPSILONS if e in points and method in points[e]]
+    if uniform is None or math.inf not in ran:
+        return "not run"
+    losing = [e for e in ran if not beats(points[e][method]["worst"], uniform["worst"])]
+    if math.inf in losing:
+        return "no gain at ∞"
+    return _eps(max(losing)) if losing else f"none (down to {_eps(min(ran))})"
+
+
+def summary(data: Mapping[str, Mapping[float, dict[str, dict[str, Values]]]]) -> list[str]:
+    lines = [
+        "## Where each scheduler stops beating Uniform",
+        "",
+        "The largest ε run at which it does not beat Uniform in worst-client accuracy (the "
+        "workload's list above says where it beats Uniform again at a smaller ε):",
+        "",
+        "| method | " + " | ".join(WORKLOADS) + " |",
+        "|---|" + "---|" * len(WORKLOADS),
+    ]
+    for method in METHODS[1:]:
+        cells = [stop_epsilon(data[name], method) for name in WORKLOADS]
+        lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def goal(data: Mapping[str, Mapping[float, dict[str, dict[str, Values]]]]) -> list[str]:

@@ -41,8 +41,10 @@ def test_the_threshold_is_the_largest_eps_at_which_it_does_not_beat_uniform(tmp_
     gains = {math.inf: 0.2, 16.0: 0.15, 8.0: 0.1, 4.0: 0.0, 2.0: 0.0}
     points = report.load(grid(tmp_path, gains))["paper"]
     text = report.thresholds(points)["powerofchoice"]
-    assert text == "does not beat Uniform at ε = 4; beats it at ε ≥ 8"
+    assert text == "no longer beats Uniform at ε = 4; beats it at ε = 8, 16, ∞"
     assert report.thresholds(points)["ocs"] == "not run"
+    assert report.stop_epsilon(points, "powerofchoice") == "4"
+    assert report.stop_epsilon(points, "ocs") == "not run"
 
 
 def test_kept_is_the_gain_at_eps_over_the_gain_without_privacy(tmp_path):
