@@ -7,7 +7,8 @@ each round's replies alone (PowerOfChoice ranks by this round's loss) sees noise
 z ≈ √T / μ — hundreds of times the losses' spread at T = 4 000. Averaging a client's replies over
 the run is post-processing (free) and brings the noise of the average down to Δ / μ: the whole
 budget's information, spent on one number per client. `AveragedLoss` is PowerOfChoice on that
-average.
+average; with ``sample = true`` it ranks by a draw within each mean's standard error, so that the
+error, which persists over the run, does not leave a client unchosen for good.
 """
 
 from __future__ import annotations
