@@ -159,7 +159,9 @@ def thresholds(points: Mapping[float, dict[str, dict[str, Values]]]) -> dict[str
 
 
 def kept(points: Mapping[float, dict[str, dict[str, Values]]], eps: float) -> dict[str, float]:
-    """Per method: mean gain at ε / mean gain without privacy (NaN: not run or no gain)."""
+    """Per method: mean gain at ε / mean gain without privacy (NaN: not run, or it does not
+    beat Uniform without privacy: there is no gain to keep, and a ratio to a gain the seeds
+    cannot tell from zero says nothing)."""
     uniform = points.get(math.inf, {}).get(BASELINE)
     out = {}
     for method in METHODS[1:]:
@@ -169,9 +171,11 @@ def kept(points: Mapping[float, dict[str, dict[str, Values]]], eps: float) -> di
         if method not in points[math.inf]:
             out[method] = math.nan
             continue
+        if not beats(points[math.inf][method]["worst"], uniform["worst"]):
+            out[method] = math.nan
+            continue
         full = gain(points[math.inf][method]["worst"], uniform["worst"])
-        now = gain(points[eps][method]["worst"], uniform["worst"])
-        out[method] = now / full if full > 0 else math.nan
+        out[method] = gain(points[eps][method]["worst"], uniform["worst"]) / full
     return out
 
 
@@ -264,7 +268,8 @@ def goal(data: Mapping[str, Mapping[float, dict[str, dict[str, Values]]]]) -> li
         "",
         "Share of each scheduler's non-private gain in worst-client accuracy over Uniform that "
         f"it keeps at ε = {GOAL_EPSILON:g} (mean gain at ε = {GOAL_EPSILON:g} / mean gain "
-        "without privacy; — where either was not run or there is no gain without privacy):",
+        "without privacy; — where either was not run, or where it does not beat Uniform without "
+        "privacy: no gain to keep):",
         "",
         "| method | " + " | ".join(WORKLOADS) + " |",
         "|---|" + "---|" * len(WORKLOADS),

@@ -53,6 +53,20 @@ def test_kept_is_the_gain_at_eps_over_the_gain_without_privacy(tmp_path):
     assert math.isnan(report.kept(points, 4.0)["adcs"])  # not run
 
 
+def test_nothing_is_kept_where_there_was_no_significant_gain_without_privacy(tmp_path):
+    folder = grid(tmp_path, {math.inf: 0.2, 4.0: 0.2})
+    with (folder / "paper" / "inf" / "runs.csv").open("a", newline="") as fh:
+        rows = csv.writer(fh)  # ADCS: +0.01, +0.0, −0.005 over Uniform: a t-test cannot tell
+        for seed, value in zip(SEEDS, (0.2, 0.2, 0.205), strict=True):
+            rows.writerow(["adcs", seed, value, 0.7, ""])
+    with (folder / "paper" / "eps4" / "runs.csv").open("a", newline="") as fh:
+        csv.writer(fh).writerows(["adcs", seed, 0.3, 0.7, ""] for seed in SEEDS)
+    points = report.load(folder)["paper"]
+    assert "adcs" in points[math.inf] and "adcs" in points[4.0]
+    assert math.isnan(report.kept(points, 4.0)["adcs"])
+    assert report.kept(points, 4.0)["powerofchoice"] == pytest.approx(1.0, rel=1e-12)
+
+
 @pytest.mark.parametrize(("gain_at_4", "verdict"), [(0.17, "met"), (0.15, "not met")])
 def test_the_goal_needs_80_percent_on_two_workloads(tmp_path, gain_at_4, verdict):
     folder = grid(tmp_path, {math.inf: 0.2, 4.0: gain_at_4}, ("paper", "dirichlet"))
