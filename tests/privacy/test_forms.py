@@ -16,6 +16,9 @@ from adcs.privacy.forms import AveragedLoss
 from adcs.schedulers import NO_PROBE, ClientStats, ProbeKind
 from adcs.sim import RunSpec, SimConfig, simulate
 from adcs.sim.checkpoint import Checkpointing
+from tests.schedulers.fake_runtime import run_rounds
+from tests.schedulers.test_contract import M as M_CONTRACT
+from tests.schedulers.test_contract import clustered_data
 from tests.sim.conftest import make_data
 
 U64 = np.finfo(np.float64).eps
@@ -155,3 +158,17 @@ def test_sampling_with_identical_replies_is_the_means_ranking():
         _, state = form.select(state, t, replies([0.5, 2.0, 1.0, 3.0]), rng)
     none = ClientStats(np.ones(4, bool), np.empty(0, np.intp))
     assert form.select(state, 3, none, rng)[0].clients.tolist() == [3, 1]
+
+
+@pytest.mark.parametrize(
+    "form", [AveragedLoss(m=M_CONTRACT), AveragedLoss(m=M_CONTRACT, sample=True, probe_every=3)]
+)
+def test_averaged_loss_keeps_the_scheduler_contract(form):
+    updates, losses, available = clustered_data(seed=1)  # the contract test's rounds
+    first = run_rounds(form, updates, losses, available, seed=7)
+    for t, selection in enumerate(first):
+        clients = selection.clients
+        assert clients.shape == (M_CONTRACT,) and len(set(clients.tolist())) == M_CONTRACT
+        assert available[t][clients].all(), f"round {t}: selected an unavailable client"
+    again = run_rounds(form, updates, losses, available, seed=7)
+    assert [s.clients.tolist() for s in first] == [s.clients.tolist() for s in again]
