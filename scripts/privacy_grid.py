@@ -176,7 +176,7 @@ class Job:
 
 def jobs() -> list[Job]:
     """Every run in order: ε = ∞ on every workload first, then each ε on every workload (4
-    first: the goal's ε), the sampled private form after the others."""
+    first: the goal's ε), the sampled private form (cheap) before the others."""
     out = []
     for name in WORKLOADS:
         out.append(Job(CONFIGS / f"{name}-inf.toml", RESULTS / name / "inf", None))
@@ -188,11 +188,11 @@ def jobs() -> list[Job]:
         folder = RESULTS / name / f"inf-{SAMPLED}"
         out.append(Job(CONFIGS / f"{name}-{SAMPLED}-inf.toml", folder, None))
     for eps in EPSILONS:
-        for name in WORKLOADS:
-            out.append(Job(CONFIGS / f"{name}.toml", RESULTS / name / f"eps{eps:g}", eps))
-        for name in WORKLOADS:
+        for name in WORKLOADS:  # the cheap ones first
             folder = RESULTS / name / f"eps{eps:g}-{SAMPLED}"
             out.append(Job(CONFIGS / f"{name}-{SAMPLED}.toml", folder, eps))
+        for name in WORKLOADS:
+            out.append(Job(CONFIGS / f"{name}.toml", RESULTS / name / f"eps{eps:g}", eps))
     return out
 
 
