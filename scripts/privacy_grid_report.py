@@ -210,6 +210,7 @@ def report(grid: Path) -> str:
     walls = [
         float(json.loads(m.read_text(encoding="utf-8"))["wall_s"])
         for m in sorted(grid.glob("*/*/manifest.json"))
+        if not m.parent.name.startswith(".")  # an adcs run still in progress
     ]
     lines += [
         "",
