@@ -97,10 +97,11 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
         ("### cnn", ["successor_paired.py", "--a", "adcs2", "--b", "powerofchoice", "results/cnn",
                      "results/successor/cnn", "results/successor/seeds34/cnn"]),
     ],
-    "privacy/report.md": [
+    "privacy/first.md": [
         ("", ["privacy_summary.py", *(f"results/privacy/paper-{f}" for f in (
             "inf", "probes-eps4", "probes-eps16", "probes-eps64", "full-eps4"))]),
     ],
+    "privacy/report.md": [("", ["privacy_grid_report.py", "results/privacy/grid"])],
 }  # fmt: skip
 DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
     "peers/summary.md": [

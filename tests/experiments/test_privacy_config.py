@@ -13,7 +13,7 @@ import pytest
 
 from adcs.experiments.config import ConfigError, config_from_dict, config_to_dict
 from adcs.experiments.run.runner import expand_runs, run_experiment
-from adcs.privacy import DPFedAvg, Private, client_epsilons
+from adcs.privacy import DPFedAvg, Private, calibrate, client_epsilons
 
 BASE: dict[str, Any] = {
     "name": "t",
@@ -132,3 +132,62 @@ def test_probes_only_privacy_keeps_the_updates_in_the_clear():
     for spec in expand_runs(config):
         assert isinstance(spec.scheduler, Private) and spec.aggregator is None
         assert spec.scheduler.noise[1] == np.inf
+
+
+BY_METHOD = {
+    "epsilon": 2.0, "private_updates": False, "sketch_dim": 8,
+    "by_method": {
+        "uniform": {"planned_probes": 0},
+        "powerofchoice": {"planned_probes": 12},
+        "ocs": {"planned_probes": 24, "updates_as": "norm"},
+    },
+}  # fmt: skip
+
+
+def test_by_method_calibrates_each_method_to_its_own_plan_and_round_trips():
+    config = config_from_dict(doc_with(BY_METHOD))
+    runs = {spec.meta["method"]: spec.scheduler for spec in expand_runs(config)}
+    delta = 9**-1.1
+    for name, planned in (("powerofchoice", 12), ("ocs", 24)):
+        expected = calibrate(2.0, delta, planned, 0, 1.0)[0]
+        assert runs[name].noise[0] == expected  # the same calibration, so the same float
+    assert runs["ocs"].probes.updates_as == "norm"
+    assert runs["powerofchoice"].probes.updates_as == "direction"
+    assert runs["uniform"].noise[0] == np.inf  # nothing planned: no probe answered
+    assert config_from_dict(config_to_dict(config)).privacy == config.privacy
+
+
+@pytest.mark.parametrize(
+    ("by_method", "message"),
+    [
+        ({"ocs": {"epsilon": 1.0}}, r"by_method\['ocs'\] sets \['epsilon'\]"),
+        ({"ocs": {"noise": 1.0}}, r"by_method\['ocs'\] sets \['noise'\]"),
+        ({"ocs": 3}, "by_method must map method names to tables of settings"),
+        (
+            {
+                "uniform": {"planned_probes": 0},
+                "powerofchoice": {"planned_probes": 1},
+                "ocs": {"planned_probes": -1},
+            },
+            "planned_probes must be an integer >= 0",
+        ),
+        ({"ocs": {"planned_probes": 4}}, "gives the method 'uniform' no planned_probes"),
+    ],
+)
+def test_bad_by_method_settings_are_refused_naming_them(by_method, message):
+    doc = doc_with({"epsilon": 2.0, "private_updates": False, "by_method": by_method})
+    with pytest.raises(ConfigError, match=message):
+        expand_runs(config_from_dict(doc))
+
+
+def test_a_methods_own_sketch_longer_than_the_model_is_refused_before_any_round(
+    tmp_path: Path, synthetic
+):
+    by_method = {**BY_METHOD["by_method"], "powerofchoice": {"planned_probes": 12}}
+    by_method["ocs"] = {"planned_probes": 24, "sketch_dim": 10_000}
+    config = config_from_dict(doc_with({**BY_METHOD, "by_method": by_method}))
+    with pytest.raises(
+        ConfigError,
+        match=r"sim\.privacy\.by_method\.ocs\.sketch_dim 10000 is larger than the model",
+    ):
+        run_experiment(config, tmp_path / "out", dataset=synthetic)

@@ -9,7 +9,8 @@ per client; `DPFedAvg` is the matching aggregation hook (DP-FedAvg, McMahan et a
 each update clipped, Gaussian noise on the aggregate). A noise multiplier z means σ = z·Δ with Δ
 the replace-one sensitivity of the release:
 
-* a loss: clipped to [a, b], Δ = b − a;
+* a loss: clipped to [a, b], Δ = b − a; or, with ``loss_window = h``, to [c_t − h, c_t + h]
+  around a public centre c_t (an average of the losses already released: post-processing), Δ = 2h;
 * an update's norm (``updates_as = "norm"``): min(‖Δ_n‖, C), Δ = C; the scheduler sees rows of
   shape (n, 1);
 * an update's direction (``updates_as = "direction"``): adcs's seeded sketch of length k
@@ -55,6 +56,9 @@ _LOSS, _UPDATE, _FILL, _AGGREGATE, _SEEN_LOSS, _SEEN_UPDATE = 1, 2, 3, 4, 5, 6
 """Salts of the channel's counter-based draws (`adcs.streams.Domain` PRIVACY)."""
 
 UPDATES_AS = ("direction", "norm")
+CENTRE_RATE = 0.01
+"""The rate of the loss window's centre: c ← c + rate · (this round's mean released loss − c), a
+memory of about 1 / rate = 100 rounds (the losses' common level moves slower than that)."""
 
 
 def default_delta(n_clients: int) -> float:
@@ -81,6 +85,12 @@ class PrivateProbes:
         Noise multipliers z of probe releases and of the training aggregate (> 0).
     loss_range : tuple of (float, float)
         [a, b]: a probed loss is clipped to it.
+    loss_window : float or None
+        h > 0: clip a loss to [c_t − h, c_t + h] instead (Δ = 2h, not b − a), c_t the channel's
+        public centre: the midpoint of ``loss_range`` at first, then an exponential average
+        (rate `CENTRE_RATE` per round) of each round's mean released loss. A narrow window spends
+        the budget on where a client stands against the others, not on the losses' common level,
+        which falls as the model trains. None (default): ``loss_range``.
     updates_as : {"direction", "norm"}
         What an update probe releases: the sketched direction, or the norm alone.
     sketch_dim : int
@@ -89,6 +99,12 @@ class PrivateProbes:
         C of the sketched direction, the norm and the training update (> 0).
     planned_probes, planned_updates : int or None
         Probe releases and training updates planned per client (with ``epsilon``, calibration).
+    by_method : tuple of (str, tuple of (str, value) pairs) pairs, or None
+        Settings of one scheduler (an experiment's method name → {key: value}) in place of the
+        common ones, for an experiment whose methods probe differently: e.g. each its own
+        ``planned_probes`` (its noise calibrated to its own rate of releases), OCS
+        ``updates_as = "norm"`` (`for_method`). Not ``epsilon``, ``delta`` or
+        ``private_updates``: every method of a run is held to the same guarantee.
     probe_share : float
         Share of the budget the plan gives the probes, in [0, 1].
     private_updates : bool
@@ -103,6 +119,7 @@ class PrivateProbes:
     probe_noise: float | None = None
     update_noise: float | None = None
     loss_range: tuple[float, float] = (0.0, 5.0)
+    loss_window: float | None = None
     updates_as: str = "direction"
     sketch_dim: int = 64
     direction_clip: float = 1.0
@@ -110,6 +127,7 @@ class PrivateProbes:
     update_clip: float = 1.0
     planned_probes: int | None = None
     planned_updates: int | None = None
+    by_method: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] | None = None
     probe_share: float = 0.5
     private_updates: bool = True
 
@@ -128,6 +146,8 @@ class PrivateProbes:
         if not low < high:
             raise ValueError(f"loss_range must have low < high, got {self.loss_range!r}")
         object.__setattr__(self, "loss_range", (low, high))
+        if self.loss_window is not None:
+            check_number("loss_window", self.loss_window, 0.0, low_open=True)
         check_choice("updates_as", self.updates_as, UPDATES_AS)
         check_int("sketch_dim", self.sketch_dim)
         for name in ("direction_clip", "norm_clip", "update_clip"):
@@ -141,8 +161,13 @@ class PrivateProbes:
                 "private_updates = false aggregates the updates in the clear: give neither "
                 "update_noise nor planned_updates"
             )
+        if self.by_method is not None:
+            object.__setattr__(self, "by_method", _by_method(self.by_method))
         noises = (self.probe_noise is not None, self.update_noise is not None)
-        plan = (self.planned_probes is not None, self.planned_updates is not None)
+        planned = self.planned_probes is not None or any(
+            key == "planned_probes" for _, pairs in self.by_method or () for key, _ in pairs
+        )
+        plan = (planned, self.planned_updates is not None)
         if not self.private_updates:  # nothing to give for the updates
             noises, plan = (noises[0], noises[0]), (plan[0], plan[0])
         if any(noises) and any(plan):
@@ -159,6 +184,25 @@ class PrivateProbes:
         if (self.planned_probes and share == 0.0) or (self.planned_updates and share == 1.0):
             kind = "probes" if self.planned_probes and share == 0.0 else "updates"
             raise ValueError(f"probe_share {share} leaves no budget for the planned {kind}")
+
+    def for_method(self, name: str) -> PrivateProbes:
+        """The settings of the method ``name``: the common ones with its ``by_method`` entry.
+
+        Raises
+        ------
+        ValueError
+            The result is not a valid setting (e.g. no ``planned_probes`` for ``name`` while
+            the noise is to be calibrated).
+        """
+        if self.by_method is None:
+            return self
+        own = dict(dict(self.by_method).get(name, ()))
+        if self.probe_noise is None and own.get("planned_probes", self.planned_probes) is None:
+            raise ValueError(
+                f"by_method gives the method {name!r} no planned_probes and there is no common "
+                f"one (it names {sorted(dict(self.by_method))})"
+            )
+        return dataclasses.replace(self, **own, by_method=None)
 
     def check_dim(self, dim: int) -> None:
         """Refuse a direction sketch longer than the model's updates (``dim``)."""
@@ -196,12 +240,15 @@ class PrivateState:
         Probe releases and training updates of each client so far.
     declined : ndarray of shape (n_declined,), int
         This round's selected clients without budget for their update (they send nothing).
+    centre : float or None
+        c_t of the loss window (``loss_window``); None without one.
     """
 
     inner: Any
     probes: NDArray[np.int64]
     updates: NDArray[np.int64]
     declined: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.intp))
+    centre: float | None = None
 
 
 @functools.lru_cache(maxsize=8)
@@ -271,7 +318,9 @@ class Private:
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> PrivateState:
         zeros = np.zeros(n_clients, dtype=np.int64)
-        return PrivateState(self.scheduler.init(n_clients, data_sizes), zeros, zeros.copy())
+        centre = None if self.probes.loss_window is None else sum(self.probes.loss_range) / 2.0
+        inner = self.scheduler.init(n_clients, data_sizes)
+        return PrivateState(inner, zeros, zeros.copy(), centre=centre)
 
     def affords(self, state: PrivateState, probe_releases: int, updates: int) -> BoolArray:
         """Which clients may still make these releases within the budget, shape (n_clients,)."""
@@ -295,20 +344,27 @@ class Private:
             return asked
         return Probe(asked.kind, targets[able[targets]], asked.loss_source)
 
-    def private_stats(self, round_idx: int, stats: ClientStats) -> ClientStats:
-        """What the scheduler sees of ``stats``: each reply clipped and noised (module docstring)."""
+    def private_stats(
+        self, round_idx: int, stats: ClientStats, centre: float | None = None
+    ) -> ClientStats:
+        """What the scheduler sees of ``stats``: each reply clipped and noised (module docstring);
+        ``centre``: c_t of the loss window."""
         key, clients = stream_key(self.seed), stats.clients
         losses, updates = stats.losses, stats.updates
         if losses is not None:
-            losses = self._losses(key, round_idx, clients, losses, _LOSS)
+            losses = self._losses(key, round_idx, clients, losses, _LOSS, centre)
         if updates is not None:
             updates = self._updates(key, round_idx, clients, updates, _UPDATE)
         return ClientStats(stats.available, clients, losses, updates)
 
     def _losses(
-        self, key: int, t: int, clients: IntArray, losses: FloatArray, salt: int
-    ) -> FloatArray:
+        self, key: int, t: int, clients: IntArray, losses: FloatArray, salt: int,
+        centre: float | None = None,
+    ) -> FloatArray:  # fmt: skip
         low, high = self.probes.loss_range
+        if self.probes.loss_window is not None:
+            assert centre is not None
+            low, high = centre - self.probes.loss_window, centre + self.probes.loss_window
         sigma = self.noise[0] * (high - low)
         noise = counter_normal(key, Domain.PRIVACY, t, clients, 1, salt=salt)[:, 0]
         return np.clip(np.asarray(losses, dtype=np.float64), low, high) + sigma * noise
@@ -339,8 +395,9 @@ class Private:
             kind = ProbeKind.UPDATES if stats.updates is not None else ProbeKind.LOSSES
             probes = probes.copy()
             probes[answered] += _releases(kind)
-        seen = self.private_stats(round_idx, stats)
-        counted = PrivateState(state.inner, probes, state.updates)
+        seen = self.private_stats(round_idx, stats, state.centre)
+        centre = _moved(state.centre, seen)
+        counted = PrivateState(state.inner, probes, state.updates, centre=centre)
         able = stats.available
         if self.probes.private_updates:
             able = self.affords(counted, 0, 1) & stats.available
@@ -354,7 +411,7 @@ class Private:
             updates = updates.copy()
             updates[chosen[sends]] += 1
         declined = np.sort(chosen[~sends])
-        return selection, PrivateState(inner, probes, updates, declined)
+        return selection, PrivateState(inner, probes, updates, declined, centre)
 
     def observe(
         self,
@@ -377,7 +434,7 @@ class Private:
         seen_losses = None
         if losses is not None:
             raw = np.asarray(losses)[keep][order]
-            seen_losses = self._losses(key, round_idx, shown, raw, _SEEN_LOSS)
+            seen_losses = self._losses(key, round_idx, shown, raw, _SEEN_LOSS, state.centre)
         probes = state.probes.copy()
         probes[shown] += releases
         inner = self.scheduler.observe(state.inner, round_idx, shown, rows, seen_losses)
@@ -389,6 +446,41 @@ class Private:
         return accounting.client_epsilons(
             state.probes, state.updates, z_probe, z_update, self.delta
         )
+
+
+_NOT_BY_METHOD = ("epsilon", "delta", "private_updates", "by_method")
+
+
+def _by_method(raw: Any) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """``by_method`` as sorted pairs (name, sorted (key, value) pairs); checked for its shape and
+    keys (each method's values are checked when `PrivateProbes.for_method` applies them)."""
+    items = raw.items() if isinstance(raw, dict) else raw
+    try:
+        pairs = [(name, dict(own.items() if isinstance(own, dict) else own)) for name, own in items]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"by_method must map method names to tables of settings, got {raw!r}"
+        ) from None
+    known = {f.name for f in dataclasses.fields(PrivateProbes)} - set(_NOT_BY_METHOD)
+    for name, own in pairs:
+        if not isinstance(name, str) or not all(isinstance(k, str) for k in own):
+            raise ValueError(f"by_method must map method names to tables of settings, got {raw!r}")
+        unknown = sorted(set(own) - known)
+        if unknown:
+            raise ValueError(
+                f"by_method[{name!r}] sets {unknown}: a method may set only {sorted(known)}"
+            )
+    return tuple(sorted((name, tuple(sorted(own.items()))) for name, own in pairs))
+
+
+def _moved(centre: float | None, seen: ClientStats) -> float | None:
+    """The loss window's centre after this round's released losses (None: no window)."""
+    if centre is None or seen.losses is None or not seen.n_probed:
+        return centre
+    released = np.asarray(seen.losses, dtype=np.float64)[seen.finite()]
+    if not released.size:
+        return centre
+    return centre + CENTRE_RATE * (float(released.mean()) - centre)
 
 
 def _releases(kind: ProbeKind) -> int:

@@ -11,6 +11,7 @@ The table's keys are the arguments of `adcs.privacy.PrivateProbes`::
     # planned_probes = 400   # probe releases per client (an update probe's reply is two)
     # planned_updates = 40   # training updates per client
     # probe_share = 0.5      # the probes' share of the budget
+    # by_method = {powerofchoice = {planned_probes = 4000}, ocs = {updates_as = "norm"}}
     loss_range = [0.0, 5.0]  # a probed loss is clipped to it
     updates_as = "direction" # or "norm": what an update probe releases
     sketch_dim = 64          # k of the direction's seeded sketch (at most the model's dim)
@@ -49,6 +50,11 @@ def parse_privacy(raw: Any) -> PrivateProbes:
     check_known_keys("sim.privacy", table, PRIVACY_KEYS)
     if isinstance(table.get("loss_range"), list):
         table["loss_range"] = tuple(table["loss_range"])
+    for own in (
+        table.get("by_method", {}).values() if isinstance(table.get("by_method"), dict) else ()
+    ):
+        if isinstance(own, dict) and isinstance(own.get("loss_range"), list):
+            own["loss_range"] = tuple(own["loss_range"])
     try:
         return PrivateProbes(**table)
     except ValueError as exc:
@@ -59,6 +65,11 @@ def privacy_to_dict(probes: PrivateProbes) -> dict[str, Any]:
     """The table written back (its set keys; TOML has no null)."""
     doc = dataclasses.asdict(probes)
     doc["loss_range"] = list(probes.loss_range)
+    if probes.by_method is not None:
+        doc["by_method"] = {
+            name: {k: list(v) if isinstance(v, tuple) else v for k, v in own}
+            for name, own in probes.by_method
+        }
     return {k: v for k, v in doc.items() if v is not None}
 
 
@@ -83,6 +94,7 @@ def private_spec(spec: RunSpec, probes: PrivateProbes | None, n_clients: int | N
             "sim.privacy.delta: give delta; the default 1/N^1.1 needs a configuration that fixes N"
         )
     try:
+        probes = probes.for_method(str(spec.meta.get("method", "")))
         scheduler, aggregator = private_run(spec.scheduler, probes, spec.seed, n_clients or 1)
         scheduler.noise  # noqa: B018  (calibrated now: a refusal before any round)
     except ValueError as exc:
@@ -95,13 +107,21 @@ def check_privacy_dim(probes: PrivateProbes | None, dim: int, sketch_dim: int | 
     of the updates the schedulers are shown), with a ``ConfigError`` naming the key."""
     if probes is None:
         return
+    for name, own in probes.by_method or ():  # each method's own sketch, if it sets one
+        if any(key in ("sketch_dim", "updates_as") for key, _ in own):
+            mine = dataclasses.replace(probes, **dict(own), by_method=None)
+            _check_dim(mine, dim, sketch_dim, f"sim.privacy.by_method.{name}")
+    _check_dim(probes, dim, sketch_dim, "sim.privacy")
+
+
+def _check_dim(probes: PrivateProbes, dim: int, sketch_dim: int | None, key: str) -> None:
     if sketch_dim is not None and sketch_dim < dim and probes.updates_as == "direction":
         if probes.sketch_dim > sketch_dim:
             raise ConfigError(
-                f"sim.privacy.sketch_dim {probes.sketch_dim} is larger than sim.sketch_dim "
+                f"{key}.sketch_dim {probes.sketch_dim} is larger than sim.sketch_dim "
                 f"{sketch_dim}, the length of the updates the schedulers are shown"
             )
     try:
         probes.check_dim(dim)
     except ValueError as exc:
-        raise ConfigError(f"sim.privacy.{exc}") from None
+        raise ConfigError(f"{key}.{exc}") from None
