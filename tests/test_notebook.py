@@ -129,7 +129,9 @@ def test_the_committed_leaderboard_reads_as_one_table_per_kind() -> None:
     workloads = set(res.leaderboard["workload"])
     assert set(res.runs["workload"]) == workloads == set(res.metrics["workload"])
     per_workload = res.runs.groupby("workload").size()
-    assert (per_workload == 51).all()  # 17 entries × 3 seeds each
+    entries = res.leaderboard.groupby("workload").size()
+    assert entries.min() >= 17  # every entry of the name table (ADCS-2 joined after the six ran)
+    assert per_workload.equals(entries * 3)  # each entry at the same 3 seeds
     fresh = res.runs[(res.runs.method == "adcs") & (res.runs.fresh_quality == True)]  # noqa: E712
     assert len(fresh) == len(workloads) * 3
 

@@ -254,7 +254,7 @@ def test_every_variant_that_ran_is_in_the_papers_report_console_figures_and_tabl
     assert text.index("## Every run, by variant") < text.index("## The paper's claims, checked")
     every = text[text.index("## Every run") : text.index("## Selection by group")]
     figure1 = text[text.index("## Figure 1") : text.index("## Table 1")]
-    grad = "ADCS theta=0.8, refresh_every=20, quality=grad_norm"
+    grad = "ADCS quality=grad_norm, refresh_every=20, theta=0.8"  # names in alphabetical order
     for label in ("MD", "Oort", "mine.sched:Mine", grad):
         assert f"| {label} |" in every and f"| {label} |" in figure1
     assert "| ADCS (θ=0.8, R=20) quality=loss |" in figure1  # told apart from grad_norm
