@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adcs.dpp import greedy_map, greedy_map_features, unit_rows
+from adcs.dpp import greedy_map, unit_rows
 from adcs.schedulers import ADCS, ADCS2
 from adcs.schedulers.adcs import log_weights
 from adcs.schedulers.adcs2 import QualityScale, standardise
@@ -174,19 +174,6 @@ def test_group_cosine_gives_one_slot_per_group_until_every_group_has_one():
     assert _picks(ADCS2(m=6, group_cosine=1.0), updates, losses, everyone) == _picks(
         ADCS2(m=6), updates, losses, everyone
     )
-
-
-def test_group_cosine_picks_the_same_on_the_kernel_and_on_the_features():
-    rng = np.random.default_rng(41)
-    centres = np.linalg.qr(rng.normal(size=(20, 5)))[0].T
-    f = centres[np.repeat(np.arange(5), 4)] + 0.1 * rng.normal(size=(20, 20))
-    w = rng.normal(size=20)
-    phi = unit_rows(f).astype(np.float64)
-    for tau in (0.5, 0.9):
-        dense = greedy_map(phi @ phi.T, 8, w, group_cosine=tau)
-        feats = greedy_map_features(phi, 8, w, group_cosine=tau)
-        np.testing.assert_array_equal(dense, feats)
-        assert np.bincount(np.repeat(np.arange(5), 4)[dense[:5]], minlength=5).max() == 1
 
 
 @pytest.mark.parametrize(
