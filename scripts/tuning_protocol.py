@@ -22,19 +22,26 @@ own T and settings):
    workload on the test seeds 0–4 with the chosen point of each method, run once. A point
    missing a development seed is refused (every point must have had the same budget).
 4. ``adcs run OUT/eval/W.toml --out EVAL/W --workers 1``; nothing is tuned after this.
+5. **Report.** ``report EVAL`` compares the three tuned methods on every workload, final
+   worst-client accuracy on the test seeds: each pair by its paired difference
+   (`adcs.experiments.analysis.stats.paired_difference`) and two-sided paired t-test
+   (`paired_p_value`), the three p-values of a workload Holm-adjusted together (`holm`); a pair
+   is "ahead"/"behind" where the adjusted p is below 5 %, "tied" otherwise.
 
 Cost (estimated, not run): the 150-round smoke of m6's development config (72 runs) took 37 s of
 simulation on a loaded two-core machine, × 4 000/150 = 16 min at T = 4 000. Scaled by the
 workloads' committed ADCS-2 walls per run (``results/successor/leaderboard/*/manifest.json``:
 paper 50 s, m6 28 s, clients100 106 s, bernoulli 6 s, dirichlet 45 s, soft_skew 98 s; sum 333 s
-= 12 × m6's), the six development configs take about 3.2 h on one worker, and the evaluation
-(15 runs a workload, 90 in all) about 1 h.
+= 12 × m6's), the six development configs take about 3.2 h on one worker. The evaluation (15
+runs a workload, 90 in all): m6's 150-round smoke took 8 s, × 4 000/150 × 12 = about 40 min.
 
 Usage::
 
     python scripts/tuning_protocol.py configs experiments/successor/tuning
     python scripts/tuning_protocol.py choose results/successor/tuning/dev \\
         experiments/successor/tuning > results/successor/tuning/choice.md
+    python scripts/tuning_protocol.py report results/successor/tuning/eval \\
+        > results/successor/tuning/report.md
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from adcs.experiments.analysis import stats
 from adcs.leaderboard.suite import load_workload, workload_paths
 
 WORKLOADS = ("paper", "bernoulli", "clients100", "dirichlet", "m6", "soft_skew")
@@ -223,6 +231,67 @@ def choose_all(dev: Path, out: Path, workloads: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+PAIRS = (("adcs2", "powerofchoice"), ("adcs2", "adcs"), ("adcs", "powerofchoice"))
+"""The comparisons of one workload (first − second), Holm-adjusted together."""
+ALPHA = 0.05
+
+
+def read_eval(folder: Path) -> dict[str, dict[int, float]]:
+    """Per tuned method, its final worst accuracy on each test seed (one point per method)."""
+    path = folder / "runs.csv"
+    if not path.is_file():
+        raise ProtocolError(f"{path} is missing: run the workload's evaluation config first")
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["method"] in SWEPT]
+    out: dict[str, dict[int, float]] = {}
+    variants: dict[str, set[str]] = {}
+    for row in rows:
+        variants.setdefault(row["method"], set()).add(row["variant"])
+        out.setdefault(row["method"], {})[int(row["seed"])] = float(row["final_worst_acc"])
+    for method in SWEPT:
+        if len(variants.get(method, ())) != 1:
+            raise ProtocolError(
+                f"{folder.name}: {method} has {len(variants.get(method, ()))} points, "
+                "not the one it chose"
+            )
+        if sorted(out[method]) != list(TEST_SEEDS):
+            raise ProtocolError(
+                f"{folder.name}: {method} ran on seeds {sorted(out[method])}, "
+                f"not the test seeds {list(TEST_SEEDS)}"
+            )
+    return out
+
+
+def compare_tuned(
+    values: Mapping[str, Mapping[int, float]],
+) -> list[tuple[str, str, float, float, float, float]]:
+    """(a, b, mean a − b, its 95 % half-width, p, Holm p) for each of `PAIRS`."""
+    rows = []
+    for a, b in PAIRS:
+        diff, half, _ = stats.paired_difference(values[a], values[b])
+        rows.append((a, b, diff, half, stats.paired_p_value(values[a], values[b])))
+    adjusted = stats.holm([r[4] for r in rows])
+    return [(*r, q) for r, q in zip(rows, adjusted, strict=True)]
+
+
+def report(root: Path, workloads: Sequence[str]) -> str:
+    """The evaluation's Markdown table: every workload's three comparisons of tuned methods."""
+    lines = [
+        "| workload | a | b | a (%) | b (%) | a − b ± 95 % | p | Holm p | a is |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in workloads:
+        values = read_eval(root / name)
+        for a, b, diff, half, p, q in compare_tuned(values):
+            mean_a, mean_b = (100 * float(np.mean(list(values[x].values()))) for x in (a, b))
+            verdict = "tied" if not q < ALPHA else ("ahead" if diff > 0 else "behind")
+            lines.append(
+                f"| {name} | {a} | {b} | {mean_a:.2f} | {mean_b:.2f} | "
+                f"{100 * diff:+.2f} ± {100 * half:.2f} | {p:.3g} | {q:.3g} | {verdict} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -233,7 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "dev", type=Path, help="folder of one development results folder per workload"
     )
     pick.add_argument("out", type=Path)
-    for p in (configs, pick):
+    rep = sub.add_parser("report", help="compare the tuned methods on EVAL's test runs")
+    rep.add_argument("eval", type=Path, help="folder of one evaluation results folder per workload")
+    for p in (configs, pick, rep):
         p.add_argument("--workloads", default=",".join(WORKLOADS))
     args = parser.parse_args(argv)
     workloads = [w for w in args.workloads.split(",") if w]
@@ -241,8 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "configs":
             for path in write_configs(args.out, workloads):
                 print(path)
-        else:
+        elif args.command == "choose":
             print(choose_all(args.dev, args.out, workloads))
+        else:
+            print(report(args.eval, workloads))
     except ProtocolError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

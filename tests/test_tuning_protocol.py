@@ -4,23 +4,34 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
-import tomllib
 
+from adcs.experiments.analysis import stats
 from scripts.tuning_protocol import (
     DEV_SEEDS,
+    PAIRS,
     POINTS,
     SWEPT,
     TEST_SEEDS,
     ProtocolError,
     choose_all,
+    compare_tuned,
     d_grid,
     dev_config,
     main,
+    read_eval,
+    report,
     sweeps,
 )
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 @pytest.mark.parametrize(("m", "n"), [(18, 30), (6, 30), (10, 30), (20, 100)])
@@ -87,3 +98,39 @@ def test_a_point_without_every_dev_seed_is_refused_in_one_line(tmp_path, capsys)
     assert main(["choose", str(tmp_path / "dev"), str(tmp_path / "out"), "--workloads", "m6"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: m6: adcs2") and err.count("\n") == 1
+
+
+def _eval_folder(folder: Path, worst: dict[str, list[float]]) -> None:
+    folder.mkdir(parents=True)
+    lines = ["run_id,method,seed,variant,params,final_worst_acc"]
+    for method, values in worst.items():
+        for seed, v in zip(TEST_SEEDS, values, strict=True):
+            lines.append(f'{method}-{seed},{method},{seed},{method}-chosen,"{{}}",{v!r}')
+    (folder / "runs.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_the_report_pairs_the_tuned_methods_and_holm_adjusts_three(tmp_path):
+    base = [0.40, 0.45, 0.43, 0.41, 0.44]
+    noise = [0.003, -0.002, 0.001, -0.004, 0.002]
+    _eval_folder(tmp_path / "m6", {
+        "powerofchoice": base,
+        "adcs": [v + 0.001 * (-1) ** i for i, v in enumerate(base)],  # tied with PowerOfChoice
+        "adcs2": [v + 0.05 + e for v, e in zip(base, noise, strict=True)],  # 5 points ahead
+    })  # fmt: skip
+    rows = {(a, b): (d, q) for a, b, d, _, _, q in compare_tuned(read_eval(tmp_path / "m6"))}
+    np.testing.assert_allclose(rows[("adcs2", "powerofchoice")][0], 0.05, atol=1e-12)
+    assert rows[("adcs2", "powerofchoice")][1] < 0.05 and rows[("adcs", "powerofchoice")][1] > 0.05
+    text = report(tmp_path, ["m6"])
+    verdicts = [line.rsplit("|", 2)[1].strip() for line in text.splitlines()[2:]]
+    assert verdicts == ["ahead", "ahead", "tied"]
+    raw = [stats.paired_p_value(read_eval(tmp_path / "m6")[a], read_eval(tmp_path / "m6")[b])
+           for a, b in PAIRS]  # fmt: skip
+    assert [q for *_, q in compare_tuned(read_eval(tmp_path / "m6"))] == stats.holm(raw)
+
+
+def test_an_evaluation_with_two_points_of_a_method_is_refused(tmp_path):
+    _eval_folder(tmp_path / "m6", {m: [0.4] * 5 for m in SWEPT})
+    path = tmp_path / "m6" / "runs.csv"
+    path.write_text(path.read_text(encoding="utf-8").replace("adcs2-chosen", "adcs2-other", 1))
+    with pytest.raises(ProtocolError, match="adcs2 has 2 points"):
+        read_eval(tmp_path / "m6")
