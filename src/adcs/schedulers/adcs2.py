@@ -68,7 +68,9 @@ time; each switch's default is ADCS-2 as above, and each "off" value changes tha
    group per pass, where the group of a picked client j is every client whose cached direction
    has cosine ≥ τ with φ_j; once every remaining client is in the group of a pick of the pass,
    a new pass starts, so exactly min(m, n) clients are still chosen and a group gets a second
-   slot only when every group has one (`adcs.dpp.greedy_map`'s passes). The server cannot know
+   slot only when every group has one (`adcs.dpp.greedy_map`'s passes): with G groups a group
+   gets at most ⌈m / G⌉ slots (one on m6, m = 6 < 10 groups; two on the paper's workload,
+   m = 18 for 10 groups, where "one slot per group" cannot fill a round). The server cannot know
    the partition's groups; near-parallel update directions are the groups it can see. τ is
    therefore a definition, not a fact: a τ too high splits a true group (its clients' updates
    differ by minibatch noise), a τ too low merges neighbouring groups. Under the paper's pure
