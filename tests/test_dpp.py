@@ -18,6 +18,7 @@ from adcs.dpp import (
     log_det,
     naive_greedy_map,
     row_norms,
+    unit_rows,
 )
 from adcs.dpp_sampling import (
     kdpp_eigen,
@@ -475,3 +476,29 @@ TWO_BY_TWO = np.array([[1.0, 2.0], [2.0, 1.0]])
 def test_kdpp_sampler_names_a_missing_generator():
     with pytest.raises(TypeError, match=r"rng must be a numpy\.random\.Generator, got NoneType"):
         sample_kdpp(np.eye(3), 2, None)  # type: ignore[arg-type]
+
+
+def test_group_cosine_one_pick_per_group_per_pass_the_same_on_kernel_and_features():
+    rng = np.random.default_rng(41)
+    centres = np.linalg.qr(rng.normal(size=(20, 5)))[0].T
+    f = centres[np.repeat(np.arange(5), 4)] + 0.1 * rng.normal(size=(20, 20))
+    w = rng.normal(size=20)
+    w[:4] += 8.0  # group 0 is heavy enough that the plain greedy gives it several picks
+    phi = unit_rows(f).astype(np.float64)
+    group = np.repeat(np.arange(5), 4)
+    assert np.bincount(group[greedy_map(phi @ phi.T, 5, w)], minlength=5)[0] >= 2
+    for tau in (0.5, 0.9):
+        np.testing.assert_array_equal(
+            greedy_map(phi @ phi.T, 8, w, group_cosine=tau),
+            greedy_map_features(phi, 8, w, group_cosine=tau),
+        )
+    # in-group cosines are 0.8-0.9 here, cross-group ones below 0.2: τ = 0.5 finds the groups
+    dense = greedy_map(phi @ phi.T, 8, w, group_cosine=0.5)
+    assert np.bincount(group[dense[:5]], minlength=5).max() == 1
+    assert dense[0] in range(4)  # the heavy group still goes first
+    # a second pass only once every group has its pick: 8 picks of 5 groups, none thrice
+    counts = np.bincount(group[dense], minlength=5)
+    assert counts.min() == 1 and counts.max() == 2
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="group_cosine"):
+            greedy_map_features(phi, 8, w, group_cosine=bad)

@@ -210,6 +210,10 @@ def _check_tolerance(name: str, value: float | None) -> None:
         check_number(name, value, 0.0)
 
 
+def _check_group_cosine(value: float) -> float:
+    return check_number("group_cosine", value, 0.0, 1.0, low_open=True)
+
+
 def _check_kernel(kernel: ArrayLike) -> NDArray[np.float64]:
     k = _real("kernel", kernel)
     if k.ndim != 2 or k.shape[0] != k.shape[1] or k.shape[0] == 0:
@@ -257,6 +261,7 @@ def _greedy_core(
     m: int,
     rtol: float,
     rank: int,
+    group_of: Callable[[int], NDArray[np.bool_]] | None = None,
 ) -> IntArray:
     """Greedy MAP on L = diag(e^{w/2}) C diag(e^{w/2}) with unit-diagonal C (eq. 9).
 
@@ -276,6 +281,11 @@ def _greedy_core(
         Residuals d_i² ≤ rtol (C_ii = 1, so this is relative) count as zero.
     rank : int
         An upper bound on rank C: after that many picks every residual is zero.
+    group_of : callable, optional
+        ``group_of(j)``, ndarray of bool of shape (N,): the items of item j's group. When given,
+        the greedy runs in passes: an item of the group of an item picked in the current pass
+        is not picked while another item is still pickable; once none is, a new pass starts
+        (so every group gets one pick before any gets a second). None (default): no groups.
 
     Returns
     -------
@@ -286,17 +296,25 @@ def _greedy_core(
     gains = np.empty_like(residual)
     chosen = np.zeros(log_weights.shape[0], dtype=bool)
     selected: list[int] = []
+    covered = None if group_of is None else np.zeros(log_weights.shape[0], dtype=bool)
     with np.errstate(divide="ignore", invalid="ignore"):
         while len(selected) < min(m, rank):
             np.maximum(residual, 0.0, out=residual)  # rounding can dip below zero
             np.log(residual, out=gains)
             gains[residual <= rtol] = -np.inf  # chosen items have residual 0
             gains += log_weights
+            if covered is not None:
+                if np.isfinite(gains[~covered]).any():
+                    gains[covered] = -np.inf
+                else:
+                    covered[:] = False  # every pickable item's group has a pick: a new pass
             if not np.isfinite(gains.max()):
                 break
             j = _pick(gains)
             selected.append(j)
             chosen[j] = True
+            if covered is not None and group_of is not None:
+                covered |= group_of(j)
             if len(selected) == min(m, rank):
                 break
             e = new_row(j, len(selected) - 1, math.sqrt(residual[j]))
@@ -320,6 +338,7 @@ def greedy_map(
     rtol: float | None = None,
     psd_rtol: float = PSD_RTOL,
     validate: bool = True,
+    group_cosine: float | None = None,
 ) -> IntArray:
     """Greedy MAP of an m-DPP with a dense kernel (eq. 8–9), O(m²N) after the kernel.
 
@@ -341,6 +360,11 @@ def greedy_map(
         ``False`` skips the checks of the kernel (finite, symmetric, positive semi-definite), for
         a kernel valid by construction (a Gram matrix the caller built); ``m`` and the weights
         are checked always.
+    group_cosine : float, optional
+        τ ∈ (0, 1]: at most one pick per group per pass, the group of item j being the items i
+        with cosine C_ij / √(C_ii C_jj) ≥ τ (``_greedy_core``'s passes: once every remaining
+        item is in the group of a pick of the current pass, a new pass starts). None (default):
+        no groups.
 
     Returns
     -------
@@ -380,7 +404,14 @@ def greedy_map(
         return e
 
     tol = _default_rtol(np.dtype(np.float64)) if rtol is None else rtol
-    return _greedy_core(new_row, total_w, nonzero, m, tol, n)
+    group_of = None
+    if group_cosine is not None:
+        tau = _check_group_cosine(group_cosine)
+
+        def group_of(j: int) -> NDArray[np.bool_]:
+            return np.asarray(k[j] * inv_sqrt * inv_sqrt[j] >= tau)
+
+    return _greedy_core(new_row, total_w, nonzero, m, tol, n, group_of)
 
 
 def greedy_map_features(
@@ -389,6 +420,7 @@ def greedy_map_features(
     log_weights: ArrayLike | None = None,
     *,
     rtol: float | None = None,
+    group_cosine: float | None = None,
 ) -> IntArray:
     """Greedy MAP of the m-DPP L = diag(e^{w/2}) F Fᵀ diag(e^{w/2}), never forming the N×N kernel.
 
@@ -408,6 +440,10 @@ def greedy_map_features(
         Per-item log weights w (default 0).
     rtol : float, optional
         Relative residual treated as zero (default 1e-10 for float64 features, 1e-5 for float32).
+    group_cosine : float, optional
+        τ ∈ (0, 1]: at most one pick per group per pass, as for
+        [`greedy_map`][adcs.dpp.greedy_map], the cosine being that of the feature rows (one
+        more product with F per pick). None (default): no groups.
 
     Returns
     -------
@@ -458,7 +494,14 @@ def greedy_map_features(
         return e
 
     tol = _default_rtol(f.dtype) if rtol is None else rtol
-    return _greedy_core(new_row, total_w, nonzero, m, tol, f.shape[1])
+    group_of = None
+    if group_cosine is not None:
+        tau = _check_group_cosine(group_cosine)
+
+        def group_of(j: int) -> NDArray[np.bool_]:
+            return np.asarray((f @ f[j]) * inv_norm_f * inv_norm_f[j] >= tau)
+
+    return _greedy_core(new_row, total_w, nonzero, m, tol, f.shape[1], group_of)
 
 
 def log_det(

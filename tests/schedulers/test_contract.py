@@ -63,6 +63,11 @@ VARIANTS: dict[str, list[dict]] = {
         {"theta": 0.0},
         {"theta": 1.0},
         {"quality_scale": QualityScale.NORMAL_SCORES, "refresh_every": 3},
+        # the ablation switches (issue 35), each off
+        {"select_every": 4},
+        {"standardise_quality": False},
+        {"observe_directions": False, "refresh_every": 3},
+        {"group_cosine": 0.5},
     ],
 }
 """Hyperparameter variants of every row of ``SCHEDULERS``; a row without one fails the table test."""
@@ -91,6 +96,9 @@ BAD_HYPERPARAMETERS = [
     (ADCS2, {"m": 5, "theta": 1.5}, "theta"),
     (ADCS2, {"m": 5, "quality_scale": "zscore"}, "quality_scale"),
     (ADCS2, {"m": 5, "refresh_every": 0}, "refresh_every"),
+    (ADCS2, {"m": 5, "select_every": 0}, "select_every"),
+    (ADCS2, {"m": 5, "observe_directions": False}, "observe_directions"),
+    (ADCS2, {"m": 5, "group_cosine": -0.2}, "group_cosine"),
     (ADCS, {"m": 5, "refresh_every": 0}, "refresh_every"),
     (ADCS, {"m": 5, "quality": "loss"}, "quality"),
     (ADCS, {"m": 5, "gamma": 0.3}, "comm_score"),
@@ -222,6 +230,9 @@ OBSERVING = {
     "adcs2",
     "adcs2-1",
     "adcs2-3",
+    "adcs2-4",
+    "adcs2-5",
+    "adcs2-7",  # adcs2-6 (observe_directions=False) learns directions from probes only
 }
 """Variants whose ``observe`` uses the selected clients' reports (the simulator calls it only then)."""
 

@@ -208,10 +208,18 @@ class Pool:
     def size(self) -> int:
         return int(self.clients.shape[0])
 
-    def greedy_map(self, log_weights: FloatArray, eligible: BoolArray, k: int) -> IntArray:
+    def greedy_map(
+        self,
+        log_weights: FloatArray,
+        eligible: BoolArray,
+        k: int,
+        group_cosine: float | None = None,
+    ) -> IntArray:
         """Greedy MAP of min(k, n_eligible) eligible pool clients, as client indices.
 
-        ``log_weights`` and ``eligible`` are over the pool, shape (n,).
+        ``log_weights`` and ``eligible`` are over the pool, shape (n,). ``group_cosine`` τ: at
+        most one client per group per pass, a group being the clients whose directions have
+        cosine ≥ τ with a pick ([`adcs.dpp.greedy_map`][adcs.dpp.greedy_map]).
         """
         idx = np.flatnonzero(eligible)
         k = min(k, idx.size)
@@ -220,7 +228,10 @@ class Pool:
         if self.kernel is not None:
             sub = self.kernel[np.ix_(idx, idx)]
             # a Gram matrix of finite unit rows: valid by construction, no O(n³) check
-            picks = greedy_map(sub, k, log_weights[idx], rtol=KERNEL_RTOL, validate=False)
+            picks = greedy_map(
+                sub, k, log_weights[idx], rtol=KERNEL_RTOL, validate=False,
+                group_cosine=group_cosine,
+            )  # fmt: skip
         else:
             assert self.features is not None
             f = self.features if idx.size == self.size else self.features[idx]
@@ -228,7 +239,7 @@ class Pool:
             # weights (the features path adds 2 log ‖f‖) so that ties break as on the kernel
             norms = row_norms(f)  # exactly the norms the features path uses
             w = log_weights[idx] - 2.0 * np.log(np.where(norms > 0, norms, 1.0))
-            picks = greedy_map_features(f, k, w, rtol=KERNEL_RTOL)
+            picks = greedy_map_features(f, k, w, rtol=KERNEL_RTOL, group_cosine=group_cosine)
         return self.clients[idx[picks]].astype(np.intp)
 
 

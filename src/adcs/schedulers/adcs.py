@@ -20,6 +20,7 @@ with ``comm_score="speed"``, derived from the clients' expected round durations 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -103,6 +104,26 @@ def log_weights(alpha: float, quality: FloatArray, eligible: BoolArray) -> Float
     w = np.clip(np.nan_to_num(w, nan=0.0, posinf=_MAX_LOG_WEIGHT, neginf=-np.inf),
                 -np.inf, _MAX_LOG_WEIGHT)  # fmt: skip
     return np.where(eligible, w, 0.0)
+
+
+def held_order(
+    order: IntArray,
+    pool: Pool,
+    available: BoolArray,
+    k: int,
+    remap: Callable[[BoolArray], IntArray],
+) -> IntArray:
+    """The selection between refreshes (Algorithm 1), before the random top-up of `fill_from`.
+
+    ``order`` is the MAP order over the whole ``pool`` made at the last refresh: it is kept while
+    at least ``k`` of it are there and all of it is available (the MAP over the whole pool is
+    also the MAP over any available part that contains it); otherwise ``remap(eligible)``, the
+    MAP over the pool's available part (``eligible``, bool of shape (pool.size,)) with the
+    refresh's kernel and quality. Shared by ADCS and ADCS-2's ``select_every``.
+    """
+    if order.size < k or not available[order].all():
+        return remap(available[pool.clients])
+    return order
 
 
 class Quality(enum.Enum):
@@ -334,8 +355,7 @@ class ADCS(SchedulerBase[ADCSState]):
         elif self.fresh_quality and stats.losses is not None and stats.n_probed:
             state = self._requality(state, stats)
         assert state.pool is not None and state.order is not None
-        order = state.order
-        # The MAP over the whole pool is also the MAP over any available part that contains it.
-        if order.size < k or not available[order].all():
-            order = self._map(state, available[state.pool.clients])
+        order = held_order(
+            state.order, state.pool, available, k, lambda eligible: self._map(state, eligible)
+        )
         return Selection(fill_from(order, available, k, rng, stats.non_finite())), state

@@ -40,6 +40,48 @@ at the start, when every client is seen for the first time, plus n every R round
 ``refresh_every = R``). Server: O(m · n · dim) for the greedy (features path, no n × n matrix)
 and O(n) for the z-scores (O(n log n) for ranks).
 
+Ablation switches (issue 35). The four changes from the paper's ADCS can be turned off one at a
+time; each switch's default is ADCS-2 as above, and each "off" value changes that one thing only:
+
+1. **A fresh selection every round over the clients available now** — ``select_every = R_s > 1``
+   turns it off. A selection is made only at the rounds t = t₀, t₀ + R_s, … (t₀ = 0): there the
+   probe, standardised scores, cached directions and greedy are exactly the default's. In the
+   R_s − 1 rounds between, nothing is probed and the selection is held as the paper's ADCS holds
+   it between refreshes, by the same code
+   ([`held_order`][adcs.schedulers.adcs.held_order] and `fill_from`): the held order while all
+   of it is available; otherwise the greedy MAP over its pool's available part with the kernel
+   (directions) and scores of the selection round, topped up uniformly at random from the other
+   available clients. The quality is therefore as stale as ADCS's too (measured at the selection
+   round); the directions cache still learns from the selected clients' updates, used at the next
+   selection round. Cost: n loss evaluations every R_s rounds instead of every round.
+2. **Standardised quality** — ``standardise_quality = False``: the quality is the raw probed
+   loss, and the log weights are ADCS's 2α(loss − median loss) (the same
+   [`log_weights`][adcs.schedulers.adcs.log_weights]) at the same θ, so α now multiplies losses
+   whose scale drifts with the workload and with training.
+3. **Cached directions refreshed whenever an update is seen** — ``observe_directions = False``
+   (with ``refresh_every = R``, which it requires): the selected clients' updates no longer
+   refresh the cache; a client's direction is that of the last update probe of all available
+   clients (every R rounds, ADCS's kernel) — or of its first probe, for a client first seen
+   between refreshes. The per-round loss probe and the selection every round stay. Cost: n
+   updates instead of n loss evaluations every R rounds, as ADCS-2 with ``refresh_every = R``.
+4. **Several slots per group** — ``group_cosine = τ``: the greedy gives at most one slot per
+   group per pass, where the group of a picked client j is every client whose cached direction
+   has cosine ≥ τ with φ_j; once every remaining client is in the group of a pick of the pass,
+   a new pass starts, so exactly min(m, n) clients are still chosen and a group gets a second
+   slot only when every group has one (`adcs.dpp.greedy_map`'s passes): with G groups a group
+   gets at most ⌈m / G⌉ slots (one on m6, m = 6 < 10 groups; two on the paper's workload,
+   m = 18 for 10 groups, where "one slot per group" cannot fill a round). The server cannot know
+   the partition's groups; near-parallel update directions are the groups it can see. τ is
+   therefore a definition, not a fact: a τ too high splits a true group (its clients' updates
+   differ by minibatch noise), a τ too low merges neighbouring groups. Under the paper's pure
+   label skew two clients of one group share a class and their updates are close to parallel,
+   so the proxy follows the partition; on the Dirichlet and soft-skew workloads there are no
+   crisp groups and τ defines "near-duplicate clients". Cost: one more product with the
+   directions per pick (O(m · n · dim) in all, as the greedy).
+
+Every switch is an ordinary parameter (``[[methods]]`` keys in a configuration); the defaults
+(1, true, true, none) give ADCS-2 exactly as before them, selection for selection.
+
 What it gives up: (i) memory of O(N · dim) for the cache of directions, against the design's
 "O(active · dim)" rule (docs/design.md §4) — O(N · k) with the simulator's ``sketch_dim = k`` (the
 scheduler then sees and caches k-dimensional sketches); (ii) a client rarely selected keeps an old
@@ -58,11 +100,12 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import ndtri
 
-from adcs._validate import check_int, check_unit_interval
+from adcs._validate import check_bool, check_int, check_number, check_unit_interval
 from adcs.dpp import alpha_of, unit_rows
 from adcs.schedulers._common import UPDATES_OF_ALL, BasicState, Pool, SchedulerBase, fill_from
-from adcs.schedulers.adcs import log_weights
+from adcs.schedulers.adcs import held_order, log_weights
 from adcs.schedulers.base import (
+    NO_PROBE,
     BoolArray,
     ClientStats,
     FloatArray,
@@ -167,11 +210,25 @@ class ADCS2State(BasicState):
         Which rows of ``directions`` hold a direction.
     refreshed_at : int
         Round of the last update probe of every available client (−1 before the first).
+    pool : Pool or None
+        With ``select_every`` R > 1 only: the clients that had a direction at the last selection
+        round, with those directions (the kernel held until the next selection round).
+    pool_scores : ndarray of shape (pool.size,) or None
+        Their quality scores at that round (standardised, or raw losses).
+    order : ndarray of int or None
+        The selection order made at that round (the MAP, then clients without a direction by
+        loss), kept while it is available.
+    selected_at : int
+        The last selection round (−1 before the first).
     """
 
     directions: FloatArray | None = None
     known: BoolArray | None = None
     refreshed_at: int = -1
+    pool: Pool | None = None
+    pool_scores: FloatArray | None = None
+    order: IntArray | None = None
+    selected_at: int = -1
 
 
 def _cache(state: ADCS2State, clients: IntArray, updates: FloatArray) -> ADCS2State:
@@ -222,6 +279,23 @@ class ADCS2(SchedulerBase[ADCS2State]):
         and refresh all their cached directions (+n updates, −n loss evaluations that round).
         ``None`` (default): directions are refreshed only as clients are selected, and probed
         once when first seen — PowerOfChoice's cost.
+    select_every : int
+        Change 1's switch (module docstring, "Ablation switches"). 1 (default): a fresh
+        selection every round. R_s > 1: a selection only every R_s rounds, held in between as
+        the paper's ADCS holds it.
+    standardise_quality : bool
+        Change 2's switch. ``True`` (default): the losses are standardised by
+        ``quality_scale``. ``False``: the raw losses are the quality (ADCS's log weights
+        2α(q − median q)); ``quality_scale`` is then unused.
+    observe_directions : bool
+        Change 3's switch. ``True`` (default): the selected clients' updates refresh their
+        cached directions. ``False``: directions come only from update probes (a client's
+        first, and the probe of every available client every ``refresh_every`` rounds, which
+        must then be set).
+    group_cosine : float or None
+        Change 4's switch. ``None`` (default): a group may take several slots. τ ∈ (0, 1]: at
+        most one slot per group per pass of the greedy, a group being the clients whose cached
+        directions have cosine ≥ τ with a client already picked.
 
     Notes
     -----
@@ -234,6 +308,10 @@ class ADCS2(SchedulerBase[ADCS2State]):
     theta: float = 0.7
     quality_scale: QualityScale = QualityScale.ZSCORE
     refresh_every: int | None = None
+    select_every: int = 1
+    standardise_quality: bool = True
+    observe_directions: bool = True
+    group_cosine: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -245,6 +323,16 @@ class ADCS2(SchedulerBase[ADCS2State]):
             )
         if self.refresh_every is not None:
             check_int("refresh_every", self.refresh_every)
+        check_int("select_every", self.select_every)
+        check_bool("standardise_quality", self.standardise_quality)
+        check_bool("observe_directions", self.observe_directions)
+        if not self.observe_directions and self.refresh_every is None:
+            raise ValueError(
+                "observe_directions=false needs refresh_every (R ≥ 1): without the periodic "
+                "update probe a client's direction would never change after its first probe"
+            )
+        if self.group_cosine is not None:
+            check_number("group_cosine", self.group_cosine, 0.0, 1.0, low_open=True)
 
     @property
     def alpha(self) -> float:
@@ -253,8 +341,9 @@ class ADCS2(SchedulerBase[ADCS2State]):
 
     @property
     def observes_updates(self) -> bool:
-        """The selected clients' updates refresh their cached directions (none needed at θ = 1)."""
-        return self.theta < 1.0
+        """The selected clients' updates refresh their cached directions (none needed at θ = 1,
+        none wanted with ``observe_directions=False``)."""
+        return self.theta < 1.0 and self.observe_directions
 
     def init(self, n_clients: int, data_sizes: FloatArray | None = None) -> ADCS2State:
         return ADCS2State(n_clients, self._check_init(n_clients, data_sizes))
@@ -264,10 +353,20 @@ class ADCS2(SchedulerBase[ADCS2State]):
             state.refreshed_at < 0 or round_idx - state.refreshed_at >= self.refresh_every
         )
 
+    def _held(self, state: ADCS2State, round_idx: int) -> bool:
+        """Whether this round keeps the last selection (``select_every`` R_s > 1, not yet due)."""
+        return (
+            self.select_every > 1
+            and state.selected_at >= 0
+            and round_idx - state.selected_at < self.select_every
+        )
+
     def probe(
         self, state: ADCS2State, round_idx: int, available: BoolArray, rng: np.random.Generator
     ) -> Probe:
         available, _ = check_available(available, state.n_clients, self.m)
+        if self._held(state, round_idx):
+            return NO_PROBE  # as ADCS between refreshes: nothing to choose, nothing to probe
         if self.theta >= 1.0:
             return LOSSES_OF_ALL  # top-m by loss needs no direction
         if state.known is None or (available & ~state.known).any():
@@ -278,6 +377,8 @@ class ADCS2(SchedulerBase[ADCS2State]):
         self, state: ADCS2State, round_idx: int, stats: ClientStats, rng: np.random.Generator
     ) -> tuple[Selection, ADCS2State]:
         available, k = check_available(stats.available, state.n_clients, self.m)
+        if self._held(state, round_idx):
+            return Selection(self._keep(state, available, k, stats, rng)), state
         if stats.losses is None:
             raise ValueError("ADCS2 needs probed losses but stats.losses is None")
         if stats.updates is not None and stats.n_probed:
@@ -294,18 +395,74 @@ class ADCS2(SchedulerBase[ADCS2State]):
             order = self._map(state, clients, losses, k)
             rest = by_loss[~np.isin(by_loss, order)]
             order = np.concatenate([order, rest])  # clients without a direction, by loss
+        if self.select_every > 1:
+            state = self._hold(state, round_idx, clients, losses, order)
         return Selection(fill_from(order, available, k, rng, stats.non_finite())), state
+
+    def _scores(self, losses: FloatArray) -> FloatArray:
+        """Quality scores of shape (n,): standardised losses, or the raw ones (change 2 off)."""
+        if not self.standardise_quality:
+            return np.asarray(losses, dtype=np.float64)
+        return standardise(losses, self.quality_scale)
+
+    def _pool(
+        self, state: ADCS2State, clients: IntArray, losses: FloatArray
+    ) -> tuple[Pool, FloatArray] | None:
+        """The ``clients`` that have a direction, as a pool with their scores (None if none)."""
+        assert state.directions is not None and state.known is not None
+        scores = self._scores(losses)
+        has_dir = state.known[clients]
+        if not has_dir.any():
+            return None
+        return Pool(clients[has_dir], None, state.directions[clients[has_dir]]), scores[has_dir]
+
+    def _pool_map(self, pool: Pool, scores: FloatArray, eligible: BoolArray, k: int) -> IntArray:
+        """Greedy MAP of min(k, ·) eligible pool clients with log weights 2α(s − median s)."""
+        weights = log_weights(self.alpha, scores, eligible)
+        return pool.greedy_map(weights, eligible, k, self.group_cosine)
 
     def _map(self, state: ADCS2State, clients: IntArray, losses: FloatArray, k: int) -> IntArray:
         """Greedy MAP of min(k, ·) of ``clients`` that have a direction, as client indices."""
-        assert state.directions is not None and state.known is not None
-        scores = standardise(losses, self.quality_scale)
-        has_dir = state.known[clients]
-        if not has_dir.any():
+        found = self._pool(state, clients, losses)
+        if found is None:
             return np.empty(0, dtype=np.intp)
-        pool = Pool(clients[has_dir], None, state.directions[clients[has_dir]])
-        weights = log_weights(self.alpha, scores[has_dir], np.ones(pool.size, dtype=bool))
-        return pool.greedy_map(weights, np.ones(pool.size, dtype=bool), k)
+        pool, scores = found
+        return self._pool_map(pool, scores, np.ones(pool.size, dtype=bool), k)
+
+    def _hold(
+        self,
+        state: ADCS2State,
+        round_idx: int,
+        clients: IntArray,
+        losses: FloatArray,
+        order: IntArray,
+    ) -> ADCS2State:
+        """``state`` holding this selection round's pool, scores and order (``select_every``)."""
+        found = None
+        if self.theta < 1.0 and state.known is not None and clients.size:
+            found = self._pool(state, clients, losses)
+        pool, scores = found if found is not None else (None, None)
+        return replace(state, pool=pool, pool_scores=scores, order=order, selected_at=round_idx)
+
+    def _keep(
+        self,
+        state: ADCS2State,
+        available: BoolArray,
+        k: int,
+        stats: ClientStats,
+        rng: np.random.Generator,
+    ) -> IntArray:
+        """Between selection rounds: the held order, re-mapped over the pool's available part
+        and topped up at random when some of it is away — the paper's ADCS's rule (`held_order`).
+        Without a pool (θ = 1, or no direction yet) the held order by loss, available first."""
+        assert state.order is not None
+        order = state.order
+        if state.pool is not None and state.pool_scores is not None:
+            pool, scores = state.pool, state.pool_scores
+            order = held_order(
+                order, pool, available, k, lambda e: self._pool_map(pool, scores, e, self.m)
+            )
+        return fill_from(order, available, k, rng, stats.non_finite())
 
     def observe(
         self,
