@@ -119,3 +119,50 @@ def test_the_section_names_where_selection_still_helps_and_where_its_gain_is_los
         "**The change cannot act here:** E = 1: 8 of the 9 runs they share end at the same" in text
     )
     assert not math.isnan(lo.gains(with_opt)["New"].mean)
+
+
+def test_fedprox_proximal_term_is_sized_from_the_configuration() -> None:
+    three = {**PLAIN, "sim": {**PLAIN["sim"], "local_steps": 3}}
+    prox3 = {**three, "sim": {**three["sim"], "prox_mu": 0.01}}
+    # the last of E = 3 steps has drifted 2 steps: μ · 2 · η_ℓ of the gradient; over the round
+    # the term adds μ η_ℓ² (0 + 1 + 2) g to an update of 3 η_ℓ g
+    largest, update = lo.prox_scale(prox3)  # type: ignore[misc]
+    assert largest == pytest.approx(0.01 * 2 * 0.001, rel=1e-12)
+    assert update == pytest.approx(0.01 * 0.001**2 * 3 / (3 * 0.001), rel=1e-12)
+    assert lo.prox_scale(three) is None  # no FedProx
+    assert lo.prox_scale({**PLAIN, "sim": {**PLAIN["sim"], "prox_mu": 0.01}}) is None  # E = 1
+    (pair,) = lo.counterparts({"e3": three, "e3_prox": prox3})
+    assert "at most 2e-05 of it here (μ = 0.01, η_ℓ = 0.001, E = 3)" in pair.scale
+    assert "μ η_ℓ (E − 1)/2 = 1e-05 of it" in pair.scale
+
+
+def _write_selections(folder: Any, runs: dict[str, np.ndarray]) -> None:
+    folder.mkdir(parents=True)
+    np.savez(folder / "selections.npz", **{f"selected/{k}": v for k, v in runs.items()})
+
+
+def test_agreement_counts_rounds_selecting_the_same_set_and_the_final_gap(tmp_path: Any) -> None:
+    rounds = np.array([[0, 1], [2, 3], [4, 5], [6, 7]])
+    moved = rounds.copy()
+    moved[2:] = [[4, 6], [5, 7]]  # apart from round 3 on
+    swapped = rounds[:, ::-1]  # the same sets in another order: alike
+    _write_selections(tmp_path / "w", {"a-seed=0": rounds, "a-seed=1": moved, "u-seed=0": rounds,
+                                       "u-seed=1": rounds})  # fmt: skip
+    _write_selections(tmp_path / "b", {"a-seed=0": swapped, "a-seed=1": rounds,
+                                       "u-seed=0": rounds, "u-seed=1": rounds})  # fmt: skip
+    scores = {
+        "w": [_score("u", "uniform", [0.5, 0.5]), _score("a", "adcs", [0.30, 0.40])],
+        "b": [_score("u", "uniform", [0.5, 0.5]), _score("a", "adcs", [0.30, 0.45])],
+    }
+    pair = lo.Counterpart(workload="w", base="b", change="FedProx μ = 0.01", scale="x")
+    got = lo.agreement(tmp_path, pair, scores)
+    assert got["a"].alike == pytest.approx((1.0 + 0.5) / 2) and got["a"].first_apart == 3
+    assert got["a"].gap == pytest.approx(0.05 / 2) and got["a"].largest == pytest.approx(0.05)
+    assert got["u"].alike == 1.0 and got["u"].first_apart is None and got["u"].seeds == 2
+    text = "\n".join(lo.optimiser_section([pair], scores, {"w": got}))
+    # 4 runs: (1 + 0.5 + 1 + 1) / 4 of the rounds alike; gaps 0, 0.05, 0, 0
+    assert "Over the 4 runs both ran (entry and seed), 87.5% of the rounds select" in text
+    assert "by 1.25 points on average (at most 5.00); u selects the same clients in every" in text
+    assert "| a | −12.50 ± " in text and "| tied | 75% |" in text
+    assert "**Answer:** of the 0 entries ahead of Uniform on b, 0 are still ahead" in text
+    assert lo.agreement(tmp_path / "none", pair, scores) == {}

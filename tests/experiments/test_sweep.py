@@ -16,6 +16,7 @@ from adcs.experiments.config import ConfigError, packaged_config
 from adcs.experiments.config.overrides import check_edits, option_edits, set_edits
 from adcs.experiments.config.sweep import SweepAxis, parse_sweep, point_edits, sweep_axes
 from adcs.experiments.run.configure import sweep_points
+from adcs.leaderboard import sweep as sweep_mod
 from tests.test_cli import TINY, one_error, write_config
 
 runner = CliRunner()
@@ -382,3 +383,26 @@ def test_a_checkpoint_after_the_last_round_says_so() -> None:
 
     progress = ExperimentProgress(identity={"batches": 2}, finished=2)  # was: "simulation complete"
     assert progress.describe(40) == "all 40 rounds simulated, the results not yet written"
+
+
+def test_a_sweep_names_each_entrys_best_point_and_whether_it_is_at_the_grids_edge() -> None:
+    points = [({"eta": eta, "tau": tau}, f"eta={eta}-tau={tau}")
+              for eta in (0.01, 0.03, 0.1) for tau in (1e-4, 1e-3)]  # fmt: skip
+    worst = {"eta=0.03-tau=0.0001": 0.4995, "eta=0.1-tau=0.001": 0.499, "eta=0.01-tau=0.001": 0.2}
+    table = {"Uniform": {n: {"worst": worst.get(n, 0.1), "avg": 0.8} for _, n in points},
+             "Edge": {n: {"worst": 0.5 if n == "eta=0.1-tau=0.0001" else 0.1, "avg": 0.8}
+                      for _, n in points}}  # fmt: skip
+    uniform, edge = sweep_mod.best_points(table, points)
+    assert uniform.startswith(
+        "**Uniform: highest mean final worst accuracy at eta=0.03-tau=0.0001** (49.95%; the "
+        "next, eta=0.1-tau=0.001, 49.90%). At the edge of the grid in `tau` (the smallest value "
+        "swept): a point beyond it may do better; inside the grid in `eta`."
+    )
+    assert "in `eta` (the largest value swept), `tau` (the smallest value swept)" in edge
+    assert "inside" not in edge
+    # an axis of labels (not numbers) has no edge
+    labelled = [({"partition": "iid"}, "iid"), ({"partition": "skew"}, "skew")]
+    only = {"U": {"iid": {"worst": 0.3, "avg": 0.5}, "skew": {"worst": 0.2, "avg": 0.5}}}
+    assert sweep_mod.best_points(only, labelled) == [
+        "**U: highest mean final worst accuracy at iid** (30.00%; the next, skew, 20.00%)."
+    ]

@@ -26,7 +26,9 @@ from adcs.experiments.run.folder import MANIFEST
 from adcs.experiments.run.resultfiles import read_manifest
 from adcs.experiments.run.results import write_csv, write_json
 from adcs.leaderboard.optimizers import (
+    Agreement,
     Counterpart,
+    agreement,
     configs_of,
     counterparts,
     gains,
@@ -180,7 +182,8 @@ def write_summary(
         tables[metric], placings[metric] = rank_table(values)
     fams = families(s.method for w in names for s in scores[w])
     pairs = counterparts(configs_of(folder, names))
-    _write_tables(folder, names, scores, targets, tables, placings, fams, pairs)
+    alike = {pair.workload: agreement(folder, pair, scores) for pair in pairs}
+    _write_tables(folder, names, scores, targets, tables, placings, fams, pairs, alike)
     figures = [_workload_figure(folder, w, scores[w], placings["worst"][w], fams) for w in names]
     _summary_figure(folder / SUMMARY_FIGURE, names, tables["worst"], placings["worst"])
     report = _report(
@@ -196,6 +199,7 @@ def write_summary(
         same,
         kind,
         pairs,
+        alike,
     )
     (folder / "report.md").write_text(report, encoding="utf-8")
     return tables["worst"], scores
@@ -210,6 +214,7 @@ def _write_tables(
     placings: Mapping[str, Mapping[str, Mapping[str, Placing]]],
     fams: Sequence[Family],
     pairs: Sequence[Counterpart],
+    alike: Mapping[str, Mapping[str, Agreement]],
 ) -> None:
     header = ["workload", "entry", "method", "variant", "seeds"]
     for metric in tables:
@@ -253,7 +258,8 @@ def _write_tables(
             "ranks": {m: [_row_doc(r) for r in tables[m]] for m in tables},
             **{f"{f.method}_{f.variants.lever}": {w: lever_doc(f, scores[w]) for w in names}
                for f in fams},
-            **({"counterparts": [_pair_doc(pair, scores) for pair in pairs]} if pairs else {}),
+            **({"counterparts": [_pair_doc(pair, scores, alike.get(pair.workload, {}))
+                                  for pair in pairs]} if pairs else {}),
         },
     )  # fmt: skip
 
@@ -302,14 +308,20 @@ def _entry_doc(s: Score, placings: Mapping[str, Any], w: str) -> dict[str, Any]:
     return doc
 
 
-def _pair_doc(pair: Counterpart, scores: Mapping[str, list[Score]]) -> dict[str, Any]:
-    """A workload with another optimiser, its counterpart, and each entry against random
-    selection on both (`adcs.leaderboard.optimizers.gains`)."""
+def _pair_doc(
+    pair: Counterpart, scores: Mapping[str, list[Score]], alike: Mapping[str, Agreement]
+) -> dict[str, Any]:
+    """A workload with another optimiser, its counterpart, each entry against random selection
+    on both (`adcs.leaderboard.optimizers.gains`), and how alike each entry's runs are on the two
+    (`adcs.leaderboard.optimizers.agreement`)."""
     doc: dict[str, Any] = {"workload": pair.workload, "base": pair.base, "change": pair.change,
-                           "inert": pair.inert}  # fmt: skip
+                           "inert": pair.inert, "scale": pair.scale}  # fmt: skip
     for key, w in (("gains", pair.workload), ("base_gains", pair.base)):
         doc[key] = {e: {"mean": g.mean, "half": g.half, "p_holm": g.p_value,
                         "verdict": g.verdict} for e, g in gains(scores[w]).items()}  # fmt: skip
+    doc["agreement"] = {e: {"rounds_alike": a.alike, "first_round_apart": a.first_apart,
+                            "worst_gap": a.gap, "worst_gap_largest": a.largest,
+                            "seeds": a.seeds} for e, a in alike.items()}  # fmt: skip
     return doc
 
 
@@ -335,12 +347,13 @@ def _report(
     same: Mapping[str, str],
     kind: str,
     pairs: Sequence[Counterpart] = (),
+    alike: Mapping[str, Mapping[str, Agreement]] | None = None,
 ) -> str:
     out = ["# Leaderboard: which scheduler, where", ""]
     out += _preamble(names, scores, contexts, quick, fams, same, kind)
     for family in fams:
         out += verdict_section(family, names, scores, tables, placings)
-    out += optimiser_section(pairs, scores)
+    out += optimiser_section(pairs, scores, alike)
     out += ["## Overall ranks", ""]
     out += _rank_section(names, tables)
     for family in fams:

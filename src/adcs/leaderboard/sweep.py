@@ -6,8 +6,10 @@ over data, partition, simulator, model or a method's parameter alike — into on
 * ``OUT/<point>/`` an ordinary results folder per point (``00-alpha=0.1``, …);
 * ``sweep.csv`` one row per run of every point, with a column per swept key (its dotted name);
 * ``sweep.png`` each method's final worst and average accuracy against the points;
-* ``report.md`` the comparison across the points, then the ranks of the methods at each point
-  (the leaderboard's tables: a point is a workload there).
+* ``report.md`` the comparison across the points, each entry's point of highest mean final worst
+  accuracy and whether it lies at the edge of a numeric axis (`best_points`: a grid to widen),
+  then the ranks of the methods at each point (the leaderboard's tables: a point is a workload
+  there).
 
 It is run, locked, resumed and sharded on Ray as a leaderboard is
 (`run_leaderboard`), so a killed sweep resumes. The points themselves are
@@ -32,7 +34,7 @@ from adcs.leaderboard.ranking import entry_labels
 from adcs.leaderboard.report import same_selections
 from adcs.leaderboard.suite import LeaderboardOutcome, run_leaderboard
 
-__all__ = ["run_sweep", "write_sweep_summary"]
+__all__ = ["best_points", "run_sweep", "write_sweep_summary"]
 
 SWEEP_CSV = "sweep.csv"
 SWEEP_FIGURE = "sweep.png"
@@ -114,6 +116,62 @@ def _finals(
     }
 
 
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def best_points(
+    table: Mapping[str, Mapping[str, Mapping[str, float]]],
+    points: Sequence[tuple[Mapping[str, Any], str]],
+) -> list[str]:
+    """Each entry's point of highest mean final worst accuracy, in words, one line per entry.
+
+    The line names the runner-up too, and each numeric axis on which the point takes the
+    smallest or largest value swept (a better point may lie beyond it) or a value inside.
+
+    Parameters
+    ----------
+    table : mapping
+        Entry → point name → ``{"worst": mean, "avg": mean}`` (fractions).
+    points : sequence of (mapping, str)
+        Each point's swept values by key, and its name.
+    """
+    values = {name: point for point, name in points}
+    keys = list(dict.fromkeys(k for point, _ in points for k in point))
+    axes = {}
+    for k in keys:
+        tried = [point[k] for point, _ in points if k in point]
+        if tried and all(_numeric(v) for v in tried) and len(set(tried)) > 1:
+            axes[k] = (min(tried), max(tried))
+    out = []
+    for entry, cells in table.items():
+        order = sorted(cells, key=lambda n: -cells[n]["worst"])
+        if not order:
+            continue
+        best = order[0]
+        text = f"**{entry}: highest mean final worst accuracy at {best}** ({100 * cells[best]['worst']:.2f}%"
+        if len(order) > 1:
+            text += f"; the next, {order[1]}, {100 * cells[order[1]]['worst']:.2f}%"
+        text += ")"
+        edge = [k for k, (lo, hi) in axes.items() if values[best].get(k) in (lo, hi)]
+        inside = [k for k in axes if k not in edge]
+        if edge:
+            text += ". At the edge of the grid in " + ", ".join(
+                f"`{k}` (the {'smallest' if values[best][k] == axes[k][0] else 'largest'} "
+                "value swept)"
+                for k in edge
+            )
+            text += ": a point beyond it may do better"
+        if inside:
+            text += (
+                (". " if not edge else "; ")
+                + "inside the grid in "
+                + ", ".join(f"`{k}`" for k in inside)
+            )
+        out.append(text + ".")
+    return out
+
+
 def _figure(
     path: Path, table: Mapping[str, Mapping[str, Mapping[str, float]]], names: Sequence[str]
 ) -> None:
@@ -164,6 +222,8 @@ def _report(
             for p in names
         ]
         lines.append(f"| {variant} | " + " | ".join(row) + " |")
-    lines += ["", f"![the sweep]({SWEEP_FIGURE})", "", "---", ""]
+    best = best_points(table, [(p, c.name) for p, c in points])
+    lines += ["", *(line for b in best for line in (b, ""))]
+    lines += [f"![the sweep]({SWEEP_FIGURE})", "", "---", ""]
     ranks = path.read_text(encoding="utf-8") if path.is_file() else ""
     path.write_text("\n".join(lines) + "\n" + ranks, encoding="utf-8")
