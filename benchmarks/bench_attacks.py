@@ -78,6 +78,7 @@ except ImportError:  # `adcs bench attacks` loads it from its folder (also the i
     import attack_report  # type: ignore[no-redef]
 
 family_lines, shares = attack_families.family_lines, attack_families.shares
+interval_share = attack_families.interval_share
 _fmt, goal_lines, cost_table = (
     attack_report._fmt,
     attack_report.goal_lines,
@@ -103,6 +104,9 @@ def _shown(source: str) -> str:
 
 
 BLOCKS = ("clean", "capture", "poison", "costs", "families")
+SUITE_KEYS = ("k", "undefended")
+"""A family's keys that the suite reads (its k; ``undefended = false``: run with the bounds only),
+not passed to `adcs.adversary.Crafted`."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +140,9 @@ class Suite:
     def crafted(self, keys: Mapping[str, Any], k: int, adaptive: bool) -> Crafted:
         """A family's attack with k malicious clients (`adcs.adversary.Crafted`)."""
         return Crafted(
-            n_malicious=k, adaptive=adaptive, **{a: v for a, v in keys.items() if a != "k"}
+            n_malicious=k,
+            adaptive=adaptive,
+            **{a: v for a, v in keys.items() if a not in SUITE_KEYS},
         )
 
     def ks_of(self, keys: Mapping[str, Any]) -> tuple[int, ...]:
@@ -190,6 +196,8 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
         for name, keys in suite.families:
             if {"clients", "n_malicious", "adaptive"} & set(keys):
                 raise ValueError(f"families.{name}: the suite sets clients and adaptive")
+            if not isinstance(keys.get("undefended", True), bool):
+                raise ValueError(f"families.{name}.undefended must be true or false")
             suite.crafted(keys, max(suite.ks_of(keys)), True)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"suite: {exc}") from None
@@ -307,9 +315,12 @@ def plan_suite(
             if not lies:
                 add(run, "clean", "off", None)
             add(run, "clean", "bound", suite.bound)
-            for name, keys in suite.families if method not in suite.blind else ():
+            # every method: a family's attackers send what they report, so even a scheduler
+            # that reads no statistics (suite.blind) aggregates their updates
+            for name, keys in suite.families:
                 for k in suite.ks_of(keys):
-                    add(run, "families", "off", None, name, suite.crafted(keys, k, False))
+                    if keys.get("undefended", True):
+                        add(run, "families", "off", None, name, suite.crafted(keys, k, False))
                     for adaptive in (False, True):
                         attack = suite.crafted(keys, k, adaptive)
                         add(run, "families", "bound", suite.bound, name, attack)
@@ -360,6 +371,8 @@ class Measured:
     average: float
     client_updates: int
     loss_evals: int
+    interval_share: float = math.nan
+    """The most a malicious client holds in any L ≥ W rounds ÷ L × its fair share (whole run)."""
 
     @property
     def ratios(self) -> np.ndarray:
@@ -389,8 +402,11 @@ def run_plan(
     return {p.run_id: r for p, r in zip(plan, results, strict=True)}
 
 
-def measure(plan: Sequence[Planned], results: Mapping[str, RunResult], n: int) -> list[Measured]:
-    """Rates (from the selection records), no-attack rates and honest accuracy of every run."""
+def measure(
+    plan: Sequence[Planned], results: Mapping[str, RunResult], n: int, window: int = 100
+) -> list[Measured]:
+    """Rates (from the selection records), no-attack rates and honest accuracy of every run;
+    ``window`` W: the malicious clients' largest share over any interval of ≥ W rounds."""
     rates = {run_id: selection_rates(r.selected, n) for run_id, r in results.items()}
     out = []
     for p in plan:
@@ -404,9 +420,10 @@ def measure(plan: Sequence[Planned], results: Mapping[str, RunResult], n: int) -
         evaluated = result.eval_clients if result.eval_clients.size else np.arange(n)
         liars = np.flatnonzero(np.isin(evaluated, p.malicious))
         honest = honest_accuracy(result.client_acc, liars.tolist())
+        interval = interval_share(result.selected, p.malicious, window, n)
         out.append(
             Measured(p, rates[p.run_id], base, honest.worst, honest.p10, honest.average,
-                     int(result.client_updates), int(result.loss_evals))
+                     int(result.client_updates), int(result.loss_evals), interval)
         )  # fmt: skip
     return out
 
@@ -452,7 +469,7 @@ def write_results(
             *capture_tables(measured, methods),
             *accuracy_tables(measured, methods),
             *cost_table(measured),
-            *family_lines(measured, methods),
+            *family_lines(measured, methods, suite.bound.window),
         ]
         (tmp / "report.md").write_text("\n".join(report) + "\n")
         manifest = {
@@ -508,7 +525,7 @@ def _write_runs_csv(path: Path, measured: Sequence[Measured]) -> None:
             "run_id", "block", "method", "seed", "defence", "attack", "k", "adaptive",
             "malicious", "liar_rates", "no_attack_rates", "capture_ratios", "honest_worst",
             "honest_p10", "honest_average", "client_updates", "loss_evals", "baseline",
-            "attacker_share", "coalition_share", "since",
+            "attacker_share", "coalition_share", "since", "interval_share",
         ])  # fmt: skip
         for m in measured:
             p = m.planned
@@ -521,6 +538,7 @@ def _write_runs_csv(path: Path, measured: Sequence[Measured]) -> None:
                 json.dumps([None if not math.isfinite(r) else round(float(r), 6) for r in m.ratios]),
                 repr(m.worst), repr(m.p10), repr(m.average), m.client_updates, m.loss_evals,
                 p.baseline, _fmt(single, 4), _fmt(coalition, 4), p.since,
+                _fmt(m.interval_share, 4),
             ])  # fmt: skip
 
 
@@ -577,7 +595,7 @@ def run_suite(
     started, cpu = time.perf_counter(), time.process_time()
     results = run_plan(plan, data, config, workers)
     wall = time.perf_counter() - started
-    measured = measure(plan, results, n)
+    measured = measure(plan, results, n, suite.bound.window)
     if out is not None:
         malicious = {
             seed: next(
@@ -602,7 +620,14 @@ def run_suite(
     return measured
 
 
-def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) -> float:
+def estimate(
+    config: ExperimentConfig,
+    suite: Suite,
+    rounds: int,
+    workers: int,
+    blocks: Sequence[str] = BLOCKS,
+    methods: Sequence[str] | None = None,
+) -> float:
     """Seconds the full suite should take with ``workers``, from short runs of one seed.
 
     Every planned run of the first seed is simulated for 1 and for ``rounds`` rounds with one
@@ -615,7 +640,7 @@ def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) 
     def cpu_seconds(t: int) -> float:
         short = _with_rounds(config, t, config.seeds[:1])
         short = dataclasses.replace(short, sim=dataclasses.replace(short.sim, eval_every=t))
-        plan = plan_suite(short, suite)
+        plan = plan_suite(short, suite, blocks, methods)
         data = _one_partition(dataset, short)
         model = short.model.build(data.input_shape, data.n_classes)
         start = time.process_time()
@@ -628,7 +653,7 @@ def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) 
     per_eval = max(one - per_round, 0.0) / 2
     evals = config.sim.for_clients(n).eval_rounds.size
     seeds = len(config.seeds)
-    runs = len(plan_suite(_with_rounds(config, 1, config.seeds[:1]), suite))
+    runs = len(plan_suite(_with_rounds(config, 1, config.seeds[:1]), suite, blocks, methods))
     total = seeds * (per_round * config.sim.rounds + per_eval * evals) / min(workers, seeds)
     print(
         f"{runs} runs per seed, {seeds} seed(s): {per_round * 1e3:.0f} ms CPU per round of a "
@@ -694,7 +719,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             unknown = sorted(set(methods) - set(names))
             raise ConfigError(f"--methods: no method {unknown} in the suite's {names}")
         if args.estimate:
-            estimate(config, suite, args.estimate_rounds, args.workers)
+            estimate(config, suite, args.estimate_rounds, args.workers, blocks, methods)
             return 0
         run_suite(
             config, suite, Path(args.out), blocks=blocks, methods=methods, workers=args.workers

@@ -23,14 +23,17 @@ def test_the_shipped_suite_plans_every_attack_once():
     methods, seeds = len(config.methods), len(config.seeds)
     lies, ks, poisons = len(suite.lies), len(suite.k), len(suite.poisons)
     believers = methods - len(suite.blind)
-    family_runs = sum(len(suite.ks_of(keys)) for _, keys in suite.families)  # each at its k
+    family_runs = sum(  # each at its k: off (unless undefended = false), bound naive, adaptive
+        len(suite.ks_of(keys)) * (3 if keys.get("undefended", True) else 2)
+        for _, keys in suite.families
+    )
     expected = seeds * (
         3 * methods  # no attack: off, on, on+robust
         + believers * lies * ks * 3  # capture: off, on naive, on adaptive
         + methods * poisons * ks * 3  # poison: off, on+robust naive and adaptive
         + len(suite.cost_methods) * len(suite.costs)
         + methods  # no attack with the bounds
-        + believers * family_runs * 3  # families: off, bound naive and adaptive
+        + methods * family_runs  # families (every method)
     )
     assert len(plan) == expected
     ids = [p.run_id for p in plan]
@@ -101,7 +104,7 @@ def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
     for method in ("powerofchoice", "ocs", "divfl", "adcs"):
         assert f"- **{method}" in report  # a plain verdict for every scheduler that reads reports
     assert "- **uniform**: reads no client statistics" in report
-    assert "| sleeper | 3 | bound, adaptive |" in report and "largest coalition" in report
+    assert "| sleeper | 3 | bound, adaptive | uniform |" in report and "| coalition |" in report
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert (
         len(rows) == len(measured) == len(json.loads((out / "manifest.json").read_text())["runs"])
@@ -165,3 +168,96 @@ def test_a_rewrite_keeps_nested_results_folders(tmp_path: Path):
     )
     assert (out / "families" / "seed0" / "runs.csv").read_text() == "x"
     assert (out / "report.md").is_file()
+
+
+def _interval_share_brute(selected: np.ndarray, client: int, window: int, n: int) -> float:
+    """Every interval [s, e) of at least W rounds, counted one by one."""
+    hits = (selected == client).any(axis=1)
+    fair = (selected >= 0).sum() / selected.shape[0] / n
+    rounds = selected.shape[0]
+    return max(
+        hits[s:e].sum() / (e - s) / fair
+        for s in range(rounds)
+        for e in range(s + window, rounds + 1)
+    )
+
+
+def test_the_any_interval_share_is_the_largest_over_every_interval():
+    from benchmarks.attack_families import interval_share
+
+    rng = np.random.default_rng(3)
+    n, m = 6, 2
+    for rounds, window in ((9, 1), (20, 3), (31, 7)):
+        selected = np.stack([rng.choice(n, size=m, replace=False) for _ in range(rounds)])
+        for client in range(n):
+            expected = _interval_share_brute(selected, client, window, n)
+            assert interval_share(selected, [client], window, n) == pytest.approx(expected)
+        both = max(_interval_share_brute(selected, c, window, n) for c in (1, 4))
+        assert interval_share(selected, [1, 4], window, n) == pytest.approx(both)
+    # a burst after an emptied window: b = 3 of W = 4 rounds in two back-to-back windows, then
+    # every round for L = 6 > W rounds — (3 + 3) / 6 over the fair share 1/2 is 2x
+    selected = np.array([[1, 2]] * 4 + [[0, 1]] * 6 + [[1, 2]] * 4)
+    assert interval_share(selected, [0], 4, 4) == pytest.approx(2.0)
+    assert np.isnan(interval_share(selected[:3], [0], 4, 4))  # shorter than W
+
+
+def test_the_families_report_is_computed_from_the_raw_files(tmp_path: Path):
+    """Every number of the families' tables and goals (shares over any interval, the honest worst
+    change against the same defences' no-attack run, the bounds' no-attack cost) recomputed from
+    runs.csv and selections.npz."""
+    from benchmarks.attack_families import interval_share
+
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    config = bench_attacks._with_rounds(config, 8, [0, 1])
+    suite = dataclasses.replace(
+        suite,
+        families=(("sleeper", {"cosine": 0.5, "factor": 10.0, "start": 2}),),
+        family_k=(3,),
+        bound=Defence(cap=1.5, window=3, any_interval=True),
+    )
+    out = tmp_path / "attacks"
+    bench_attacks.run_suite(
+        config, suite, out, dataset=load_subset(), blocks=["families"],
+        methods=["uniform", "adcs"], workers=1,
+    )  # fmt: skip
+    rows = {row["run_id"]: row for row in csv.DictReader((out / "runs.csv").open())}
+    report = (out / "report.md").read_text()
+    table = {
+        tuple(cell.strip() for cell in line.split("|")[1:5]): line.split("|")[5:11]
+        for line in report.splitlines()
+        if line.startswith("| sleeper |")
+    }
+    with np.load(out / "selections.npz") as selections:
+        for (_family, k, mode, method), cols in table.items():
+            runs = [row for row in rows.values() if row["block"] == "families"
+                    and row["method"] == method and row["k"] == k
+                    and bench_attacks.attack_families._mode(_row_fields(row)) == mode]  # fmt: skip
+            assert len(runs) == 2  # one per seed
+            intervals = [
+                interval_share(
+                    selections[f"selected/{r['run_id']}"], json.loads(r["malicious"]), 3, 30
+                )
+                for r in runs
+            ]
+            assert [float(r["interval_share"]) for r in runs] == pytest.approx(intervals, abs=1e-4)
+            assert float(cols[2]) == pytest.approx(max(intervals), abs=0.005)
+            changes = [
+                float(r["honest_worst"]) - float(rows[r["baseline"]]["honest_worst"]) for r in runs
+            ]
+            assert float(cols[5]) == pytest.approx(100 * np.mean(changes), abs=0.05)
+    variants = {row["method"] for row in rows.values()}
+    assert {key[3] for key in table} == variants and len(variants) == 2  # the blind one too
+    for variant in variants:
+        off = [float(rows[f"{variant}/off/none/seed{s}"]["honest_worst"]) for s in (0, 1)]
+        bound = [float(rows[f"{variant}/bound/none/seed{s}"]["honest_worst"]) for s in (0, 1)]
+        line = next(li for li in report.splitlines() if li.startswith(f"| {variant} | 2 |"))
+        change = float(line.split("|")[5])
+        assert change == pytest.approx(100 * np.mean(np.subtract(bound, off)), abs=0.05)
+    assert "#### The goals with the bounds on" in report and "k ≤ 3: largest attacker" in report
+
+
+def _row_fields(row: dict[str, str]) -> Any:
+    """A runs.csv row as the fields `attack_families._mode` reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(defence=row["defence"], adaptive=row["adaptive"] == "True")
