@@ -104,9 +104,10 @@ def _shown(source: str) -> str:
 
 
 BLOCKS = ("clean", "capture", "poison", "costs", "families")
-SUITE_KEYS = ("k", "undefended")
-"""A family's keys that the suite reads (its k; ``undefended = false``: run with the bounds only),
-not passed to `adcs.adversary.Crafted`."""
+SUITE_KEYS = ("k", "undefended", "naive")
+"""A family's keys that the suite reads, not passed to `adcs.adversary.Crafted`: its k;
+``undefended = false``: not run without defence; ``naive = false``: with the bounds, the adaptive
+form only."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,8 +197,9 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
         for name, keys in suite.families:
             if {"clients", "n_malicious", "adaptive"} & set(keys):
                 raise ValueError(f"families.{name}: the suite sets clients and adaptive")
-            if not isinstance(keys.get("undefended", True), bool):
-                raise ValueError(f"families.{name}.undefended must be true or false")
+            for key in ("undefended", "naive"):
+                if not isinstance(keys.get(key, True), bool):
+                    raise ValueError(f"families.{name}.{key} must be true or false")
             suite.crafted(keys, max(suite.ks_of(keys)), True)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"suite: {exc}") from None
@@ -321,7 +323,7 @@ def plan_suite(
                 for k in suite.ks_of(keys):
                     if keys.get("undefended", True):
                         add(run, "families", "off", None, name, suite.crafted(keys, k, False))
-                    for adaptive in (False, True):
+                    for adaptive in (False, True) if keys.get("naive", True) else (True,):
                         attack = suite.crafted(keys, k, adaptive)
                         add(run, "families", "bound", suite.bound, name, attack)
         if "capture" in blocks and method not in suite.blind:
@@ -450,28 +452,9 @@ def write_results(
             tmp / "client_acc.npz",
             **{run_id: r.client_acc.astype(np.float32) for run_id, r in results.items()},
         )  # type: ignore[arg-type]
-        methods = list(dict.fromkeys(m.planned.method for m in measured))
-        report = [
-            f"# {config.name}: selection under attack",
-            "",
-            f"{config.description}.",
-            "",
-            f"N = {config.data.total_clients}, m = {config.m}, T = {config.sim.rounds}, seeds "
-            f"{list(config.seeds)}; lies ×{suite.factor:g}, direction {suite.direction!r}. "
-            f"Defences on: `{_defence_text(suite.defence)}`; poison runs add aggregation "
-            f"`{suite.robust}`; the families' bounds: `{_defence_text(suite.bound)}`. "
-            "Malicious clients per seed: "
-            + ", ".join(f"seed {s}: {list(v)}" for s, v in meta["malicious"].items())
-            + ". Every rate is computed from `selections.npz`.",
-            "",
-            *goal_lines(measured, methods),
-            *capturability_lines(measured, methods),
-            *capture_tables(measured, methods),
-            *accuracy_tables(measured, methods),
-            *cost_table(measured),
-            *family_lines(measured, methods, suite.bound.window),
-        ]
-        (tmp / "report.md").write_text("\n".join(report) + "\n")
+        (tmp / "report.md").write_text(
+            "\n".join(report_lines(measured, config, suite, meta)) + "\n"
+        )
         manifest = {
             "experiment": config.name,
             "config_source": _shown(config.source),
@@ -482,6 +465,165 @@ def write_results(
             **meta,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        if out.exists():
+            for sub in out.iterdir():  # nested results (families/, costs/) are kept
+                if sub.is_dir() and not (tmp / sub.name).exists():
+                    sub.rename(tmp / sub.name)
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def report_lines(
+    measured: Sequence[Measured],
+    config: ExperimentConfig,
+    suite: Suite,
+    meta: Mapping[str, Any],
+) -> list[str]:
+    """The report's Markdown lines (``meta``: the manifest's ``malicious`` clients per seed)."""
+    methods = list(dict.fromkeys(m.planned.method for m in measured))
+    return [
+        f"# {config.name}: selection under attack",
+        "",
+        f"{config.description}.",
+        "",
+        f"N = {config.data.total_clients}, m = {config.m}, T = {config.sim.rounds}, seeds "
+        f"{list(config.seeds)}; lies ×{suite.factor:g}, direction {suite.direction!r}. "
+        f"Defences on: `{_defence_text(suite.defence)}`; poison runs add aggregation "
+        f"`{suite.robust}`; the families' bounds: `{_defence_text(suite.bound)}`. "
+        "Malicious clients per seed: "
+        + ", ".join(f"seed {s}: {list(v)}" for s, v in meta["malicious"].items())
+        + ". Every rate is computed from `selections.npz`.",
+        "",
+        *goal_lines(measured, methods),
+        *capturability_lines(measured, methods),
+        *capture_tables(measured, methods),
+        *accuracy_tables(measured, methods),
+        *cost_table(measured),
+        *family_lines(measured, methods, suite.bound.window),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# a results folder read back: its report from its files, several folders merged
+
+
+def suite_of_manifest(raw: Mapping[str, Any]) -> Suite:
+    """The suite a manifest records (``dataclasses.asdict`` of it, tables as lists of pairs)."""
+    table = dict(raw)
+    for key in ("costs", "families"):
+        table[key] = {name: dict(values) for name, values in table.get(key, [])}
+    return parse_suite(table)
+
+
+def read_folder(folder: Path) -> tuple[ExperimentConfig, Suite, list[Measured], dict[str, Any]]:
+    """A results folder's experiment, suite, measured runs and manifest, from its files.
+
+    The experiment is the manifest's configuration (``config_source``, relative to the checkout)
+    at the manifest's rounds and seeds; every rate, share and lift is recomputed from
+    ``selections.npz``, the accuracies are ``runs.csv``'s (the runs' own).
+    """
+    manifest = json.loads((folder / "manifest.json").read_text())
+    source = Path(manifest["config_source"])
+    config, _ = load_suite(source if source.is_absolute() else REPO / source)
+    config = _with_rounds(config, int(manifest["rounds"]), [int(s) for s in manifest["seeds"]])
+    suite = suite_of_manifest(manifest["suite"])
+    n = config.data.total_clients
+    with (folder / "runs.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    with np.load(folder / "selections.npz") as npz:
+        selected = {row["run_id"]: npz[f"selected/{row['run_id']}"] for row in rows}
+    measured = []
+    for row in rows:
+        since = int(row.get("since") or 0)
+        planned = Planned(
+            row["run_id"], row["block"], row["method"], int(row["seed"]), row["defence"],
+            row["attack"], int(row["k"]), row["adaptive"] == "True",
+            tuple(json.loads(row["malicious"])), row["baseline"], None,  # type: ignore[arg-type]
+            since,
+        )  # fmt: skip
+        base = selected.get(planned.baseline)
+        measured.append(
+            Measured(
+                planned,
+                selection_rates(selected[planned.run_id][since:], n),
+                np.full(n, np.nan) if base is None else selection_rates(base[since:], n),
+                float(row["honest_worst"]), float(row["honest_p10"]),
+                float(row["honest_average"]), int(row["client_updates"]),
+                int(row["loss_evals"]),
+                interval_share(selected[planned.run_id], planned.malicious,
+                               suite.bound.window, n),
+            )
+        )  # fmt: skip
+    return config, suite, measured, manifest
+
+
+def write_report(folder: Path) -> None:
+    """Rewrite ``folder/report.md`` from the folder's files (`read_folder`)."""
+    config, suite, measured, manifest = read_folder(folder)
+    lines = report_lines(measured, config, suite, manifest)
+    (folder / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def merge_folders(parts: Sequence[Path], out: Path) -> None:
+    """One results folder from several of the same suite (e.g. one per seed): their runs,
+    selections and accuracies side by side, the manifest's seeds, runs and malicious clients
+    joined (each part's command kept), and the report written from the joined files."""
+    manifests = [json.loads((p / "manifest.json").read_text()) for p in parts]
+    first = manifests[0]
+
+    def same(m: Mapping[str, Any]) -> tuple[Any, ...]:  # the parts may run different families
+        suite = {k: v for k, v in m["suite"].items() if k != "families"}
+        return suite, m["rounds"], m["config_source"]
+
+    for p, m in zip(parts, manifests, strict=True):
+        if same(m) != same(first):
+            raise ConfigError(f"{p}: not a part of the same suite as {parts[0]}")
+    families = {name: keys for m in manifests for name, keys in m["suite"]["families"]}
+    _check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        header: list[str] = []
+        rows: list[list[str]] = []
+        for p in parts:
+            with (p / "runs.csv").open(newline="") as fh:
+                reader = csv.reader(fh)
+                head = next(reader)
+                if header and head != header:
+                    raise ConfigError(f"{p}: runs.csv has other columns than {parts[0]}'s")
+                header = head
+                rows.extend(reader)
+        ids = [r[0] for r in rows]
+        if len(set(ids)) != len(ids):
+            raise ConfigError("the parts share run ids (the same seed twice?)")
+        with (tmp / "runs.csv").open("w", newline="") as fh:
+            csv.writer(fh).writerows([header, *rows])
+        for name in ("selections.npz", "client_acc.npz"):
+            arrays: dict[str, np.ndarray] = {}
+            for p in parts:
+                with np.load(p / name) as npz:
+                    arrays.update({key: npz[key] for key in npz.files})
+            np.savez_compressed(tmp / name, **arrays)  # type: ignore[arg-type]
+        manifest = {
+            **{k: v for k, v in first.items() if k not in ("argv", "finished_at", "wall_s")},
+            "suite": {**first["suite"], "families": [[n, k] for n, k in families.items()]},
+            "seeds": sorted({s for m in manifests for s in m["seeds"]}),
+            "runs": [run for m in manifests for run in m["runs"]],
+            "malicious": {s: v for m in manifests for s, v in m["malicious"].items()},
+            "wall_s": sum(float(m["wall_s"]) for m in manifests),
+            "load_average": [m["load_average"] for m in manifests],
+            "finished_at": max(m["finished_at"] for m in manifests),
+            "parts": [
+                {"argv": m["argv"], "wall_s": m["wall_s"], "finished_at": m["finished_at"]}
+                for m in manifests
+            ],
+            "argv": ["adcs bench attacks", "--merge", *(str(p) for p in parts)],
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        write_report(tmp)
         if out.exists():
             for sub in out.iterdir():  # nested results (families/, costs/) are kept
                 if sub.is_dir() and not (tmp / sub.name).exists():
@@ -681,8 +823,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 000 rounds, seed 0, k = 1")
     parser.add_argument("--estimate", action="store_true", help="time a short run, extrapolate")
     parser.add_argument("--estimate-rounds", type=int, default=41, help="rounds of --estimate")
+    parser.add_argument(
+        "--merge", default=None, help="join these results folders (comma-separated) into --out"
+    )
+    parser.add_argument(
+        "--report", default=None, help="rewrite this results folder's report.md from its files"
+    )
     args = parser.parse_args(argv)
     try:
+        if args.report:
+            if not (Path(args.report) / "manifest.json").is_file():
+                raise ConfigError(f"--report: {args.report} is not a results folder of this bench")
+            write_report(Path(args.report))
+            return 0
+        if args.merge:
+            parts = [Path(p) for p in args.merge.split(",") if p]
+            missing = [str(p) for p in parts if not (p / "manifest.json").is_file()]
+            if missing:
+                raise ConfigError(f"--merge: not a results folder: {', '.join(missing)}")
+            merge_folders(parts, Path(args.out))
+            return 0
         config, suite = load_suite(args.config)
         if args.data is not None:
             config = dataclasses.replace(

@@ -73,6 +73,8 @@ def test_the_suite_runs_each_red_team_family_at_its_own_k():
     forms = {(p.attack, p.defence) for p in plan if p.block == "families"}
     assert ("sleeper", "bound") in forms and ("sleeper", "off") not in forms  # undefended = false
     assert ("smother", "off") in forms and ("smother", "bound") in forms
+    naive = {(p.attack, p.adaptive) for p in plan if p.defence == "bound"}
+    assert ("smother", True) in naive and ("smother", False) not in naive  # naive = false
     with pytest.raises(ConfigError, match=r"families\.f\.undefended"):
         parse_suite({"families": {"f": {"undefended": 1}}})
     check_ks(config, suite)

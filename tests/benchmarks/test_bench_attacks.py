@@ -23,8 +23,9 @@ def test_the_shipped_suite_plans_every_attack_once():
     methods, seeds = len(config.methods), len(config.seeds)
     lies, ks, poisons = len(suite.lies), len(suite.k), len(suite.poisons)
     believers = methods - len(suite.blind)
-    family_runs = sum(  # each at its k: off (unless undefended = false), bound naive, adaptive
-        len(suite.ks_of(keys)) * (3 if keys.get("undefended", True) else 2)
+    family_runs = sum(  # each at its k: off, bound naive (unless false), bound adaptive
+        len(suite.ks_of(keys))
+        * (int(keys.get("undefended", True)) + 1 + int(keys.get("naive", True)))
         for _, keys in suite.families
     )
     expected = seeds * (
@@ -261,3 +262,50 @@ def _row_fields(row: dict[str, str]) -> Any:
     from types import SimpleNamespace
 
     return SimpleNamespace(defence=row["defence"], adaptive=row["adaptive"] == "True")
+
+
+def test_a_report_is_rewritten_from_its_files_and_seed_folders_merge(tmp_path: Path):
+    """The report written by the runs equals the one `write_report` rebuilds from the files; the
+    folders of one seed each, merged, give the same files and report as one run of both seeds."""
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    suite = dataclasses.replace(
+        suite,
+        families=(("burst", {"cosine": 0.5, "factor": 10.0, "start": 2, "quiet": True}),),
+        family_k=(1,),
+        bound=Defence(cap=1.5, window=3, any_interval=True),
+    )
+    data = load_subset()
+
+    def run(seeds: list[int], name: str) -> Path:
+        out = tmp_path / name
+        bench_attacks.run_suite(
+            bench_attacks._with_rounds(config, 7, seeds), suite, out, dataset=data,
+            blocks=["families"], methods=["uniform", "divfl"], workers=1,
+        )  # fmt: skip
+        return out
+
+    both = run([0, 1], "both")
+    written = (both / "report.md").read_text()
+    bench_attacks.write_report(both)
+    assert (both / "report.md").read_text() == written
+    parts = [run([0], "seed0"), run([1], "seed1")]
+    assert (
+        bench_attacks.main(["--merge", ",".join(map(str, parts)), "--out", str(tmp_path / "m")])
+        == 0
+    )
+    merged = tmp_path / "m"
+    assert (merged / "report.md").read_text() == written
+    manifest = json.loads((merged / "manifest.json").read_text())
+    assert manifest["seeds"] == [0, 1] and len(manifest["parts"]) == 2
+    assert sorted(manifest["runs"]) == sorted(
+        json.loads((both / "manifest.json").read_text())["runs"]
+    )
+    with np.load(both / "selections.npz") as a, np.load(merged / "selections.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+    # the same seed twice is refused, in one line
+    assert (
+        bench_attacks.main(["--merge", f"{parts[0]},{parts[0]}", "--out", str(tmp_path / "x")]) == 2
+    )
+    assert not (tmp_path / "x").exists()
