@@ -176,9 +176,9 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str], window: int = 
             "(points, mean over seeds: the defended no-attack run for the bounds, the undefended "
             "one without).",
             "",
-            f"| family | k | defence | method | share | coalition | any {window}+ | lift | worst "
-            "| Δ worst |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            f"| family | k | defence | method | seeds | share | coalition | any {window}+ | lift "
+            "| worst | Δ worst |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         keys = sorted({key[:3] for key in cells}, key=lambda key: _row_order(key, cells))
         for family, k, mode in keys:
@@ -187,7 +187,8 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str], window: int = 
                 if not got:
                     continue
                 lines.append(
-                    f"| {family} | {k} | {mode} | {method} | {_f(_max([g[0] for g in got]))} | "
+                    f"| {family} | {k} | {mode} | {method} | {len(got)} | "
+                    f"{_f(_max([g[0] for g in got]))} | "
                     f"{_f(_max([g[1] for g in got]))} | {_f(_max([g[2] for g in got]))} | "
                     f"{_f(_max([g[5] for g in got]), suffix='×')} | "
                     f"{_f(100 * _mean([g[3] for g in got]), 1)} | "

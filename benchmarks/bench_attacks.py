@@ -567,6 +567,26 @@ def write_report(folder: Path) -> None:
     (folder / "report.md").write_text("\n".join(lines) + "\n")
 
 
+def _unique_runs(parts: Sequence[Path], rows: Sequence[list[str]]) -> list[list[str]]:
+    """The rows of the parts' runs.csv, a run that two parts ran kept once where both ran it
+    alike (the no-attack runs of a seed that every part of it runs; same selections, same row),
+    ConfigError where they differ."""
+    selections: dict[str, np.ndarray] = {}
+    kept: dict[str, list[str]] = {}
+    for p in parts:
+        with np.load(p / "selections.npz") as npz:
+            mine = {key.split("/", 1)[1]: npz[key] for key in npz.files}
+        for run_id, selected in mine.items():
+            if run_id in selections and not np.array_equal(selections[run_id], selected):
+                raise ConfigError(f"{p}: run {run_id} differs from another part's")
+            selections.setdefault(run_id, selected)
+    for row in rows:
+        if row[0] in kept and kept[row[0]] != row:
+            raise ConfigError(f"run {row[0]}: two parts' rows differ")
+        kept.setdefault(row[0], row)
+    return list(kept.values())
+
+
 def merge_folders(parts: Sequence[Path], out: Path) -> None:
     """One results folder from several of the same suite (e.g. one per seed): their runs,
     selections and accuracies side by side, the manifest's seeds, runs and malicious clients
@@ -596,9 +616,7 @@ def merge_folders(parts: Sequence[Path], out: Path) -> None:
                     raise ConfigError(f"{p}: runs.csv has other columns than {parts[0]}'s")
                 header = head
                 rows.extend(reader)
-        ids = [r[0] for r in rows]
-        if len(set(ids)) != len(ids):
-            raise ConfigError("the parts share run ids (the same seed twice?)")
+        rows = _unique_runs(parts, rows)
         with (tmp / "runs.csv").open("w", newline="") as fh:
             csv.writer(fh).writerows([header, *rows])
         for name in ("selections.npz", "client_acc.npz"):
@@ -611,7 +629,7 @@ def merge_folders(parts: Sequence[Path], out: Path) -> None:
             **{k: v for k, v in first.items() if k not in ("argv", "finished_at", "wall_s")},
             "suite": {**first["suite"], "families": [[n, k] for n, k in families.items()]},
             "seeds": sorted({s for m in manifests for s in m["seeds"]}),
-            "runs": [run for m in manifests for run in m["runs"]],
+            "runs": [row[0] for row in rows],
             "malicious": {s: v for m in manifests for s, v in m["malicious"].items()},
             "wall_s": sum(float(m["wall_s"]) for m in manifests),
             "load_average": [m["load_average"] for m in manifests],

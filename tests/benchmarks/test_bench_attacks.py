@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,7 @@ def test_the_families_report_is_computed_from_the_raw_files(tmp_path: Path):
     rows = {row["run_id"]: row for row in csv.DictReader((out / "runs.csv").open())}
     report = (out / "report.md").read_text()
     table = {
-        tuple(cell.strip() for cell in line.split("|")[1:5]): line.split("|")[5:11]
+        tuple(cell.strip() for cell in line.split("|")[1:5]): line.split("|")[6:12]
         for line in report.splitlines()
         if line.startswith("| sleeper |")
     }
@@ -304,8 +305,26 @@ def test_a_report_is_rewritten_from_its_files_and_seed_folders_merge(tmp_path: P
         assert sorted(a.files) == sorted(b.files)
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key])
-    # the same seed twice is refused, in one line
-    assert (
-        bench_attacks.main(["--merge", f"{parts[0]},{parts[0]}", "--out", str(tmp_path / "x")]) == 2
-    )
+    # a part of the same seed with another family joins, its no-attack runs kept once
+    other = tmp_path / "other"
+    bench_attacks.run_suite(
+        bench_attacks._with_rounds(config, 7, [0]),
+        dataclasses.replace(suite, families=(("flatten", {"cosine": 1.0, "factor": 1e6}),)),
+        other, dataset=data, blocks=["families"], methods=["uniform", "divfl"], workers=1,
+    )  # fmt: skip
+    joined = tmp_path / "joined"
+    bench_attacks.merge_folders([parts[0], other], joined)
+    ids = json.loads((joined / "manifest.json").read_text())["runs"]
+    assert len(ids) == len(set(ids)) and any("/flatten/" in i for i in ids)
+    assert sum("/none/" in i for i in ids) == 4  # off and bound, two methods, once each
+    assert "| flatten | 1 |" in (joined / "report.md").read_text()
+    # a run that two parts ran differently is refused, in one line
+    bad = tmp_path / "bad"
+    shutil.copytree(other, bad)
+    with np.load(bad / "selections.npz") as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    key = next(k for k in arrays if k.endswith("/off/none/seed0"))
+    arrays[key] = arrays[key][::-1]
+    np.savez_compressed(bad / "selections.npz", **arrays)
+    assert bench_attacks.main(["--merge", f"{parts[0]},{bad}", "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
