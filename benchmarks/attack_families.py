@@ -195,7 +195,8 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str], window: int = 
                     f"{_f(100 * _mean([g[4] for g in got]), 1, sign=True)} |"
                 )
         lines.append("")
-    return [*lines, *_goal(cells, clean, methods), ""]
+    goal = _goal(cells, clean, methods)
+    return [*lines, *goal, ""] if goal else lines
 
 
 def _row_order(key: tuple[str, int, str], cells: Any) -> tuple[int, int, int]:
@@ -300,4 +301,52 @@ def _goal(
                 f"the defended no-attack run {100 * _mean(damage[worst_key]):+.1f} points "
                 f"({worst_key[0]}, k = {worst_key[1]}, {worst_key[2]})"
             )
-    return lines
+    return lines if len(lines) > 2 else []
+
+
+COLUMNS = ("seeds", "share", "coalition", "interval", "lift", "worst", "change")
+"""What `claim_text` reads of a row of the families table (``interval``: the any-interval share)."""
+MODES = {"off": "off", "naive": "bound, naive", "adaptive": "bound, adaptive"}
+
+
+def _variant(keys: Sequence[str], method: str) -> str:
+    """The variant label of ``method`` (a method name, or a label itself) among ``keys``."""
+    found = [v for v in dict.fromkeys(keys) if v == method or v.split("-")[0] == method]
+    if len(found) != 1:
+        raise ValueError(f"method {method!r}: {'ambiguous' if found else 'not found'}")
+    return found[0]
+
+
+def claim_text(measured: Sequence[Any], column: str, row: str, method: str) -> str:
+    """A number of the families' report as the report prints it, for a claim marker.
+
+    ``row`` is ``none`` (the bounds' no-attack runs: ``change`` is their cost, ``worst`` the
+    defended no-attack honest worst accuracy) or ``FAMILY:K:MODE`` with MODE ``off``, ``naive``
+    or ``adaptive`` (a row of the families table; ``column`` one of `COLUMNS`).
+    """
+    cells, clean = family_cells(measured)
+    if row == "none":
+        variant = _variant([m for m, _ in clean], method)
+        if column == "change":
+            return f"{100 * clean_change(clean, variant):+.1f}"
+        if column == "worst":
+            return f"{100 * float(np.mean(list(clean[(variant, 'bound')].values()))):.1f}"
+        raise ValueError(f"column {column!r}: the no-attack row has change and worst")
+    try:
+        family, k_text, mode = row.split(":")
+        key = (family, int(k_text), MODES[mode])
+    except (ValueError, KeyError):
+        raise ValueError(f"row {row!r}: none or FAMILY:K:off|naive|adaptive") from None
+    got = cells.get((*key, _variant([c[3] for c in cells], method)))
+    if not got:
+        raise ValueError(f"row {row!r}: not run for {method}")
+    index = {"share": 0, "coalition": 1, "interval": 2, "lift": 5}
+    if column == "seeds":
+        return str(len(got))
+    if column in index:
+        return _f(_max([g[index[column]] for g in got]), suffix="×" if column == "lift" else "")
+    if column == "worst":
+        return _f(100 * _mean([g[3] for g in got]), 1)
+    if column == "change":
+        return _f(100 * _mean([g[4] for g in got]), 1, sign=True)
+    raise ValueError(f"column {column!r}: not one of {list(COLUMNS)}")
