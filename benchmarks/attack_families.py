@@ -321,10 +321,15 @@ def claim_text(measured: Sequence[Any], column: str, row: str, method: str) -> s
     """A number of the families' report as the report prints it, for a claim marker.
 
     ``row`` is ``none`` (the bounds' no-attack runs: ``change`` is their cost, ``worst`` the
-    defended no-attack honest worst accuracy) or ``FAMILY:K:MODE`` with MODE ``off``, ``naive``
-    or ``adaptive`` (a row of the families table; ``column`` one of `COLUMNS`).
+    defended no-attack honest worst accuracy), ``goal`` (over every family run with the bounds:
+    ``interval``, the largest any-interval share at k ≤ `GOAL_K`; ``worst``, the lowest mean
+    change of honest worst accuracy at k ≤ `GOAL_K`; ``damage``, the same at k > `GOAL_K`) or
+    ``FAMILY:K:MODE`` with MODE ``off``, ``naive`` or ``adaptive`` (a row of the families table;
+    ``column`` one of `COLUMNS`).
     """
     cells, clean = family_cells(measured)
+    if row == "goal":
+        return _goal_number(cells, column, _variant([c[3] for c in cells], method))
     if row == "none":
         variant = _variant([m for m, _ in clean], method)
         if column == "change":
@@ -350,3 +355,22 @@ def claim_text(measured: Sequence[Any], column: str, row: str, method: str) -> s
     if column == "change":
         return _f(100 * _mean([g[4] for g in got]), 1, sign=True)
     raise ValueError(f"column {column!r}: not one of {list(COLUMNS)}")
+
+
+def _goal_number(
+    cells: dict[tuple[str, int, str, str], list[Cell]], column: str, variant: str
+) -> str:
+    """The numbers of the goal lines (`claim_text`'s ``goal`` row), with where they were met."""
+    bound = {key: got for key, got in cells.items() if key[3] == variant and key[2] != "off"}
+    small = {key: got for key, got in bound.items() if key[1] <= GOAL_K}
+    if column == "interval":
+        return _f(_max([g[2] for got in small.values() for g in got]))
+    if column in ("worst", "damage"):
+        chosen = (
+            small
+            if column == "worst"
+            else {key: got for key, got in bound.items() if key[1] > GOAL_K}
+        )
+        means = [100 * _mean([g[4] for g in got]) for got in chosen.values()]
+        return _f(min(means), 1, sign=True) if means else "–"
+    raise ValueError(f"column {column!r}: the goal row has interval, worst and damage")
