@@ -638,7 +638,7 @@ def merge_folders(parts: Sequence[Path], out: Path) -> None:
                 {"argv": m["argv"], "wall_s": m["wall_s"], "finished_at": m["finished_at"]}
                 for m in manifests
             ],
-            "argv": ["adcs bench attacks", "--merge", *(str(p) for p in parts)],
+            "argv": ["adcs bench attacks", "--merge", ",".join(map(str, parts)), "--out", str(out)],
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         write_report(tmp)

@@ -115,6 +115,8 @@ DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
 
 FOLDER_SCRIPTS: dict[str, list[str]] = {
     "attacks": ["attack_suite_report.py", "{folder}"],
+    "attacks/no_harm/dirichlet": ["attack_suite_report.py", "{folder}"],
+    "attacks/no_harm/bernoulli": ["attack_suite_report.py", "{folder}"],
     "attacks/families": ["attack_families_summary.py", "{folder}", "--window", "100"],
 }
 """Scripts that write ``report.md`` into the results folder they read (relative path → script
@@ -129,6 +131,7 @@ NOT_REGENERABLE: dict[str, str] = {
     "attacks/families/seed0": "written by `adcs bench attacks` from its runs, not from files",
     "attacks/families/seed1": "written by `adcs bench attacks` from its runs, not from files",
     "paper/theory/report.md": "written by the theory check from its own probes (a new run)",
+    "attacks/smother_ablation.md": "written by benchmarks/smother_ablation.py from its own runs",
 }
 """Generated files (or folders of them) that only a new run, or the data set, could rewrite."""
 
