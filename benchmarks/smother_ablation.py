@@ -1,4 +1,5 @@
-"""Which of the bounds lets the smother lock a group out: each bound left out in turn.
+"""Which of the bounds lets the smother lock a group out (or, ``--family none``, which costs the
+honest clients where nobody attacks): each bound left out in turn.
 
 The smother (``[suite.families] smother`` of ``experiments/attacks_recommended.toml``, k = 2, its
 adaptive form) against the ``[suite.bound]`` defences, and against them without one defence at a
@@ -7,6 +8,8 @@ honest clients' worst accuracy, and the target group's (clients 0–2 at seed 0:
 highest loss) selection shares over the fair share and final accuracies.
 
     python benchmarks/smother_ablation.py --methods divfl,adcs --rounds 1000 --seed 0
+    python benchmarks/smother_ablation.py --config experiments/attacks_costs/dirichlet.toml \
+        --family none --methods powerofchoice,adcs,adcs2 --rounds 1000 --seed 0
 """
 
 from __future__ import annotations
@@ -35,10 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--group", default="0,1,2", help="the target group's clients")
+    parser.add_argument("--family", default="smother", help="the attack (none: no attack)")
     args = parser.parse_args(argv)
     config, suite = bench_attacks.load_suite(args.config)
     config = bench_attacks._with_rounds(config, args.rounds, [args.seed])
-    attack = suite.crafted(dict(suite.families)["smother"], 2, True)
+    attack = (
+        None if args.family == "none" else suite.crafted(dict(suite.families)[args.family], 2, True)
+    )
     bound = suite.bound
     variants = {
         "the bounds": bound,
@@ -53,17 +59,18 @@ def main(argv: list[str] | None = None) -> int:
     specs, labels = [], []
     for run in (r for r in expand_runs(config) if r.meta["method"] in methods):
         for name, defence in variants.items():
-            for att in (attack, None):
+            for att in (attack, None) if attack is not None else (None,):
                 scheduler, hook = adversarial_run(run.scheduler, args.seed, n, att, defence)
-                run_id = f"{run.meta['method']}/{name}/{'smother' if att else 'none'}"
+                run_id = f"{run.meta['method']}/{name}/{args.family if att else 'none'}"
                 specs.append(RunSpec(scheduler, args.seed, run_id, {}, hook))
-                labels.append((run.meta["method"], name, "smother" if att else "none"))
+                labels.append((run.meta["method"], name, args.family if att else "none"))
     data = bench_attacks._one_partition(load_data(config.data), config)
     model = config.model.build(data.input_shape, data.n_classes)
     results = simulate(specs, data, config.sim.for_clients(n), model=model, workers=1)
-    malicious = list(attack.malicious(args.seed, n))
+    malicious = [] if attack is None else list(attack.malicious(args.seed, n))
     group = [int(c) for c in args.group.split(",")]
-    print(f"Seed {args.seed}, T = {args.rounds}, smotherers {malicious}, target group {group}.\n")
+    who = "smotherers" if args.family == "smother" else "attackers"
+    print(f"Seed {args.seed}, T = {args.rounds}, {who} {malicious}, target group {group}.\n")
     print(
         "| method | defences | attack | honest worst (%) | group's shares | group's accuracy (%) |"
     )
