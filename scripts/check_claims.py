@@ -132,6 +132,7 @@ NOT_REGENERABLE: dict[str, str] = {
     "attacks/families/seed1": "written by `adcs bench attacks` from its runs, not from files",
     "paper/theory/report.md": "written by the theory check from its own probes (a new run)",
     "attacks/smother_ablation.md": "written by benchmarks/smother_ablation.py from its own runs",
+    "attacks/ablation_no_attack.md": "written by benchmarks/smother_ablation.py from its own runs",
 }
 """Generated files (or folders of them) that only a new run, or the data set, could rewrite."""
 
