@@ -567,10 +567,13 @@ def write_report(folder: Path) -> None:
     (folder / "report.md").write_text("\n".join(lines) + "\n")
 
 
-def _unique_runs(parts: Sequence[Path], rows: Sequence[list[str]]) -> list[list[str]]:
+def _unique_runs(
+    parts: Sequence[Path], rows: Sequence[list[str]], differing: list[str] | None = None
+) -> list[list[str]]:
     """The rows of the parts' runs.csv, a run that two parts ran kept once where both ran it
     alike (the no-attack runs of a seed that every part of it runs; same selections, same row),
-    ConfigError where they differ."""
+    ConfigError where they differ — unless ``differing`` is given: then the first part's run is
+    kept and the run's id appended to it."""
     selections: dict[str, np.ndarray] = {}
     kept: dict[str, list[str]] = {}
     for p in parts:
@@ -578,19 +581,23 @@ def _unique_runs(parts: Sequence[Path], rows: Sequence[list[str]]) -> list[list[
             mine = {key.split("/", 1)[1]: npz[key] for key in npz.files}
         for run_id, selected in mine.items():
             if run_id in selections and not np.array_equal(selections[run_id], selected):
-                raise ConfigError(f"{p}: run {run_id} differs from another part's")
+                if differing is None:
+                    raise ConfigError(f"{p}: run {run_id} differs from another part's")
+                differing.append(run_id)
             selections.setdefault(run_id, selected)
     for row in rows:
-        if row[0] in kept and kept[row[0]] != row:
+        if row[0] in kept and kept[row[0]] != row and row[0] not in (differing or ()):
             raise ConfigError(f"run {row[0]}: two parts' rows differ")
         kept.setdefault(row[0], row)
     return list(kept.values())
 
 
-def merge_folders(parts: Sequence[Path], out: Path) -> None:
+def merge_folders(parts: Sequence[Path], out: Path, keep_first: bool = False) -> None:
     """One results folder from several of the same suite (e.g. one per seed): their runs,
     selections and accuracies side by side, the manifest's seeds, runs and malicious clients
-    joined (each part's command kept), and the report written from the joined files."""
+    joined (each part's command kept), and the report written from the joined files.
+    ``keep_first``: a run two parts ran differently is the first part's (the manifest lists it
+    under ``differing_duplicates``), not an error."""
     manifests = [json.loads((p / "manifest.json").read_text()) for p in parts]
     first = manifests[0]
 
@@ -616,14 +623,15 @@ def merge_folders(parts: Sequence[Path], out: Path) -> None:
                     raise ConfigError(f"{p}: runs.csv has other columns than {parts[0]}'s")
                 header = head
                 rows.extend(reader)
-        rows = _unique_runs(parts, rows)
+        differing: list[str] | None = [] if keep_first else None
+        rows = _unique_runs(parts, rows, differing)
         with (tmp / "runs.csv").open("w", newline="") as fh:
             csv.writer(fh).writerows([header, *rows])
         for name in ("selections.npz", "client_acc.npz"):
             arrays: dict[str, np.ndarray] = {}
             for p in parts:
                 with np.load(p / name) as npz:
-                    arrays.update({key: npz[key] for key in npz.files})
+                    arrays.update({k: npz[k] for k in npz.files if k not in arrays})
             np.savez_compressed(tmp / name, **arrays)  # type: ignore[arg-type]
         manifest = {
             **{k: v for k, v in first.items() if k not in ("argv", "finished_at", "wall_s")},
@@ -638,7 +646,15 @@ def merge_folders(parts: Sequence[Path], out: Path) -> None:
                 {"argv": m["argv"], "wall_s": m["wall_s"], "finished_at": m["finished_at"]}
                 for m in manifests
             ],
-            "argv": ["adcs bench attacks", "--merge", ",".join(map(str, parts)), "--out", str(out)],
+            "argv": [
+                "adcs bench attacks",
+                "--merge",
+                ",".join(map(str, parts)),
+                "--out",
+                str(out),
+                *(["--keep-first"] if keep_first else []),
+            ],
+            **({"differing_duplicates": differing} if differing else {}),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         write_report(tmp)
@@ -845,6 +861,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--merge", default=None, help="join these results folders (comma-separated) into --out"
     )
     parser.add_argument(
+        "--keep-first",
+        action="store_true",
+        help="with --merge: a run two parts ran differently is the first part's",
+    )
+    parser.add_argument(
         "--report", default=None, help="rewrite this results folder's report.md from its files"
     )
     args = parser.parse_args(argv)
@@ -859,7 +880,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             missing = [str(p) for p in parts if not (p / "manifest.json").is_file()]
             if missing:
                 raise ConfigError(f"--merge: not a results folder: {', '.join(missing)}")
-            merge_folders(parts, Path(args.out))
+            merge_folders(parts, Path(args.out), keep_first=args.keep_first)
             return 0
         config, suite = load_suite(args.config)
         if args.data is not None:

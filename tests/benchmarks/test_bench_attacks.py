@@ -328,3 +328,12 @@ def test_a_report_is_rewritten_from_its_files_and_seed_folders_merge(tmp_path: P
     np.savez_compressed(bad / "selections.npz", **arrays)
     assert bench_attacks.main(["--merge", f"{parts[0]},{bad}", "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+    # or, asked to, kept as the first part ran it, and named in the manifest
+    bench_attacks.merge_folders([parts[0], bad], tmp_path / "kept", keep_first=True)
+    kept = json.loads((tmp_path / "kept" / "manifest.json").read_text())
+    assert kept["differing_duplicates"] == [key.split("/", 1)[1]]
+    with (
+        np.load(tmp_path / "kept" / "selections.npz") as npz,
+        np.load(parts[0] / "selections.npz") as first,
+    ):
+        np.testing.assert_array_equal(npz[key], first[key])
