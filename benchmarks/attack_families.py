@@ -10,9 +10,14 @@ is judged by
 * **the coalition's share**: the k attackers' total rate over k × the fair share;
 * **the lift**: the largest attacker's rate over its own rate in the same scheduler's no-attack
   run (with the same defences): what the attack gained it, whatever its fair share;
-* the honest clients' worst / 10th-percentile / average accuracy.
+* **the largest share over any interval**: the most selections any attacker (coalition member)
+  holds in an interval of L ≥ W consecutive rounds of the run, over L × its fair share
+  (`interval_share`; W the bounds' window);
+* the honest clients' worst accuracy, and its change against the same seed's no-attack run with
+  the same defences (the defended no-attack run for the bounds, the undefended one without).
 
-A sleeper's rates count the rounds from its start.
+A sleeper's (or a burst's) rates and lift count the rounds from its start; the any-interval
+share counts every round of the run.
 """
 
 from __future__ import annotations
@@ -27,7 +32,49 @@ import numpy as np
 GOAL_SHARE = 1.5
 """The issue's bound: no attacker and no coalition above 1.5 × its fair share."""
 GOAL_WORST_POINTS = 2.0
-"""Honest worst accuracy with the bounds within 2 points of the undefended no-attack run."""
+"""With k ≤ `GOAL_K` attackers, honest worst accuracy with the bounds within 2 points of the
+defended no-attack run (the same seed's)."""
+GOAL_K = 3
+"""The goals of the bounds hold for k ≤ 3 attackers (10 % of N = 30); larger k is reported."""
+GOAL_CLEAN_POINTS = 1.0
+"""With the bounds and no attack, honest worst accuracy within 1 point of the undefended run
+(mean over seeds)."""
+
+
+def interval_share(
+    selected: np.ndarray, clients: Sequence[int], window: int, n_clients: int
+) -> float:
+    """The most any listed client holds in L ≥ ``window`` consecutive rounds, over L × fair share.
+
+    The fair share is the run's mean number selected per round ÷ N (m / N when every client is
+    available). Among intervals of at least W rounds the largest mean is reached at a length
+    below 2W (a longer interval splits into two of at least W, one of which has a mean at least
+    the whole's), so lengths W … min(2W − 1, T) are searched. NaN for a run shorter than W or
+    with no client listed.
+
+    Parameters
+    ----------
+    selected : ndarray of shape (rounds, m), int
+        The run's selection records (−1 is padding).
+    clients : sequence of int
+    window : int
+        W ≥ 1.
+    n_clients : int
+    """
+    sel = np.asarray(selected)
+    rounds = sel.shape[0]
+    if not len(clients) or rounds < window or window < 1:
+        return math.nan
+    fair = float((sel >= 0).sum()) / rounds / n_clients
+    if fair <= 0:
+        return math.nan
+    hits = np.stack([(sel == c).any(axis=1) for c in clients]).astype(np.int64)
+    cum = np.concatenate([np.zeros((len(clients), 1), np.int64), hits.cumsum(axis=1)], axis=1)
+    best = 0.0
+    for length in range(window, min(2 * window - 1, rounds) + 1):
+        held = cum[:, length:] - cum[:, :-length]
+        best = max(best, float(held.max()) / length)
+    return best / fair
 
 
 def shares(rates: np.ndarray, malicious: Sequence[int]) -> tuple[float, float]:
@@ -64,82 +111,266 @@ def _mode(p: Any) -> str:
     return "bound, adaptive" if p.adaptive else "bound, naive"
 
 
-def family_lines(measured: Sequence[Any], methods: Sequence[str]) -> list[str]:
-    """Markdown: per family, k and mode, each method's shares and honest worst accuracy."""
-    cells: dict[tuple[str, int, str, str], list[tuple[float, float, float, float]]] = defaultdict(
-        list
-    )
-    rows: list[tuple[str, int, str]] = []
-    clean: dict[tuple[str, str], list[float]] = defaultdict(list)
+Cell = tuple[float, float, float, float, float, float]
+"""One run of a family: (attacker share, coalition share, any-interval share, honest worst,
+its change against the no-attack run with the same defences, lift)."""
+
+
+def family_cells(
+    measured: Sequence[Any],
+) -> tuple[dict[tuple[str, int, str, str], list[Cell]], dict[tuple[str, str], dict[int, float]]]:
+    """Each family run's measures by (family, k, mode, method), and the no-attack honest worst
+    accuracy by (method, defence) and seed."""
+    worst = {m.planned.run_id: m.worst for m in measured}
+    cells: dict[tuple[str, int, str, str], list[Cell]] = defaultdict(list)
+    clean: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for m in measured:
         p = m.planned
         if p.block == "clean" and p.defence in ("off", "bound"):
-            clean[(p.method, p.defence)].append(m.worst)
+            clean[(p.method, p.defence)][p.seed] = m.worst
         if p.block != "families":
             continue
         single, coalition = shares(m.rates, p.malicious)
-        cells[(p.attack, p.k, _mode(p), p.method)].append((single, coalition, m.worst, lift(m)))
-        if (p.attack, p.k, _mode(p)) not in rows:
-            rows.append((p.attack, p.k, _mode(p)))
-    if not rows:
+        change = m.worst - worst.get(p.baseline, math.nan)
+        cells[(p.attack, p.k, _mode(p), p.method)].append(
+            (single, coalition, getattr(m, "interval_share", math.nan), m.worst, change, lift(m))
+        )
+    return cells, clean
+
+
+def _max(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return max(finite) if finite else math.nan
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def _f(x: float, digits: int = 2, suffix: str = "", sign: bool = False) -> str:
+    if math.isnan(x):
+        return "–"
+    return f"{x:+.{digits}f}{suffix}" if sign else f"{x:.{digits}f}{suffix}"
+
+
+def family_lines(measured: Sequence[Any], methods: Sequence[str], window: int = 100) -> list[str]:
+    """Markdown: the no-attack cost of the bounds, per family × k × mode × method the shares,
+    lift and honest worst accuracy, and the issue's goals checked against them."""
+    cells, clean = family_cells(measured)
+    if not cells and not clean:
         return []
     shown = [method for method in methods if any(key[3] == method for key in cells)]
+    lines = [*_clean_lines(clean, methods)]
+    if cells:
+        lines += [
+            "### Attackers that send what they report (families)",
+            "",
+            "Per run: *share* is the largest attacker's selection rate over its attack's rounds "
+            "÷ its fair share (max over seeds); *coalition* the k attackers' total ÷ k × the fair "
+            f"share (max over seeds); *any {window}+* the most any attacker holds in L ≥ {window} "
+            "consecutive rounds ÷ L × the fair share (max over seeds); *lift* the largest "
+            "attacker's rate over its own rate in the no-attack run with the same defences (max "
+            "over seeds); *worst* the honest clients' worst accuracy (%, mean over seeds) and "
+            "*Δ worst* its change against the same seed's no-attack run with the same defences "
+            "(points, mean over seeds: the defended no-attack run for the bounds, the undefended "
+            "one without).",
+            "",
+            f"| family | k | defence | method | seeds | share | coalition | any {window}+ | lift "
+            "| worst | Δ worst |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        keys = sorted({key[:3] for key in cells}, key=lambda key: _row_order(key, cells))
+        for family, k, mode in keys:
+            for method in shown:
+                got = cells.get((family, k, mode, method), [])
+                if not got:
+                    continue
+                lines.append(
+                    f"| {family} | {k} | {mode} | {method} | {len(got)} | "
+                    f"{_f(_max([g[0] for g in got]))} | "
+                    f"{_f(_max([g[1] for g in got]))} | {_f(_max([g[2] for g in got]))} | "
+                    f"{_f(_max([g[5] for g in got]), suffix='×')} | "
+                    f"{_f(100 * _mean([g[3] for g in got]), 1)} | "
+                    f"{_f(100 * _mean([g[4] for g in got]), 1, sign=True)} |"
+                )
+        lines.append("")
+    goal = _goal(cells, clean, methods)
+    return [*lines, *goal, ""] if goal else lines
+
+
+def _row_order(key: tuple[str, int, str], cells: Any) -> tuple[int, int, int]:
+    """Families in the order first run, then k, then off / naive / adaptive."""
+    families = list(dict.fromkeys(c[0] for c in cells))
+    modes = ("off", "bound, naive", "bound, adaptive")
+    return families.index(key[0]), key[1], modes.index(key[2])
+
+
+def clean_change(clean: dict[tuple[str, str], dict[int, float]], method: str) -> float:
+    """The bounds' no-attack change of honest worst accuracy (fraction), mean over the seeds
+    run both ways (NaN where none is)."""
+    off, bound = clean.get((method, "off"), {}), clean.get((method, "bound"), {})
+    seeds = sorted(set(off) & set(bound))
+    return float(np.mean([bound[s] - off[s] for s in seeds])) if seeds else math.nan
+
+
+def _clean_lines(
+    clean: dict[tuple[str, str], dict[int, float]], methods: Sequence[str]
+) -> list[str]:
+    rows = [m for m in methods if not math.isnan(clean_change(clean, m))]
+    if not rows:
+        return []
     lines = [
-        "### Attackers that send what they report (families; max over seeds)",
+        "### The bounds' cost with no attack",
         "",
-        "Each cell: the largest attacker's selection rate ÷ its fair share · the coalition's "
-        "total ÷ k × the fair share · honest worst accuracy (%, mean over seeds) · the largest "
-        "attacker's lift over its own no-attack rate (rates over the attack's rounds).",
+        "Honest worst-client accuracy (%, mean over seeds) without defence and with the bounds, "
+        "and the change (points, mean over seeds of the same seed's difference).",
         "",
-        "| family | k | defence | " + " | ".join(shown) + " |",
-        "|---|---|---|" + "---|" * len(shown),
+        "| method | seeds | without | with the bounds | change | per seed |",
+        "|---|---|---|---|---|---|",
     ]
-    for family, k, mode in rows:
-        vals = []
-        for method in shown:
-            got = cells.get((family, k, mode, method), [])
-            if not got:
-                vals.append("–")
-                continue
-            single = max(g[0] for g in got)
-            coalition = max(g[1] for g in got)
-            worst = 100 * float(np.mean([g[2] for g in got]))
-            lifted = max(g[3] for g in got)
-            vals.append(f"{single:.2f} · {coalition:.2f} · {worst:.1f} · {lifted:.2f}×")
-        lines.append(f"| {family} | {k} | {mode} | " + " | ".join(vals) + " |")
-    lines.append("")
-    return [*lines, *_goal(cells, clean, shown), ""]
+    for method in rows:
+        off, bound = clean[(method, "off")], clean[(method, "bound")]
+        seeds = sorted(set(off) & set(bound))
+        per_seed = ", ".join(f"{100 * (bound[s] - off[s]):+.1f}" for s in seeds)
+        lines.append(
+            f"| {method} | {len(seeds)} | {100 * np.mean([off[s] for s in seeds]):.1f} | "
+            f"{100 * np.mean([bound[s] for s in seeds]):.1f} | "
+            f"{100 * clean_change(clean, method):+.1f} | {per_seed} |"
+        )
+    return [*lines, ""]
 
 
 def _goal(
-    cells: dict[tuple[str, int, str, str], list[tuple[float, float, float, float]]],
-    clean: dict[tuple[str, str], list[float]],
+    cells: dict[tuple[str, int, str, str], list[Cell]],
+    clean: dict[tuple[str, str], dict[int, float]],
     methods: Sequence[str],
 ) -> list[str]:
-    """The issue's goal for the families, per method, with the numbers."""
-    lines = ["#### The goal with the bounds on (every family, k, naive and adaptive)", ""]
+    """The issue's goals, per method, with the numbers."""
+    lines = ["#### The goals with the bounds on", ""]
     for method in methods:
-        got = [(key, g) for key, gs in cells.items() if key[3] == method
-               and key[2] != "off" for g in gs]  # fmt: skip
-        if not got:
+        change = clean_change(clean, method)
+        got = [(key, g) for key, gs in cells.items() if key[3] == method and key[2] != "off"
+               for g in gs]  # fmt: skip
+        if math.isnan(change) and not got:
             continue
-        key_s, top_s = max(got, key=lambda kg: kg[1][0])
-        key_c, top_c = max(got, key=lambda kg: kg[1][1])
-        ok = max(top_s[0], top_c[1]) <= GOAL_SHARE + 1e-9  # the cap binds at equality
-        lines.append(
-            f"- {method}: largest attacker {top_s[0]:.2f}× its fair share ({key_s[0]}, "
-            f"k = {key_s[1]}, {key_s[2]}), largest coalition {top_c[1]:.2f}× ({key_c[0]}, "
-            f"k = {key_c[1]}, {key_c[2]}) — ≤ {GOAL_SHARE}: {'met' if ok else 'NOT met'}"
-        )
-        off, bound = clean.get((method, "off")), clean.get((method, "bound"))
-        if off and bound:
-            delta = 100 * (float(np.mean(bound)) - float(np.mean(off)))
-            worst_attacked = min(g[2] for _, g in got)
-            verdict = "met" if delta >= -GOAL_WORST_POINTS else "NOT met"
+        lines.append(f"- **{method}**")
+        if not math.isnan(change):
+            ok = abs(100 * change) <= GOAL_CLEAN_POINTS + 1e-9
             lines.append(
-                f"  no-attack honest worst with the bounds {100 * float(np.mean(bound)):.1f}% vs "
-                f"{100 * float(np.mean(off)):.1f}% without ({delta:+.1f} points; within "
-                f"{GOAL_WORST_POINTS:g}: {verdict}); lowest honest worst under attack with the "
-                f"bounds {100 * worst_attacked:.1f}%"
+                f"  - no attack: honest worst {100 * change:+.1f} points with the bounds — within "
+                f"{GOAL_CLEAN_POINTS:g}: {'met' if ok else 'NOT met'}"
             )
-    return lines
+        small = [(key, g) for key, g in got if key[1] <= GOAL_K]
+        if small:
+            key_i, top = max(small, key=lambda kg: -math.inf if math.isnan(kg[1][2]) else kg[1][2])
+            ok = not math.isnan(top[2]) and top[2] <= GOAL_SHARE + 1e-9  # the cap binds at equality
+            lines.append(
+                f"  - k ≤ {GOAL_K}: largest attacker over any interval of ≥ W rounds "
+                f"{_f(top[2])}× its fair share ({key_i[0]}, k = {key_i[1]}, {key_i[2]}) — ≤ "
+                f"{GOAL_SHARE}: {'met' if ok else 'NOT met'}"
+            )
+            changes: dict[tuple[str, int, str, str], list[float]] = defaultdict(list)
+            for key, g in small:
+                changes[key].append(g[4])
+            means = {key: 100 * _mean(v) for key, v in changes.items()}
+            missed = sorted((v, key) for key, v in means.items() if v < -GOAL_WORST_POINTS)
+            low_key = min(means, key=lambda key: means[key])
+            lines.append(
+                f"  - k ≤ {GOAL_K}: honest worst against the defended no-attack run at least "
+                f"{means[low_key]:+.1f} points ({low_key[0]}, k = {low_key[1]}, {low_key[2]}) — "
+                f"within {GOAL_WORST_POINTS:g}: "
+                + (
+                    "met"
+                    if not missed
+                    else f"NOT met in {len(missed)} of {len(means)}: "
+                    + ", ".join(
+                        f"{key[0]} k = {key[1]} {key[2].split(', ')[1]} {v:+.1f}"
+                        for v, key in missed
+                    )
+                )
+            )
+        large = [(key, g) for key, g in got if key[1] > GOAL_K]
+        if large:
+            damage: dict[tuple[str, int, str, str], list[float]] = defaultdict(list)
+            for key, g in large:
+                damage[key].append(g[4])
+            worst_key = min(damage, key=lambda key: _mean(damage[key]))
+            lines.append(
+                f"  - k > {GOAL_K} (reported): the largest loss of honest worst accuracy against "
+                f"the defended no-attack run {100 * _mean(damage[worst_key]):+.1f} points "
+                f"({worst_key[0]}, k = {worst_key[1]}, {worst_key[2]})"
+            )
+    return lines if len(lines) > 2 else []
+
+
+COLUMNS = ("seeds", "share", "coalition", "interval", "lift", "worst", "change")
+"""What `claim_text` reads of a row of the families table (``interval``: the any-interval share)."""
+MODES = {"off": "off", "naive": "bound, naive", "adaptive": "bound, adaptive"}
+
+
+def _variant(keys: Sequence[str], method: str) -> str:
+    """The variant label of ``method`` (a method name, or a label itself) among ``keys``."""
+    found = [v for v in dict.fromkeys(keys) if v == method or v.split("-")[0] == method]
+    if len(found) != 1:
+        raise ValueError(f"method {method!r}: {'ambiguous' if found else 'not found'}")
+    return found[0]
+
+
+def claim_text(measured: Sequence[Any], column: str, row: str, method: str) -> str:
+    """A number of the families' report as the report prints it, for a claim marker.
+
+    ``row`` is ``none`` (the bounds' no-attack runs: ``change`` is their cost, ``worst`` the
+    defended no-attack honest worst accuracy), ``goal`` (over every family run with the bounds:
+    ``interval``, the largest any-interval share at k ≤ `GOAL_K`; ``worst``, the lowest mean
+    change of honest worst accuracy at k ≤ `GOAL_K`; ``damage``, the same at k > `GOAL_K`) or
+    ``FAMILY:K:MODE`` with MODE ``off``, ``naive`` or ``adaptive`` (a row of the families table;
+    ``column`` one of `COLUMNS`).
+    """
+    cells, clean = family_cells(measured)
+    if row == "goal":
+        return _goal_number(cells, column, _variant([c[3] for c in cells], method))
+    if row == "none":
+        variant = _variant([m for m, _ in clean], method)
+        if column == "change":
+            return f"{100 * clean_change(clean, variant):+.1f}"
+        if column == "worst":
+            return f"{100 * float(np.mean(list(clean[(variant, 'bound')].values()))):.1f}"
+        raise ValueError(f"column {column!r}: the no-attack row has change and worst")
+    try:
+        family, k_text, mode = row.split(":")
+        key = (family, int(k_text), MODES[mode])
+    except (ValueError, KeyError):
+        raise ValueError(f"row {row!r}: none or FAMILY:K:off|naive|adaptive") from None
+    got = cells.get((*key, _variant([c[3] for c in cells], method)))
+    if not got:
+        raise ValueError(f"row {row!r}: not run for {method}")
+    index = {"share": 0, "coalition": 1, "interval": 2, "lift": 5}
+    if column == "seeds":
+        return str(len(got))
+    if column in index:
+        return _f(_max([g[index[column]] for g in got]), suffix="×" if column == "lift" else "")
+    if column == "worst":
+        return _f(100 * _mean([g[3] for g in got]), 1)
+    if column == "change":
+        return _f(100 * _mean([g[4] for g in got]), 1, sign=True)
+    raise ValueError(f"column {column!r}: not one of {list(COLUMNS)}")
+
+
+def _goal_number(
+    cells: dict[tuple[str, int, str, str], list[Cell]], column: str, variant: str
+) -> str:
+    """The numbers of the goal lines (`claim_text`'s ``goal`` row), with where they were met."""
+    bound = {key: got for key, got in cells.items() if key[3] == variant and key[2] != "off"}
+    small = {key: got for key, got in bound.items() if key[1] <= GOAL_K}
+    if column == "interval":
+        return _f(_max([g[2] for got in small.values() for g in got]))
+    if column in ("worst", "damage"):
+        chosen = (
+            small
+            if column == "worst"
+            else {key: got for key, got in bound.items() if key[1] > GOAL_K}
+        )
+        means = [100 * _mean([g[4] for g in got]) for got in chosen.values()]
+        return _f(min(means), 1, sign=True) if means else "–"
+    raise ValueError(f"column {column!r}: the goal row has interval, worst and damage")

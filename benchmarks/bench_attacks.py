@@ -78,6 +78,7 @@ except ImportError:  # `adcs bench attacks` loads it from its folder (also the i
     import attack_report  # type: ignore[no-redef]
 
 family_lines, shares = attack_families.family_lines, attack_families.shares
+interval_share = attack_families.interval_share
 _fmt, goal_lines, cost_table = (
     attack_report._fmt,
     attack_report.goal_lines,
@@ -103,6 +104,10 @@ def _shown(source: str) -> str:
 
 
 BLOCKS = ("clean", "capture", "poison", "costs", "families")
+SUITE_KEYS = ("k", "undefended", "naive")
+"""A family's keys that the suite reads, not passed to `adcs.adversary.Crafted`: its k;
+``undefended = false``: not run without defence; ``naive = false``: with the bounds, the adaptive
+form only."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +141,9 @@ class Suite:
     def crafted(self, keys: Mapping[str, Any], k: int, adaptive: bool) -> Crafted:
         """A family's attack with k malicious clients (`adcs.adversary.Crafted`)."""
         return Crafted(
-            n_malicious=k, adaptive=adaptive, **{a: v for a, v in keys.items() if a != "k"}
+            n_malicious=k,
+            adaptive=adaptive,
+            **{a: v for a, v in keys.items() if a not in SUITE_KEYS},
         )
 
     def ks_of(self, keys: Mapping[str, Any]) -> tuple[int, ...]:
@@ -190,6 +197,9 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
         for name, keys in suite.families:
             if {"clients", "n_malicious", "adaptive"} & set(keys):
                 raise ValueError(f"families.{name}: the suite sets clients and adaptive")
+            for key in ("undefended", "naive"):
+                if not isinstance(keys.get(key, True), bool):
+                    raise ValueError(f"families.{name}.{key} must be true or false")
             suite.crafted(keys, max(suite.ks_of(keys)), True)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"suite: {exc}") from None
@@ -307,10 +317,13 @@ def plan_suite(
             if not lies:
                 add(run, "clean", "off", None)
             add(run, "clean", "bound", suite.bound)
-            for name, keys in suite.families if method not in suite.blind else ():
+            # every method: a family's attackers send what they report, so even a scheduler
+            # that reads no statistics (suite.blind) aggregates their updates
+            for name, keys in suite.families:
                 for k in suite.ks_of(keys):
-                    add(run, "families", "off", None, name, suite.crafted(keys, k, False))
-                    for adaptive in (False, True):
+                    if keys.get("undefended", True):
+                        add(run, "families", "off", None, name, suite.crafted(keys, k, False))
+                    for adaptive in (False, True) if keys.get("naive", True) else (True,):
                         attack = suite.crafted(keys, k, adaptive)
                         add(run, "families", "bound", suite.bound, name, attack)
         if "capture" in blocks and method not in suite.blind:
@@ -360,6 +373,8 @@ class Measured:
     average: float
     client_updates: int
     loss_evals: int
+    interval_share: float = math.nan
+    """The most a malicious client holds in any L ≥ W rounds ÷ L × its fair share (whole run)."""
 
     @property
     def ratios(self) -> np.ndarray:
@@ -389,8 +404,11 @@ def run_plan(
     return {p.run_id: r for p, r in zip(plan, results, strict=True)}
 
 
-def measure(plan: Sequence[Planned], results: Mapping[str, RunResult], n: int) -> list[Measured]:
-    """Rates (from the selection records), no-attack rates and honest accuracy of every run."""
+def measure(
+    plan: Sequence[Planned], results: Mapping[str, RunResult], n: int, window: int = 100
+) -> list[Measured]:
+    """Rates (from the selection records), no-attack rates and honest accuracy of every run;
+    ``window`` W: the malicious clients' largest share over any interval of ≥ W rounds."""
     rates = {run_id: selection_rates(r.selected, n) for run_id, r in results.items()}
     out = []
     for p in plan:
@@ -404,9 +422,10 @@ def measure(plan: Sequence[Planned], results: Mapping[str, RunResult], n: int) -
         evaluated = result.eval_clients if result.eval_clients.size else np.arange(n)
         liars = np.flatnonzero(np.isin(evaluated, p.malicious))
         honest = honest_accuracy(result.client_acc, liars.tolist())
+        interval = interval_share(result.selected, p.malicious, window, n)
         out.append(
             Measured(p, rates[p.run_id], base, honest.worst, honest.p10, honest.average,
-                     int(result.client_updates), int(result.loss_evals))
+                     int(result.client_updates), int(result.loss_evals), interval)
         )  # fmt: skip
     return out
 
@@ -433,28 +452,9 @@ def write_results(
             tmp / "client_acc.npz",
             **{run_id: r.client_acc.astype(np.float32) for run_id, r in results.items()},
         )  # type: ignore[arg-type]
-        methods = list(dict.fromkeys(m.planned.method for m in measured))
-        report = [
-            f"# {config.name}: selection under attack",
-            "",
-            f"{config.description}.",
-            "",
-            f"N = {config.data.total_clients}, m = {config.m}, T = {config.sim.rounds}, seeds "
-            f"{list(config.seeds)}; lies ×{suite.factor:g}, direction {suite.direction!r}. "
-            f"Defences on: `{_defence_text(suite.defence)}`; poison runs add aggregation "
-            f"`{suite.robust}`; the families' bounds: `{_defence_text(suite.bound)}`. "
-            "Malicious clients per seed: "
-            + ", ".join(f"seed {s}: {list(v)}" for s, v in meta["malicious"].items())
-            + ". Every rate is computed from `selections.npz`.",
-            "",
-            *goal_lines(measured, methods),
-            *capturability_lines(measured, methods),
-            *capture_tables(measured, methods),
-            *accuracy_tables(measured, methods),
-            *cost_table(measured),
-            *family_lines(measured, methods),
-        ]
-        (tmp / "report.md").write_text("\n".join(report) + "\n")
+        (tmp / "report.md").write_text(
+            "\n".join(report_lines(measured, config, suite, meta)) + "\n"
+        )
         manifest = {
             "experiment": config.name,
             "config_source": _shown(config.source),
@@ -465,6 +465,199 @@ def write_results(
             **meta,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        if out.exists():
+            for sub in out.iterdir():  # nested results (families/, costs/) are kept
+                if sub.is_dir() and not (tmp / sub.name).exists():
+                    sub.rename(tmp / sub.name)
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def report_lines(
+    measured: Sequence[Measured],
+    config: ExperimentConfig,
+    suite: Suite,
+    meta: Mapping[str, Any],
+) -> list[str]:
+    """The report's Markdown lines (``meta``: the manifest's ``malicious`` clients per seed)."""
+    methods = list(dict.fromkeys(m.planned.method for m in measured))
+    return [
+        f"# {config.name}: selection under attack",
+        "",
+        f"{config.description}.",
+        "",
+        f"N = {config.data.total_clients}, m = {config.m}, T = {config.sim.rounds}, seeds "
+        f"{list(config.seeds)}; lies ×{suite.factor:g}, direction {suite.direction!r}. "
+        f"Defences on: `{_defence_text(suite.defence)}`; poison runs add aggregation "
+        f"`{suite.robust}`; the families' bounds: `{_defence_text(suite.bound)}`. "
+        "Malicious clients per seed: "
+        + ", ".join(f"seed {s}: {list(v)}" for s, v in meta["malicious"].items())
+        + ". Every rate is computed from `selections.npz`.",
+        "",
+        *goal_lines(measured, methods),
+        *capturability_lines(measured, methods),
+        *capture_tables(measured, methods),
+        *accuracy_tables(measured, methods),
+        *cost_table(measured),
+        *family_lines(measured, methods, suite.bound.window),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# a results folder read back: its report from its files, several folders merged
+
+
+def suite_of_manifest(raw: Mapping[str, Any]) -> Suite:
+    """The suite a manifest records (``dataclasses.asdict`` of it, tables as lists of pairs)."""
+    table = dict(raw)
+    for key in ("costs", "families"):
+        table[key] = {name: dict(values) for name, values in table.get(key, [])}
+    return parse_suite(table)
+
+
+def read_folder(folder: Path) -> tuple[ExperimentConfig, Suite, list[Measured], dict[str, Any]]:
+    """A results folder's experiment, suite, measured runs and manifest, from its files.
+
+    The experiment is the manifest's configuration (``config_source``, relative to the checkout)
+    at the manifest's rounds and seeds; every rate, share and lift is recomputed from
+    ``selections.npz``, the accuracies are ``runs.csv``'s (the runs' own).
+    """
+    manifest = json.loads((folder / "manifest.json").read_text())
+    source = Path(manifest["config_source"])
+    config, _ = load_suite(source if source.is_absolute() else REPO / source)
+    config = _with_rounds(config, int(manifest["rounds"]), [int(s) for s in manifest["seeds"]])
+    suite = suite_of_manifest(manifest["suite"])
+    n = config.data.total_clients
+    with (folder / "runs.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    with np.load(folder / "selections.npz") as npz:
+        selected = {row["run_id"]: npz[f"selected/{row['run_id']}"] for row in rows}
+    measured = []
+    for row in rows:
+        since = int(row.get("since") or 0)
+        planned = Planned(
+            row["run_id"], row["block"], row["method"], int(row["seed"]), row["defence"],
+            row["attack"], int(row["k"]), row["adaptive"] == "True",
+            tuple(json.loads(row["malicious"])), row["baseline"], None,  # type: ignore[arg-type]
+            since,
+        )  # fmt: skip
+        base = selected.get(planned.baseline)
+        measured.append(
+            Measured(
+                planned,
+                selection_rates(selected[planned.run_id][since:], n),
+                np.full(n, np.nan) if base is None else selection_rates(base[since:], n),
+                float(row["honest_worst"]), float(row["honest_p10"]),
+                float(row["honest_average"]), int(row["client_updates"]),
+                int(row["loss_evals"]),
+                interval_share(selected[planned.run_id], planned.malicious,
+                               suite.bound.window, n),
+            )
+        )  # fmt: skip
+    return config, suite, measured, manifest
+
+
+def write_report(folder: Path) -> None:
+    """Rewrite ``folder/report.md`` from the folder's files (`read_folder`)."""
+    config, suite, measured, manifest = read_folder(folder)
+    lines = report_lines(measured, config, suite, manifest)
+    (folder / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def _unique_runs(
+    parts: Sequence[Path], rows: Sequence[list[str]], differing: list[str] | None = None
+) -> list[list[str]]:
+    """The rows of the parts' runs.csv, a run that two parts ran kept once where both ran it
+    alike (the no-attack runs of a seed that every part of it runs; same selections, same row),
+    ConfigError where they differ — unless ``differing`` is given: then the first part's run is
+    kept and the run's id appended to it."""
+    selections: dict[str, np.ndarray] = {}
+    kept: dict[str, list[str]] = {}
+    for p in parts:
+        with np.load(p / "selections.npz") as npz:
+            mine = {key.split("/", 1)[1]: npz[key] for key in npz.files}
+        for run_id, selected in mine.items():
+            if run_id in selections and not np.array_equal(selections[run_id], selected):
+                if differing is None:
+                    raise ConfigError(f"{p}: run {run_id} differs from another part's")
+                differing.append(run_id)
+            selections.setdefault(run_id, selected)
+    for row in rows:
+        if row[0] in kept and kept[row[0]] != row and row[0] not in (differing or ()):
+            raise ConfigError(f"run {row[0]}: two parts' rows differ")
+        kept.setdefault(row[0], row)
+    return list(kept.values())
+
+
+def merge_folders(parts: Sequence[Path], out: Path, keep_first: bool = False) -> None:
+    """One results folder from several of the same suite (e.g. one per seed): their runs,
+    selections and accuracies side by side, the manifest's seeds, runs and malicious clients
+    joined (each part's command kept), and the report written from the joined files.
+    ``keep_first``: a run two parts ran differently is the first part's (the manifest lists it
+    under ``differing_duplicates``), not an error."""
+    manifests = [json.loads((p / "manifest.json").read_text()) for p in parts]
+    first = manifests[0]
+
+    def same(m: Mapping[str, Any]) -> tuple[Any, ...]:  # the parts may run different families
+        suite = {k: v for k, v in m["suite"].items() if k != "families"}
+        return suite, m["rounds"], m["config_source"]
+
+    for p, m in zip(parts, manifests, strict=True):
+        if same(m) != same(first):
+            raise ConfigError(f"{p}: not a part of the same suite as {parts[0]}")
+    families = {name: keys for m in manifests for name, keys in m["suite"]["families"]}
+    _check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        header: list[str] = []
+        rows: list[list[str]] = []
+        for p in parts:
+            with (p / "runs.csv").open(newline="") as fh:
+                reader = csv.reader(fh)
+                head = next(reader)
+                if header and head != header:
+                    raise ConfigError(f"{p}: runs.csv has other columns than {parts[0]}'s")
+                header = head
+                rows.extend(reader)
+        differing: list[str] | None = [] if keep_first else None
+        rows = _unique_runs(parts, rows, differing)
+        with (tmp / "runs.csv").open("w", newline="") as fh:
+            csv.writer(fh).writerows([header, *rows])
+        for name in ("selections.npz", "client_acc.npz"):
+            arrays: dict[str, np.ndarray] = {}
+            for p in parts:
+                with np.load(p / name) as npz:
+                    arrays.update({k: npz[k] for k in npz.files if k not in arrays})
+            np.savez_compressed(tmp / name, **arrays)  # type: ignore[arg-type]
+        manifest = {
+            **{k: v for k, v in first.items() if k not in ("argv", "finished_at", "wall_s")},
+            "suite": {**first["suite"], "families": [[n, k] for n, k in families.items()]},
+            "seeds": sorted({s for m in manifests for s in m["seeds"]}),
+            "runs": [row[0] for row in rows],
+            "malicious": {s: v for m in manifests for s, v in m["malicious"].items()},
+            "wall_s": sum(float(m["wall_s"]) for m in manifests),
+            "load_average": [m["load_average"] for m in manifests],
+            "finished_at": max(m["finished_at"] for m in manifests),
+            "parts": [
+                {"argv": m["argv"], "wall_s": m["wall_s"], "finished_at": m["finished_at"]}
+                for m in manifests
+            ],
+            "argv": [
+                "adcs bench attacks",
+                "--merge",
+                ",".join(map(str, parts)),
+                "--out",
+                str(out),
+                *(["--keep-first"] if keep_first else []),
+            ],
+            **({"differing_duplicates": differing} if differing else {}),
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        write_report(tmp)
         if out.exists():
             for sub in out.iterdir():  # nested results (families/, costs/) are kept
                 if sub.is_dir() and not (tmp / sub.name).exists():
@@ -508,7 +701,7 @@ def _write_runs_csv(path: Path, measured: Sequence[Measured]) -> None:
             "run_id", "block", "method", "seed", "defence", "attack", "k", "adaptive",
             "malicious", "liar_rates", "no_attack_rates", "capture_ratios", "honest_worst",
             "honest_p10", "honest_average", "client_updates", "loss_evals", "baseline",
-            "attacker_share", "coalition_share", "since",
+            "attacker_share", "coalition_share", "since", "interval_share",
         ])  # fmt: skip
         for m in measured:
             p = m.planned
@@ -521,6 +714,7 @@ def _write_runs_csv(path: Path, measured: Sequence[Measured]) -> None:
                 json.dumps([None if not math.isfinite(r) else round(float(r), 6) for r in m.ratios]),
                 repr(m.worst), repr(m.p10), repr(m.average), m.client_updates, m.loss_evals,
                 p.baseline, _fmt(single, 4), _fmt(coalition, 4), p.since,
+                _fmt(m.interval_share, 4),
             ])  # fmt: skip
 
 
@@ -577,7 +771,7 @@ def run_suite(
     started, cpu = time.perf_counter(), time.process_time()
     results = run_plan(plan, data, config, workers)
     wall = time.perf_counter() - started
-    measured = measure(plan, results, n)
+    measured = measure(plan, results, n, suite.bound.window)
     if out is not None:
         malicious = {
             seed: next(
@@ -602,7 +796,14 @@ def run_suite(
     return measured
 
 
-def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) -> float:
+def estimate(
+    config: ExperimentConfig,
+    suite: Suite,
+    rounds: int,
+    workers: int,
+    blocks: Sequence[str] = BLOCKS,
+    methods: Sequence[str] | None = None,
+) -> float:
     """Seconds the full suite should take with ``workers``, from short runs of one seed.
 
     Every planned run of the first seed is simulated for 1 and for ``rounds`` rounds with one
@@ -615,7 +816,7 @@ def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) 
     def cpu_seconds(t: int) -> float:
         short = _with_rounds(config, t, config.seeds[:1])
         short = dataclasses.replace(short, sim=dataclasses.replace(short.sim, eval_every=t))
-        plan = plan_suite(short, suite)
+        plan = plan_suite(short, suite, blocks, methods)
         data = _one_partition(dataset, short)
         model = short.model.build(data.input_shape, data.n_classes)
         start = time.process_time()
@@ -628,7 +829,7 @@ def estimate(config: ExperimentConfig, suite: Suite, rounds: int, workers: int) 
     per_eval = max(one - per_round, 0.0) / 2
     evals = config.sim.for_clients(n).eval_rounds.size
     seeds = len(config.seeds)
-    runs = len(plan_suite(_with_rounds(config, 1, config.seeds[:1]), suite))
+    runs = len(plan_suite(_with_rounds(config, 1, config.seeds[:1]), suite, blocks, methods))
     total = seeds * (per_round * config.sim.rounds + per_eval * evals) / min(workers, seeds)
     print(
         f"{runs} runs per seed, {seeds} seed(s): {per_round * 1e3:.0f} ms CPU per round of a "
@@ -656,8 +857,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 000 rounds, seed 0, k = 1")
     parser.add_argument("--estimate", action="store_true", help="time a short run, extrapolate")
     parser.add_argument("--estimate-rounds", type=int, default=41, help="rounds of --estimate")
+    parser.add_argument(
+        "--merge", default=None, help="join these results folders (comma-separated) into --out"
+    )
+    parser.add_argument(
+        "--keep-first",
+        action="store_true",
+        help="with --merge: a run two parts ran differently is the first part's",
+    )
+    parser.add_argument(
+        "--report", default=None, help="rewrite this results folder's report.md from its files"
+    )
     args = parser.parse_args(argv)
     try:
+        if args.report:
+            if not (Path(args.report) / "manifest.json").is_file():
+                raise ConfigError(f"--report: {args.report} is not a results folder of this bench")
+            write_report(Path(args.report))
+            return 0
+        if args.merge:
+            parts = [Path(p) for p in args.merge.split(",") if p]
+            missing = [str(p) for p in parts if not (p / "manifest.json").is_file()]
+            if missing:
+                raise ConfigError(f"--merge: not a results folder: {', '.join(missing)}")
+            merge_folders(parts, Path(args.out), keep_first=args.keep_first)
+            return 0
         config, suite = load_suite(args.config)
         if args.data is not None:
             config = dataclasses.replace(
@@ -694,7 +918,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             unknown = sorted(set(methods) - set(names))
             raise ConfigError(f"--methods: no method {unknown} in the suite's {names}")
         if args.estimate:
-            estimate(config, suite, args.estimate_rounds, args.workers)
+            estimate(config, suite, args.estimate_rounds, args.workers, blocks, methods)
             return 0
         run_suite(
             config, suite, Path(args.out), blocks=blocks, methods=methods, workers=args.workers

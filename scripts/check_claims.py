@@ -114,6 +114,9 @@ DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
 ``ADCS_DATA_DIR`` names it, else listed as unchecked."""
 
 FOLDER_SCRIPTS: dict[str, list[str]] = {
+    "attacks": ["attack_suite_report.py", "{folder}"],
+    "attacks/no_harm/dirichlet": ["attack_suite_report.py", "{folder}"],
+    "attacks/no_harm/bernoulli": ["attack_suite_report.py", "{folder}"],
     "attacks/families": ["attack_families_summary.py", "{folder}", "--window", "100"],
 }
 """Scripts that write ``report.md`` into the results folder they read (relative path → script
@@ -124,11 +127,12 @@ the file is each part's heading line, if any, followed by the script's standard 
 the repository root (the commands of the folder's ``run.sh``)."""
 
 NOT_REGENERABLE: dict[str, str] = {
-    "attacks/report.md": "written by `adcs bench attacks` from its runs, not from files",
     "attacks/costs": "written by `adcs bench attacks` from its runs, not from files",
     "attacks/families/seed0": "written by `adcs bench attacks` from its runs, not from files",
     "attacks/families/seed1": "written by `adcs bench attacks` from its runs, not from files",
     "paper/theory/report.md": "written by the theory check from its own probes (a new run)",
+    "attacks/smother_ablation.md": "written by benchmarks/smother_ablation.py from its own runs",
+    "attacks/ablation_no_attack.md": "written by benchmarks/smother_ablation.py from its own runs",
 }
 """Generated files (or folders of them) that only a new run, or the data set, could rewrite."""
 
@@ -533,7 +537,29 @@ def _ratio(folder: Path, what: str, entry: str) -> str:
     return f"{e.mean:.2f} ± {e.half:.2f}× ({'includes' if inside else 'excludes'} 1)"
 
 
+_ATTACK_RUNS: dict[Path, list[object]] = {}
+
+
+def _attack(folder: Path, column: str, row: str, method: str) -> str:
+    """A number of an attack suite's families report (`benchmarks.attack_families.claim_text`),
+    recomputed from the folder's runs.csv and selections.npz."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from benchmarks import attack_families, bench_attacks
+
+    folder = folder.resolve()
+    if not (folder / "selections.npz").is_file():
+        raise ClaimError(f"{folder.name}: no attack suite results (selections.npz) there")
+    if folder not in _ATTACK_RUNS:
+        _ATTACK_RUNS[folder] = list(bench_attacks.read_folder(folder)[2])
+    try:
+        return attack_families.claim_text(_ATTACK_RUNS[folder], column, row, method)
+    except ValueError as exc:
+        raise ClaimError(str(exc)) from None
+
+
 KINDS: dict[str, tuple[int, Callable[..., str]]] = {
+    "attack": (3, _attack),
     "ratio": (2, _ratio),
     "mean": (2, _mean),
     "diff": (3, _diff),
@@ -559,6 +585,11 @@ KINDS: dict[str, tuple[int, Callable[..., str]]] = {
   Holm-adjusted over the folder's comparisons with the best);
 - ``rank F METRIC E``: E's place among the folder's entries, "2 of 7";
 - ``seeds F E``: the seeds E ran on;
+- ``attack F COLUMN ROW METHOD``: a number of an attack suite's families report (``adcs bench
+  attacks``), as the report prints it: ROW ``none`` (COLUMN ``change``: the bounds' no-attack
+  cost in points; ``worst``: the defended no-attack honest worst, %) or ``FAMILY:K:MODE`` (MODE
+  ``off``, ``naive`` or ``adaptive``; COLUMN ``seeds``, ``share``, ``coalition``, ``interval``
+  (over any interval of ≥ W rounds), ``lift``, ``worst`` or ``change``);
 - ``ratio F {worst,avg,total} E``: on the simulated clock, E's time to the worst- or
   average-accuracy target, or its total time, over the reference's, paired by seed, ± its 95 %
   half-width, and whether that interval includes 1 (E by the report's label).
@@ -581,6 +612,8 @@ def evaluate(spec: str, base: Path, cache: dict[str, dict[str, ranking.Score]]) 
         raise ClaimError(f"{spec!r}: {words[0]} takes a folder and {n_args} argument(s)")
     if words[0] == "ratio":
         return _ratio(base / words[1], *words[2:])
+    if words[0] == "attack":
+        return _attack(base / words[1], *words[2:])
     key = str(base / words[1])
     if key not in cache:
         cache[key] = _scores(base, words[1])

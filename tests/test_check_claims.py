@@ -199,3 +199,61 @@ def test_variants_the_leaderboard_names_alike_are_kept_apart() -> None:
     text = evaluate('diff . worst "ADCS θ=0.8, gamma=0.25" "ADCS θ=0.8, gamma=0"', systems, {})
 
     assert text == f"{100 * mean:+.2f} ± {100 * half:.2f}"
+
+
+def test_an_attack_suites_report_regenerates_and_its_numbers_recompute(tmp_path: Path) -> None:
+    """results/attacks: the report rewritten from its files by the check, and a FINDINGS marker
+    reading a family row and the bounds' no-attack cost as the report prints them."""
+    import dataclasses
+
+    from adcs.adversary import Defence
+    from adcs.data import load_subset
+    from benchmarks import bench_attacks
+
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    suite = dataclasses.replace(
+        suite,
+        families=(("burst", {"cosine": 0.5, "factor": 10.0, "start": 2, "quiet": True}),),
+        family_k=(1,),
+        bound=Defence(cap=1.5, window=3, any_interval=True),
+    )
+    folder = tmp_path / "results" / "attacks"
+    measured = bench_attacks.run_suite(
+        bench_attacks._with_rounds(config, 7, [0, 1]), suite, folder, dataset=load_subset(),
+        blocks=["families"], methods=["uniform", "divfl"], workers=1,
+    )  # fmt: skip
+    report = (folder / "report.md").read_text(encoding="utf-8")
+    row = next(line for line in report.splitlines() if line.startswith("| burst | 1 | off | divfl"))
+    share, change = row.split("|")[6].strip(), row.split("|")[11].strip()
+    cost = next(  # the bounds' no-attack cost: method, seeds, without, with, change
+        line
+        for line in report.splitlines()
+        if line.startswith("| divfl") and line.split("|")[2].strip() == "2"
+    )
+    runs = [m for m in measured if m.planned.method == "divfl" and m.planned.attack == "none"]
+    worst = {m.planned.defence: [r.worst for r in runs if r.planned.defence == m.planned.defence]
+             for m in runs}  # fmt: skip
+    expected_cost = f"{100 * (np.mean(worst['bound']) - np.mean(worst['off'])):+.1f}"
+    assert cost.split("|")[5].strip() == expected_cost
+    bounded = [  # the goal row: the largest any-interval share of the bounded runs at k <= 3
+        float(line.split("|")[8]) for line in report.splitlines()
+        if line.startswith("| burst |") and "| bound," in line and "| divfl |" in line
+    ]  # fmt: skip
+    interval = f"{max(bounded):.2f}"
+    marker = "<!-- claim attack . {} {} divfl -->{}<!-- /claim -->"
+    (folder / "FINDINGS.md").write_text(
+        f"Share {marker.format('share', 'burst:1:off', share)}, worst "
+        f"{marker.format('change', 'burst:1:off', change)} points, at no attack "
+        f"{marker.format('change', 'none', expected_cost)} points, over any interval at most "
+        f"{marker.format('interval', 'goal', interval)}.\n",
+        encoding="utf-8",
+    )
+    problems, _ = check(tmp_path / "results")
+    assert problems == []
+    (folder / "report.md").write_text(report.replace("| burst |", "| bursts |", 1))
+    (folder / "FINDINGS.md").write_text(
+        f"Share {marker.format('share', 'burst:1:off', '9.99')}.\n", encoding="utf-8"
+    )
+    problems, _ = check(tmp_path / "results")
+    assert len(problems) == 2 and any("differs" in p for p in problems)
+    assert any("9.99" in p for p in problems)

@@ -8,7 +8,7 @@ import pytest
 from adcs.adversary import Crafted, Defence, Target
 from adcs.adversary.crafted import craft
 from adcs.experiments.config import ConfigError
-from benchmarks.bench_attacks import Suite, check_ks, load_suite, parse_suite
+from benchmarks.bench_attacks import Suite, check_ks, load_suite, parse_suite, plan_suite
 from tests.adversary.conftest import GROUP, N, grouped_stats
 
 
@@ -69,6 +69,14 @@ def test_the_suite_runs_each_red_team_family_at_its_own_k():
     assert ks["burst"] == (1, 3) and ks["sybils"] == (3, 10)
     assert ks["smother"] == (2, 4) and ks["flatten"] == (2,)
     assert ks["sleeper"] == suite.family_k  # the earlier families keep family_k
+    plan = plan_suite(config, suite, ["families"])
+    forms = {(p.attack, p.defence) for p in plan if p.block == "families"}
+    assert ("sleeper", "bound") in forms and ("sleeper", "off") not in forms  # undefended = false
+    assert ("smother", "off") in forms and ("smother", "bound") in forms
+    naive = {(p.attack, p.adaptive) for p in plan if p.defence == "bound"}
+    assert ("smother", True) in naive and ("smother", False) not in naive  # naive = false
+    with pytest.raises(ConfigError, match=r"families\.f\.undefended"):
+        parse_suite({"families": {"f": {"undefended": 1}}})
     check_ks(config, suite)
     wrong = parse_suite({"families": {"f": {"k": [2, 2]}}})
     with pytest.raises(ConfigError, match=r"families\.f\.k"):
@@ -83,7 +91,9 @@ def test_the_families_table_reports_each_attackers_lift():
 
     def measured(block, defence, rates, base, malicious=(1, 2), attack="smother", k=2):
         planned = SimpleNamespace(block=block, defence=defence, adaptive=False, attack=attack,
-                                  k=k, method="adcs", malicious=malicious)  # fmt: skip
+                                  k=k, method="adcs", malicious=malicious, seed=0,
+                                  run_id=f"adcs/{defence}/{attack}/seed0",
+                                  baseline=f"adcs/{defence}/none/seed0")  # fmt: skip
         return SimpleNamespace(planned=planned, rates=np.asarray(rates),
                                baseline_rates=np.asarray(base), worst=0.5)  # fmt: skip
 
@@ -91,5 +101,5 @@ def test_the_families_table_reports_each_attackers_lift():
     assert lift(run) == pytest.approx(2.0)  # client 1: 0.9 against its own 0.45
     assert np.isnan(lift(measured("families", "off", [1, 1, 1, 1], [1, 0, 0, 1])))
     lines = family_lines([run], ["adcs"])
-    assert any(line.startswith("| smother | 2 | off |") and line.endswith("· 2.00× |")
+    assert any(line.startswith("| smother | 2 | off | adcs |") and "| 2.00× |" in line
                for line in lines)  # fmt: skip

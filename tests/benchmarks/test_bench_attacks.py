@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,18 @@ def test_the_shipped_suite_plans_every_attack_once():
     methods, seeds = len(config.methods), len(config.seeds)
     lies, ks, poisons = len(suite.lies), len(suite.k), len(suite.poisons)
     believers = methods - len(suite.blind)
-    family_runs = sum(len(suite.ks_of(keys)) for _, keys in suite.families)  # each at its k
+    family_runs = sum(  # each at its k: off, bound naive (unless false), bound adaptive
+        len(suite.ks_of(keys))
+        * (int(keys.get("undefended", True)) + 1 + int(keys.get("naive", True)))
+        for _, keys in suite.families
+    )
     expected = seeds * (
         3 * methods  # no attack: off, on, on+robust
         + believers * lies * ks * 3  # capture: off, on naive, on adaptive
         + methods * poisons * ks * 3  # poison: off, on+robust naive and adaptive
         + len(suite.cost_methods) * len(suite.costs)
         + methods  # no attack with the bounds
-        + believers * family_runs * 3  # families: off, bound naive and adaptive
+        + methods * family_runs  # families (every method)
     )
     assert len(plan) == expected
     ids = [p.run_id for p in plan]
@@ -101,7 +106,7 @@ def test_a_short_suite_writes_its_results(tmp_path: Path, capsys):
     for method in ("powerofchoice", "ocs", "divfl", "adcs"):
         assert f"- **{method}" in report  # a plain verdict for every scheduler that reads reports
     assert "- **uniform**: reads no client statistics" in report
-    assert "| sleeper | 3 | bound, adaptive |" in report and "largest coalition" in report
+    assert "| sleeper | 3 | bound, adaptive | uniform |" in report and "| coalition |" in report
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert (
         len(rows) == len(measured) == len(json.loads((out / "manifest.json").read_text())["runs"])
@@ -165,3 +170,170 @@ def test_a_rewrite_keeps_nested_results_folders(tmp_path: Path):
     )
     assert (out / "families" / "seed0" / "runs.csv").read_text() == "x"
     assert (out / "report.md").is_file()
+
+
+def _interval_share_brute(selected: np.ndarray, client: int, window: int, n: int) -> float:
+    """Every interval [s, e) of at least W rounds, counted one by one."""
+    hits = (selected == client).any(axis=1)
+    fair = (selected >= 0).sum() / selected.shape[0] / n
+    rounds = selected.shape[0]
+    return max(
+        hits[s:e].sum() / (e - s) / fair
+        for s in range(rounds)
+        for e in range(s + window, rounds + 1)
+    )
+
+
+def test_the_any_interval_share_is_the_largest_over_every_interval():
+    from benchmarks.attack_families import interval_share
+
+    rng = np.random.default_rng(3)
+    n, m = 6, 2
+    for rounds, window in ((9, 1), (20, 3), (31, 7)):
+        selected = np.stack([rng.choice(n, size=m, replace=False) for _ in range(rounds)])
+        for client in range(n):
+            expected = _interval_share_brute(selected, client, window, n)
+            assert interval_share(selected, [client], window, n) == pytest.approx(expected)
+        both = max(_interval_share_brute(selected, c, window, n) for c in (1, 4))
+        assert interval_share(selected, [1, 4], window, n) == pytest.approx(both)
+    # a burst after an emptied window: b = 3 of W = 4 rounds in two back-to-back windows, then
+    # every round for L = 6 > W rounds — (3 + 3) / 6 over the fair share 1/2 is 2x
+    selected = np.array([[1, 2]] * 4 + [[0, 1]] * 6 + [[1, 2]] * 4)
+    assert interval_share(selected, [0], 4, 4) == pytest.approx(2.0)
+    assert np.isnan(interval_share(selected[:3], [0], 4, 4))  # shorter than W
+
+
+def test_the_families_report_is_computed_from_the_raw_files(tmp_path: Path):
+    """Every number of the families' tables and goals (shares over any interval, the honest worst
+    change against the same defences' no-attack run, the bounds' no-attack cost) recomputed from
+    runs.csv and selections.npz."""
+    from benchmarks.attack_families import interval_share
+
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    config = bench_attacks._with_rounds(config, 8, [0, 1])
+    suite = dataclasses.replace(
+        suite,
+        families=(("sleeper", {"cosine": 0.5, "factor": 10.0, "start": 2}),),
+        family_k=(3,),
+        bound=Defence(cap=1.5, window=3, any_interval=True),
+    )
+    out = tmp_path / "attacks"
+    bench_attacks.run_suite(
+        config, suite, out, dataset=load_subset(), blocks=["families"],
+        methods=["uniform", "adcs"], workers=1,
+    )  # fmt: skip
+    rows = {row["run_id"]: row for row in csv.DictReader((out / "runs.csv").open())}
+    report = (out / "report.md").read_text()
+    table = {
+        tuple(cell.strip() for cell in line.split("|")[1:5]): line.split("|")[6:12]
+        for line in report.splitlines()
+        if line.startswith("| sleeper |")
+    }
+    with np.load(out / "selections.npz") as selections:
+        for (_family, k, mode, method), cols in table.items():
+            runs = [row for row in rows.values() if row["block"] == "families"
+                    and row["method"] == method and row["k"] == k
+                    and bench_attacks.attack_families._mode(_row_fields(row)) == mode]  # fmt: skip
+            assert len(runs) == 2  # one per seed
+            intervals = [
+                interval_share(
+                    selections[f"selected/{r['run_id']}"], json.loads(r["malicious"]), 3, 30
+                )
+                for r in runs
+            ]
+            assert [float(r["interval_share"]) for r in runs] == pytest.approx(intervals, abs=1e-4)
+            assert float(cols[2]) == pytest.approx(max(intervals), abs=0.005)
+            changes = [
+                float(r["honest_worst"]) - float(rows[r["baseline"]]["honest_worst"]) for r in runs
+            ]
+            assert float(cols[5]) == pytest.approx(100 * np.mean(changes), abs=0.05)
+    variants = {row["method"] for row in rows.values()}
+    assert {key[3] for key in table} == variants and len(variants) == 2  # the blind one too
+    for variant in variants:
+        off = [float(rows[f"{variant}/off/none/seed{s}"]["honest_worst"]) for s in (0, 1)]
+        bound = [float(rows[f"{variant}/bound/none/seed{s}"]["honest_worst"]) for s in (0, 1)]
+        line = next(li for li in report.splitlines() if li.startswith(f"| {variant} | 2 |"))
+        change = float(line.split("|")[5])
+        assert change == pytest.approx(100 * np.mean(np.subtract(bound, off)), abs=0.05)
+    assert "#### The goals with the bounds on" in report and "k ≤ 3: largest attacker" in report
+
+
+def _row_fields(row: dict[str, str]) -> Any:
+    """A runs.csv row as the fields `attack_families._mode` reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(defence=row["defence"], adaptive=row["adaptive"] == "True")
+
+
+def test_a_report_is_rewritten_from_its_files_and_seed_folders_merge(tmp_path: Path):
+    """The report written by the runs equals the one `write_report` rebuilds from the files; the
+    folders of one seed each, merged, give the same files and report as one run of both seeds."""
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    suite = dataclasses.replace(
+        suite,
+        families=(("burst", {"cosine": 0.5, "factor": 10.0, "start": 2, "quiet": True}),),
+        family_k=(1,),
+        bound=Defence(cap=1.5, window=3, any_interval=True),
+    )
+    data = load_subset()
+
+    def run(seeds: list[int], name: str) -> Path:
+        out = tmp_path / name
+        bench_attacks.run_suite(
+            bench_attacks._with_rounds(config, 7, seeds), suite, out, dataset=data,
+            blocks=["families"], methods=["uniform", "divfl"], workers=1,
+        )  # fmt: skip
+        return out
+
+    both = run([0, 1], "both")
+    written = (both / "report.md").read_text()
+    bench_attacks.write_report(both)
+    assert (both / "report.md").read_text() == written
+    parts = [run([0], "seed0"), run([1], "seed1")]
+    assert (
+        bench_attacks.main(["--merge", ",".join(map(str, parts)), "--out", str(tmp_path / "m")])
+        == 0
+    )
+    merged = tmp_path / "m"
+    assert (merged / "report.md").read_text() == written
+    manifest = json.loads((merged / "manifest.json").read_text())
+    assert manifest["seeds"] == [0, 1] and len(manifest["parts"]) == 2
+    assert sorted(manifest["runs"]) == sorted(
+        json.loads((both / "manifest.json").read_text())["runs"]
+    )
+    with np.load(both / "selections.npz") as a, np.load(merged / "selections.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+    # a part of the same seed with another family joins, its no-attack runs kept once
+    other = tmp_path / "other"
+    bench_attacks.run_suite(
+        bench_attacks._with_rounds(config, 7, [0]),
+        dataclasses.replace(suite, families=(("flatten", {"cosine": 1.0, "factor": 1e6}),)),
+        other, dataset=data, blocks=["families"], methods=["uniform", "divfl"], workers=1,
+    )  # fmt: skip
+    joined = tmp_path / "joined"
+    bench_attacks.merge_folders([parts[0], other], joined)
+    ids = json.loads((joined / "manifest.json").read_text())["runs"]
+    assert len(ids) == len(set(ids)) and any("/flatten/" in i for i in ids)
+    assert sum("/none/" in i for i in ids) == 4  # off and bound, two methods, once each
+    assert "| flatten | 1 |" in (joined / "report.md").read_text()
+    # a run that two parts ran differently is refused, in one line
+    bad = tmp_path / "bad"
+    shutil.copytree(other, bad)
+    with np.load(bad / "selections.npz") as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    key = next(k for k in arrays if k.endswith("/off/none/seed0"))
+    arrays[key] = arrays[key][::-1]
+    np.savez_compressed(bad / "selections.npz", **arrays)
+    assert bench_attacks.main(["--merge", f"{parts[0]},{bad}", "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
+    # or, asked to, kept as the first part ran it, and named in the manifest
+    bench_attacks.merge_folders([parts[0], bad], tmp_path / "kept", keep_first=True)
+    kept = json.loads((tmp_path / "kept" / "manifest.json").read_text())
+    assert kept["differing_duplicates"] == [key.split("/", 1)[1]]
+    with (
+        np.load(tmp_path / "kept" / "selections.npz") as npz,
+        np.load(parts[0] / "selections.npz") as first,
+    ):
+        np.testing.assert_array_equal(npz[key], first[key])
