@@ -95,6 +95,17 @@ DEFAULT_CONFIG = (
 )
 
 
+def _put_in_place(tmp: Path, out: Path) -> None:
+    """Replace ``out`` by the finished folder ``tmp``, keeping ``out``'s nested results folders
+    (families/, costs/) that ``tmp`` does not have."""
+    if out.exists():
+        for sub in out.iterdir():
+            if sub.is_dir() and not (tmp / sub.name).exists():
+                sub.rename(tmp / sub.name)
+        shutil.rmtree(out)
+    tmp.rename(out)
+
+
 def _shown(source: str) -> str:
     """A configuration's path as the manifest records it: relative to the checkout when inside it."""
     try:
@@ -465,12 +476,7 @@ def write_results(
             **meta,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-        if out.exists():
-            for sub in out.iterdir():  # nested results (families/, costs/) are kept
-                if sub.is_dir() and not (tmp / sub.name).exists():
-                    sub.rename(tmp / sub.name)
-            shutil.rmtree(out)
-        tmp.rename(out)
+        _put_in_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -658,12 +664,7 @@ def merge_folders(parts: Sequence[Path], out: Path, keep_first: bool = False) ->
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         write_report(tmp)
-        if out.exists():
-            for sub in out.iterdir():  # nested results (families/, costs/) are kept
-                if sub.is_dir() and not (tmp / sub.name).exists():
-                    sub.rename(tmp / sub.name)
-            shutil.rmtree(out)
-        tmp.rename(out)
+        _put_in_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
