@@ -104,6 +104,10 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
     "privacy/report.md": [("", ["privacy_grid_report.py", "results/privacy/grid"])],
 }  # fmt: skip
 DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
+    "successor/group_cosines.md": [
+        ("", ["group_cosines.py", "--workloads", "paper,m6,clients100,bernoulli,soft_skew,dirichlet",
+              "--rounds", "600", "--every", "150"]),
+    ],
     "peers/summary.md": [
         ("", ["peers_summary.py", "--baseline", "md", "--with", "results/peers/poc_a03",
               *(f"results/peers/{f}" for f in ("poc_a03", "poc_a03_logistic", "poc_a03_constant",

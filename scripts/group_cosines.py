@@ -59,12 +59,13 @@ def pair_quantiles(cos: np.ndarray, groups: np.ndarray) -> dict[str, list[float]
     return out
 
 
-def measure(name: str, rounds: int, every: int, data_dir: str | None) -> list[str]:
-    """Table rows for one workload: one per update probe."""
+def measure(name: str, rounds: int, every: int, data_dir: str | None) -> tuple[list[str], bool]:
+    """Table rows for one workload, one per update probe, and whether the data was a subset."""
     config = load_workload(next(p for p in workload_paths([name])))
     if data_dir:
         config = dataclasses.replace(config, data=dataclasses.replace(config.data, path=data_dir))
-    data = federate(load_data(config.data), config.data, [0])[None]
+    source = load_data(config.data)
+    data = federate(source, config.data, [0])[None]
     sim = dataclasses.replace(sim_settings(config), rounds=rounds, eval_every=rounds)
     RecordingADCS2.log.clear()
     from adcs.sim.engine import RunSpec, simulate
@@ -75,7 +76,7 @@ def measure(name: str, rounds: int, every: int, data_dir: str | None) -> list[st
         q = pair_quantiles(rec["cos"], np.asarray(data.groups)[rec["clients"]])
         fmt = lambda v: " / ".join(f"{x:.2f}" for x in v) or "—"  # noqa: E731
         rows.append(f"| {name} | {rec['round']} | {fmt(q['in'])} | {fmt(q['cross'])} |")
-    return rows
+    return rows, source.is_subset
 
 
 def main() -> None:
@@ -85,16 +86,22 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=100, help="R of the update probe")
     parser.add_argument("--data", default=None, help="Fashion-MNIST folder")
     args = parser.parse_args()
+    rows: list[str] = []
+    subset = False
+    for name in args.workloads.split(","):
+        more, is_subset = measure(name, args.rounds, args.every, args.data)
+        rows += more
+        subset |= is_subset
     lines = [
         f"cosine of two clients' probed update directions, quantiles "
-        f"{' / '.join(str(q) for q in QUANTILES)} over pairs (ADCS-2, seed 0, probes every "
-        f"{args.every} rounds)",
+        f"{' / '.join(str(q) for q in QUANTILES)} over pairs (ADCS-2, seed 0, T = {args.rounds}, "
+        f"probes every {args.every} rounds, "
+        f"{'the shipped subset of' if subset else 'the full'} Fashion-MNIST)",
         "",
         "| workload | round | one group | two groups |",
         "|---|---|---|---|",
+        *rows,
     ]
-    for name in args.workloads.split(","):
-        lines += measure(name, args.rounds, args.every, args.data)
     print("\n".join(lines))
 
 
