@@ -73,6 +73,7 @@ from adcs.leaderboard.sweep import write_sweep_summary
 REPO = Path(__file__).resolve().parent.parent
 
 SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
+    "successor/ablation.md": [("", ["ablation_report.py", "results/successor/ablation"])],
     "successor/comparison.md": [
         ("", ["successor_compare.py", "--committed", "results/leaderboard", "--new",
               "results/successor/leaderboard", "--entry", "adcs2"]),
