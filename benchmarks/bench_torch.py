@@ -13,7 +13,8 @@ The engine's round is measured inside ``simulate`` itself (`RoundClock`): one ru
 ``--rounds`` + 1 rounds per repetition, the engine's functions wrapped so that each call's CPU
 time is added to its round's part, a round running from the start of one round's step to the
 start of the next (so the evaluations before the first round and after the last fall outside).
-The round reported is the least of all those measured, with its own parts, which add up to it:
+The round reported is the mean of a repetition's rounds, the least of the repetitions (like the
+loop's and the floors' passes), with its parts, which add up to it:
 
 * data gather — the engine's gather of the round's minibatches (rows → float32 inputs);
 * forward — the forward pass of the clients and their losses (the shared path: the plan's
@@ -482,7 +483,8 @@ class RoundClock:
 
     def __init__(self, model: TorchModel) -> None:
         self.model = model
-        self.rounds: list[dict[str, float]] = []
+        self.runs: list[list[dict[str, float]]] = []
+        """Per ``simulate``, its rounds: CPU seconds by name."""
         self._open: dict[str, float] = {}
         self._start: float | None = None
         self._stack = contextlib.ExitStack()
@@ -501,7 +503,7 @@ class RoundClock:
         def step(*args: Any, **kwargs: Any) -> Any:
             now = time.process_time()
             if self._start is not None:
-                self.rounds.append({**self._open, "round": now - self._start})
+                self.runs[-1].append({**self._open, "round": now - self._start})
             self._open, self._start = {}, now
             return fn(*args, **kwargs)
 
@@ -510,6 +512,7 @@ class RoundClock:
     def run(self, simulate_run: Callable[[], object]) -> None:
         """One ``simulate`` (its last round, which no next round closes, is not kept)."""
         self._start, self._open = None, {}
+        self.runs.append([])
         with self:
             simulate_run()
 
@@ -537,11 +540,18 @@ class RoundClock:
         self._stack.close()
 
     def parts(self, vmap_forward_s: float) -> tuple[float, list[tuple[str, float]]]:
-        """The least round's CPU time and its parts (they add up to it): data gather, forward,
+        """The round's CPU time and its parts (they add up to it) — the mean of a run's rounds,
+        the least of the runs (each a repetition, so that it compares with the least of the
+        loop's and the floors' repetitions): data gather, forward,
         input gradient and weight gradient (the ``vmap`` path: ``vmap_forward_s`` for the
         forward pass, the rest of ``loss_and_grad`` for the one ``grad``), optimizer step and
         Python and engine (what is left)."""
-        r = min(self.rounds, key=lambda d: d["round"])
+        means = [
+            {k: sum(d.get(k, 0.0) for d in rounds) / len(rounds) for k in rounds[0]}
+            for rounds in self.runs
+            if rounds
+        ]
+        r = min(means, key=lambda d: d["round"])
 
         def get(name: str) -> float:
             return r.get(name, 0.0)
@@ -691,7 +701,11 @@ def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, float]]:
                 )
                 for part, seconds in split
             ]
-            print(f"\npath {path!r}, one engine round by part (the least of {len(clock.rounds)}):")
+            n_runs = sum(1 for rounds in clock.runs if rounds)
+            print(
+                f"\npath {path!r}, one engine round by part (the mean of {args.rounds}, the least "
+                f"of {n_runs} runs):"
+            )
             print(parts_table(parts, total))
             times[f"adcs, path {path!r}: engine round"] = total
         times.update({name: timed[name] for name in passes})

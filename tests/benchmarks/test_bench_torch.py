@@ -37,16 +37,14 @@ def test_bench_torch_breaks_a_round_down_and_compares_with_the_loop_and_the_floo
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     sections = re.split(
-        r"^path '([a-z-]+)', one engine round by part \(the least of (?:\d+)\):$",
+        r"^path '([a-z-]+)', one engine round by part \(the mean of 3, the least of \d+ runs\):$",
         result.output,
         flags=re.M,
     )
     paths = dict(zip(sections[1::2], map(_parts, sections[2::2]), strict=True))
     assert list(paths) == ["vmap", "shared", "shared-unfold"]
-    # (a warm-up and two repetitions) × the 3 rounds a next round closes, in each path's clock
-    assert (
-        re.findall(r"one engine round by part \(the least of (\d+)\)", result.output) == ["9"] * 3
-    )
+    # a warm-up and two repetitions, each of the 3 rounds that a next round closes
+    assert re.findall(r"\(the mean of 3, the least of (\d+) runs\)", result.output) == ["3"] * 3
     for path in ("shared", "shared-unfold"):  # measured inside the engine's round, each part
         for part in ("data gather", "forward", "input gradient", "weight gradient"):
             assert paths[path][part][0] > 0, (path, part)
