@@ -80,6 +80,18 @@ def overlapping_net() -> nn.Module:
     )
 
 
+def pooled_rows() -> nn.Module:
+    """A ReLU and max-pooling of 3-d tensors (N, 4, 4), which autograd records for the pass."""
+    return nn.Sequential(
+        nn.Linear(N_FEATURES, 16),
+        nn.Unflatten(1, (4, 4)),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(4, N_CLASSES),
+    )
+
+
 def mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(N_FEATURES, 16), nn.Tanh(), nn.Linear(16, N_CLASSES))
 
@@ -92,6 +104,7 @@ FACTORIES = {
     "conv-dilation-2": (lambda: conv_net(padding=2, dilation=2), (16,), N_CLASSES),
     "pooled": (pooled_net, (16,), N_CLASSES),
     "overlapping": (overlapping_net, (16,), N_CLASSES),
+    "pooled-rows": (pooled_rows, (N_FEATURES,), N_CLASSES),
     "mlp": (mlp, (N_FEATURES,), N_CLASSES),
 }
 
@@ -200,7 +213,7 @@ def autograd_output_grads(
         return list(torch.autograd.grad(per_sample.sum() / per_sample.shape[1], outputs))
 
 
-@pytest.mark.parametrize("name", ["lenet5", "conv", "pooled", "overlapping"])
+@pytest.mark.parametrize("name", ["lenet5", "conv", "pooled", "overlapping", "pooled-rows"])
 def test_the_hand_written_backward_equals_autograd_to_float32_rounding(name: str) -> None:
     """The shared pass's input gradients (ReLU masks, max-pooling through its indices — after
     the ReLU in front of it, run as pooling then ReLU —, convolutions', linear layers',

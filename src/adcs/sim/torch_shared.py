@@ -8,7 +8,7 @@ in channels-last layout. Only the weight gradients are per client. For a
 ``Linear`` layer with inputs a (J, B, in) and output gradients g (J, B, out), client j's weight
 gradient is Σ_b g[j, b]ᵀ a[j, b] = g[j]ᵀ a[j], one GEMM per client, all in one ``torch.bmm``
 over the clients whose (J, out, in) block is then copied into the clients' rows of the flat
-gradient (cheaper, measured, than J products written in place, which pay a call each). For a
+gradient (one call instead of J products written in place, which pay a call each). For a
 ``Conv2d`` layer it is the same product of the unfolded input (im2col) and g; by default each
 client's is computed by PyTorch's own convolution weight-gradient kernel on the client's rows
 (oneDNN unfolds on the fly, without writing the patches out), and ``conv_weight_grad =
@@ -150,15 +150,17 @@ class SharedPlan:
 
     def forward(
         self, flat: torch.Tensor, x: torch.Tensor, keep: bool
-    ) -> tuple[torch.Tensor, list[tuple[int, Any]]]:
+    ) -> tuple[torch.Tensor, list[tuple[int, str, Any]]]:
         """The module's output on x (N, *input_shape) at the flat parameters (dim,).
 
         With ``keep``, the returned tape holds, from the first parameter layer on, (layer index,
-        what `_backward` needs of the layer): its input (and weight) for a parameter layer, its
-        output for a ReLU, its input and argmax indices for a 2-d max-pooling, its input's shape
-        for a reshape, and for any other layer its input and output recorded by autograd.
+        kind, what `_backward` needs of the layer): ``"param"``, its input and weight; ``"relu"``,
+        its output; ``"pool"``, a 2-d max-pooling's input and argmax indices; ``"relu-pool"``,
+        a ReLU and the max-pooling after it, run as pooling then ReLU: the pooling's input, its
+        indices and the ReLU's output; ``"reshape"``, the input's shape; ``"autograd"``, any
+        other layer's input and output, recorded by autograd.
         """
-        tape: list[tuple[int, Any]] = []
+        tape: list[tuple[int, str, Any]] = []
         h = x
         pooled_first = -1  # the max-pooling just run before the ReLU in front of it
         for i, (layer, where) in enumerate(zip(self.layers, self.params, strict=True)):
@@ -176,7 +178,7 @@ class SharedPlan:
                             h, *_pool_args(cast(nn.MaxPool2d, pool))
                         )
                         out = F.relu(pooled)
-                        tape.append((i + 1, (h, indices, out)))
+                        tape.append((i + 1, "relu-pool", (h, indices, out)))
                     else:
                         out = F.relu(pool(h))
                     h = out
@@ -184,19 +186,19 @@ class SharedPlan:
                     h = layer(h)
                 elif isinstance(layer, nn.ReLU):
                     h = F.relu(h)
-                    tape.append((i, h))
+                    tape.append((i, "relu", h))
                 elif isinstance(layer, nn.MaxPool2d) and h.ndim == 4:
                     h_in = h
                     h, indices = torch.ops.aten.max_pool2d_with_indices(h, *_pool_args(layer))
-                    tape.append((i, (h_in, indices)))
+                    tape.append((i, "pool", (h_in, indices)))
                 elif isinstance(layer, nn.Flatten | nn.Unflatten | nn.Identity):
-                    tape.append((i, h.shape))
+                    tape.append((i, "reshape", h.shape))
                     h = layer(h)
                 else:  # autograd records this one layer alone
                     h_in = h.detach().requires_grad_()
                     with torch.enable_grad():
                         out = layer(h_in)
-                    tape.append((i, (h_in, out)))
+                    tape.append((i, "autograd", (h_in, out)))
                     h = out.detach()
                 continue
             w = flat[where.weight[0] : where.weight[1]]
@@ -222,7 +224,7 @@ class SharedPlan:
                 weight = w.view(where.shape)
                 out = F.linear(h, weight, b)
             if keep:
-                tape.append((i, (h, weight)))
+                tape.append((i, "param", (h, weight)))
             h = out
         return h, tape
 
@@ -283,15 +285,15 @@ class SharedPlan:
         return per_sample.detach().mean(dim=1), at_outputs
 
     def _backward(
-        self, tape: list[tuple[int, Any]], g: torch.Tensor
+        self, tape: list[tuple[int, str, Any]], g: torch.Tensor
     ) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
         """From the gradient g at the module's output, back through the tape of `forward`:
         (index, input, gradient at the output) of every parameter layer, in forward order."""
         at_outputs: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         for k in range(len(tape) - 1, -1, -1):
-            i, saved = tape[k]
+            i, kind, saved = tape[k]
             layer = self.layers[i]
-            if self.params[i] is not None:
+            if kind == "param":
                 a, weight = saved
                 at_outputs.append((i, a, g))
                 if k == 0:
@@ -312,18 +314,18 @@ class SharedPlan:
                     )[0]
                 else:
                     g = g.matmul(weight)
-            elif isinstance(layer, nn.ReLU):
+            elif kind == "relu":
                 g = torch.ops.aten.threshold_backward(g, saved, 0)
-            elif isinstance(layer, nn.MaxPool2d) and isinstance(saved, tuple):
-                if len(saved) == 3:  # after the ReLU in front of it (`forward`)
+            elif kind in ("pool", "relu-pool"):
+                if kind == "relu-pool":  # the ReLU ran after the pooling (`forward`)
                     h_in, indices, out = saved
                     g = torch.ops.aten.threshold_backward(g, out, 0)
                 else:
                     h_in, indices = saved
                 g = torch.ops.aten.max_pool2d_with_indices_backward(
-                    g, h_in, *_pool_args(layer), indices
+                    g, h_in, *_pool_args(cast(nn.MaxPool2d, layer)), indices
                 )
-            elif isinstance(layer, nn.Flatten | nn.Unflatten | nn.Identity):
+            elif kind == "reshape":
                 g = g.reshape(saved)
             else:
                 h_in, out = saved
