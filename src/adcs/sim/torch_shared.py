@@ -7,8 +7,8 @@ module's own kernels on J·B samples, convolutions (and the pooling and activati
 in channels-last layout. Only the weight gradients are per client. For a
 ``Linear`` layer with inputs a (J, B, in) and output gradients g (J, B, out), client j's weight
 gradient is Σ_b g[j, b]ᵀ a[j, b] = g[j]ᵀ a[j], one GEMM per client, all in one ``torch.bmm``
-over the clients whose (J, out, in) block is then copied into the clients' rows of the flat
-gradient (one call instead of J products written in place, which pay a call each). For a
+over the clients that writes each product in place into the client's row of the flat gradient
+(one call instead of J, and no (J, out, in) block to copy). For a
 ``Conv2d`` layer it is the same product of the unfolded input (im2col) and g; by default each
 client's is computed by PyTorch's own convolution weight-gradient kernel on the client's rows
 (oneDNN unfolds on the fly, without writing the patches out), and ``conv_weight_grad =
@@ -384,10 +384,11 @@ class SharedPlan:
             g_rows = g.permute(0, 2, 3, 1).reshape(n_jobs, -1, g.shape[1])  # (J, B·L, O)
             cols = cols.view(n_jobs, -1, cols.shape[-1])  # (J, B·L, C·kh·kw)
             grad[:, w0:w1] = torch.bmm(g_rows.transpose(1, 2), cols).view(n_jobs, -1)
-        else:  # Linear: one GEMM per job, all in one batched product
+        else:  # Linear: one GEMM per job, all in one batched product into the jobs' rows
             g_rows = g.reshape(n_jobs, -1, g.shape[-1])  # (J, B·…, out)
             cols = a.reshape(n_jobs, -1, a.shape[-1])  # (J, B·…, in)
-            grad[:, w0:w1] = torch.bmm(g_rows.transpose(1, 2), cols).view(n_jobs, -1)
+            rows = grad[:, w0:w1].view(n_jobs, g_rows.shape[-1], cols.shape[-1])
+            torch.bmm(g_rows.transpose(1, 2), cols, out=rows)
         if where.bias is not None:
             grad[:, where.bias[0] : where.bias[1]] = g_rows.sum(dim=1)
 
