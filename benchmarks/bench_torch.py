@@ -471,14 +471,16 @@ def pass_flops(w: Workload, path: str, args: argparse.Namespace) -> PassFlops:
 class RoundClock:
     """CPU time of the engine's rounds and of their parts, inside ``simulate`` itself.
 
-    While it runs one (`run`), the engine's functions are wrapped so that each call adds its CPU time
-    to the current round's total of its name: a stream's round (``_Stream.step``), the data
-    gather (``FederatedData.train_batch``), the model's ``loss_and_grad`` and — on the shared
-    path — the plan's forward pass and its forward and input-gradient pass (``output_grads``),
-    the local steps (``local_update``, ``_Context.local_updates``) and the model step
-    (``_Lot.step_models``). A round runs from the start of one ``_Stream.step`` to the start of
-    the next (one stream, one run), so evaluations (before the first round and after the last)
-    fall outside; `parts` splits a round into parts that add up to it.
+    While it runs one ``simulate`` (`run`), the engine's functions are wrapped so that each call
+    adds its CPU time to the current round's total of its name: a stream's round
+    (``_Stream.step``), the data gather (``FederatedData.train_batch``), the model's
+    ``loss_and_grad`` and — on the shared path — the plan's forward pass and its forward and
+    input-gradient pass (``output_grads``), the local steps (``local_update``,
+    ``_Context.local_updates``) and the model step (``_Lot.step_models``). A round runs from the
+    start of one ``_Stream.step`` to the start of the next (one stream, one run), so evaluations
+    (before the first round and after the last) fall outside; `parts` splits a round into parts
+    that add up to it. The benchmark's scheduler (uniform) probes nothing, so the plan's forward
+    passes in a round are those of its training step.
     """
 
     def __init__(self, model: TorchModel) -> None:
