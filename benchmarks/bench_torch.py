@@ -7,31 +7,42 @@ synthetic images (uint8, like Fashion-MNIST's) of the model's input shape; the m
 (``--model lenet5``, 28 × 28 × 1) or the small CIFAR-shaped CNN (``--model cifar-cnn``,
 32 × 32 × 3), or both (``--model all``). Every figure is CPU
 time of this process with one PyTorch thread, the least of ``--repeats`` repetitions (other work
-on the machine slows a repetition, never speeds it up; the load average is printed). Per engine
-path, the round's parts:
+on the machine slows a repetition, never speeds it up; the load average is printed).
+
+The engine's round is measured inside ``simulate`` itself (`RoundClock`): one run of
+``--rounds`` + 1 rounds per repetition, the engine's functions wrapped so that each call's CPU
+time is added to its round's part, a round running from the start of one round's step to the
+start of the next (so the evaluations before the first round and after the last fall outside).
+The round reported is the mean of a repetition's rounds, the least of the repetitions (like the
+loop's and the floors' passes), with its parts, which add up to it:
 
 * data gather — the engine's gather of the round's minibatches (rows → float32 inputs);
-* forward — the clients' forward pass and losses, no gradient;
-* input gradient — (forward and the gradients of the loss at every layer's output) − forward;
-* weight gradient — (the whole ``loss_and_grad``) − (forward and input gradient);
-* optimizer step — the clients' updates −η∇ and their uniform average into w;
-* Python and engine — the engine's round (``simulate``: (time of 2T rounds − time of T) / T) less
-  the parts above: the scheduler, aggregation, bookkeeping and Python between the kernels.
+* forward — the forward pass of the clients and their losses (the shared path: the plan's
+  forward pass that keeps what the backward needs; ``vmap``: its forward pass alone, timed apart
+  on the same shapes, since the one ``grad`` of that path cannot be split inside the engine);
+* input gradient — the shared path's backward to every parameter layer's output, less forward;
+* weight gradient — the rest of ``loss_and_grad``: the per-client weight gradients (``vmap``:
+  input and weight gradients are one row);
+* optimizer step — the local step Δ = −η∇ outside ``loss_and_grad`` and the model step
+  (the weighted sum of the Δ, w += η_s·Σ) outside the local updates;
+* Python and engine — the rest of the round: the scheduler, bookkeeping and Python between.
 
-For each part: the FLOPs it computes (the products and convolutions it runs, counted on the pass
-itself with ``torch.utils.flop_counter``'s formulas), the minimum (per sample and layer: forward
-2·MACs, input gradient 2·MACs of every parameter layer but the first, weight gradient 2·MACs; the
-optimizer step 3 per client and parameter plus 1 per parameter; pooling and activations are not
-counted), and the achieved GFLOP/s (computed FLOPs / time). The ``vmap`` path's one ``grad``
-cannot be split: its input and weight gradients are one row.
+For each part: the FLOPs it computes (the products and convolutions of the model's own calls on
+the round's shapes, counted with ``torch.utils.flop_counter``'s formulas; the optimizer step's
+4 per client and parameter plus 2 per parameter), the minimum (per sample and layer: forward
+2·MACs, input gradient 2·MACs of every parameter layer but the first, weight gradient 2·MACs;
+the optimizer step 3 per client and parameter plus 1 per parameter; pooling and activations are
+not counted), and the achieved GFLOP/s (computed FLOPs / time).
 
 Compared on the same shapes, one thread each: the per-client loop (``copy.deepcopy`` of the
 global module, ``torch.optim.SGD``, one step per client, state dicts averaged; its gather
 included) and the shared-weight floor (one plain batch of all clients' samples, forward and
-backward through the module with shared weights, NCHW and channels-last). Client updates per
-CPU-second are clients / round time. The engine's runs, each path's ``loss_and_grad``, the loop
-and the floors are timed in turn, repetition by repetition, so that a change of the machine's
-load hits them alike (the breakdown's parts are timed path by path).
+backward through the module with shared weights, NCHW and channels-last: no gather, no step, no
+per-client weight gradient). Client updates per CPU-second are clients / round time; the
+engine's round is what is compared, and each path's ``loss_and_grad`` alone (on the round's
+batch, outside the engine) is listed beside it. The engine's runs, each path's
+``loss_and_grad``, the loop and the floors are timed in turn, repetition by repetition, so that a
+change of the machine's load hits them alike.
 
 **End to end** (``--end-to-end``). The paper's workload with LeNet-5 on Fashion-MNIST in 10
 groups × 3 clients, m = 18 uniform, E = 1, B = 16, one run per seed (``--seeds``): adcs's
@@ -49,6 +60,7 @@ Run: ``adcs bench torch [--model lenet5|cifar-cnn|all] [--paths vmap,shared] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -59,6 +71,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -412,52 +425,155 @@ def path_model(w: Workload, path: str) -> TorchModel:
     return model
 
 
-def round_parts(w: Workload, path: str, args: argparse.Namespace) -> list[Part]:
-    """The parts of one round on ``path`` inside ``loss_and_grad`` and around it (CPU seconds;
-    the engine's whole round, and so "Python and engine", are added by :func:`bench_parts`)."""
+@dataclass(frozen=True)
+class PassFlops:
+    """FLOPs each part of a round computes on ``path`` (counted on the model's own calls on the
+    round's shapes), the minimum of each, and the ``vmap`` path's forward time (its one
+    ``grad`` cannot be timed apart inside the engine)."""
+
+    computed: dict[str, float]
+    least: dict[str, float]
+    vmap_forward_s: float
+
+
+def pass_flops(w: Workload, path: str, args: argparse.Namespace) -> PassFlops:
+    """The FLOPs of the round's parts on ``path``, and (``vmap``) its forward pass's time."""
     model = path_model(w, path)
     params = model.init_params(w.clients)
     x, y = w.data.train_batch(w.rows)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     flat = torch.from_numpy(params[0].copy())
-    whole = functools.partial(model.loss_and_grad, params, x, y)
-    _, g = whole()
-    coeffs = np.full(w.clients, 1.0 / w.clients, dtype=np.float32)
-
-    def step() -> object:  # 3·J·dim + dim FLOPs, the least an average of −η·g_j needs
-        return params[0] + coeffs @ (np.float32(-LR) * g)
-
+    whole = counted_flops(functools.partial(model.loss_and_grad, params, x, y))
     macs = layer_macs(w.factory(), w.input_shape)
     least = minimum_flops(macs, x.shape[0] * x.shape[1], w.clients, model.dim)
-    reps = args.repeats
-    t_gather = least_cpu(lambda: w.data.train_batch(w.rows), reps)
-    t_whole = least_cpu(whole, reps)
-    t_step = least_cpu(step, reps)
-    f_whole = counted_flops(whole)
-    parts = [Part("data gather", t_gather, float("nan"), 0.0)]
+    # the engine's step: Δ_j = 0 − η·g_j (2 per client and parameter), the weighted sum of the
+    # Δ_j (2), w += η_s·Σ (2 per parameter)
+    computed = {"optimizer step": 4.0 * w.clients * model.dim + 2.0 * model.dim}
     plan = model._plan
     if plan is None:  # vmap: one grad, input and weight gradients together
         forward = vmap_forward(model, flat, xt, yt)
-        t_fwd, f_fwd = least_cpu(forward, reps), counted_flops(forward)
-        backward = least["input gradient"] + least["weight gradient"]
-        parts += [
-            Part("forward", t_fwd, f_fwd, least["forward"]),
-            Part("input + weight grad", t_whole - t_fwd, f_whole - f_fwd, backward),
+        t_fwd, f_fwd = least_cpu(forward, args.repeats), counted_flops(forward)
+        computed |= {"forward": f_fwd, "input + weight grad": whole - f_fwd}
+        least["input + weight grad"] = least["input gradient"] + least["weight gradient"]
+        return PassFlops(computed, least, t_fwd)
+    xs, ys = xt.flatten(0, 1), yt.flatten()
+    loss_fn = model._loss_fn
+    f_fwd = counted_flops(functools.partial(plan.loss, flat, xs, ys, loss_fn, w.clients))
+    f_out = counted_flops(functools.partial(plan.output_grads, flat, xs, ys, loss_fn, w.clients))
+    computed |= {
+        "forward": f_fwd,
+        "input gradient": f_out - f_fwd,
+        "weight gradient": whole - f_out,
+    }
+    return PassFlops(computed, least, float("nan"))
+
+
+class RoundClock:
+    """CPU time of the engine's rounds and of their parts, inside ``simulate`` itself.
+
+    While it runs one ``simulate`` (`run`), the engine's functions are wrapped so that each call
+    adds its CPU time to the current round's total of its name: a stream's round
+    (``_Stream.step``), the data gather (``FederatedData.train_batch``), the model's
+    ``loss_and_grad`` and — on the shared path — the plan's forward pass and its forward and
+    input-gradient pass (``output_grads``), the local steps (``local_update``,
+    ``_Context.local_updates``) and the model step (``_Lot.step_models``). A round runs from the
+    start of one ``_Stream.step`` to the start of the next (one stream, one run), so evaluations
+    (before the first round and after the last) fall outside; `parts` splits a round into parts
+    that add up to it. The benchmark's scheduler (uniform) probes nothing, so the plan's forward
+    passes in a round are those of its training step.
+    """
+
+    def __init__(self, model: TorchModel) -> None:
+        self.model = model
+        self.runs: list[list[dict[str, float]]] = []
+        """Per ``simulate``, its rounds: CPU seconds by name."""
+        self._open: dict[str, float] = {}
+        self._start: float | None = None
+        self._stack = contextlib.ExitStack()
+
+    def _timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._open[name] = self._open.get(name, 0.0) + time.process_time() - start
+
+        return timed
+
+    def _step(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            now = time.process_time()
+            if self._start is not None:
+                self.runs[-1].append({**self._open, "round": now - self._start})
+            self._open, self._start = {}, now
+            return fn(*args, **kwargs)
+
+        return step
+
+    def run(self, simulate_run: Callable[[], object]) -> None:
+        """One ``simulate`` (its last round, which no next round closes, is not kept)."""
+        self._start, self._open = None, {}
+        self.runs.append([])
+        with self:
+            simulate_run()
+
+    def __enter__(self) -> RoundClock:
+        from adcs.sim import context, data, lockstep, lot
+        from adcs.sim.torch_shared import SharedPlan
+
+        targets: list[tuple[Any, str, str]] = [
+            (data.FederatedData, "train_batch", "data gather"),
+            (context._Context, "local_updates", "local_updates"),
+            (context, "local_update", "local_update"),
+            (lot._Lot, "step_models", "step_models"),
+            (SharedPlan, "forward", "forward"),
+            (SharedPlan, "output_grads", "output_grads"),
+            (self.model, "loss_and_grad", "loss_and_grad"),
         ]
-    else:
-        xs, ys = xt.flatten(0, 1), yt.flatten()
-        loss_fn = model._loss_fn
-        forward = functools.partial(plan.loss, flat, xs, ys, loss_fn, w.clients)
-        to_outputs = functools.partial(plan.output_grads, flat, xs, ys, loss_fn, w.clients)
-        t_fwd, f_fwd = least_cpu(forward, reps), counted_flops(forward)
-        t_out, f_out = least_cpu(to_outputs, reps), counted_flops(to_outputs)
-        parts += [
-            Part("forward", t_fwd, f_fwd, least["forward"]),
-            Part("input gradient", t_out - t_fwd, f_out - f_fwd, least["input gradient"]),
-            Part("weight gradient", t_whole - t_out, f_whole - f_out, least["weight gradient"]),
+        for owner, attr, name in targets:
+            wrapped = self._timed(name, getattr(owner, attr))
+            self._stack.enter_context(mock.patch.object(owner, attr, wrapped))
+        step = self._step(lockstep._Stream.step)
+        self._stack.enter_context(mock.patch.object(lockstep._Stream, "step", step))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def parts(self, vmap_forward_s: float) -> tuple[float, list[tuple[str, float]]]:
+        """The round's CPU time and its parts (they add up to it) — the mean of a run's rounds,
+        the least of the runs (each a repetition, so that it compares with the least of the
+        loop's and the floors' repetitions): data gather, forward,
+        input gradient and weight gradient (the ``vmap`` path: ``vmap_forward_s`` for the
+        forward pass, the rest of ``loss_and_grad`` for the one ``grad``), optimizer step and
+        Python and engine (what is left)."""
+        means = [
+            {k: sum(d.get(k, 0.0) for d in rounds) / len(rounds) for k in rounds[0]}
+            for rounds in self.runs
+            if rounds
         ]
-    parts.append(Part("optimizer step", t_step, least["optimizer step"], least["optimizer step"]))
-    return parts
+        r = min(means, key=lambda d: d["round"])
+
+        def get(name: str) -> float:
+            return r.get(name, 0.0)
+
+        model_call = get("loss_and_grad")
+        step = (get("step_models") - get("local_updates")) + (get("local_update") - model_call)
+        if "output_grads" in r:
+            model_parts = [
+                ("forward", get("forward")),
+                ("input gradient", get("output_grads") - get("forward")),
+                ("weight gradient", model_call - get("output_grads")),
+            ]
+        else:
+            model_parts = [
+                ("forward", vmap_forward_s),
+                ("input + weight grad", model_call - vmap_forward_s),
+            ]
+        rest = r["round"] - get("data gather") - model_call - step
+        parts = [("data gather", get("data gather")), *model_parts, ("optimizer step", step)]
+        return r["round"], [*parts, ("Python and engine", rest)]
 
 
 def loop_pass(w: Workload) -> Callable[[], object]:
@@ -532,11 +648,11 @@ def compare_table(
 ) -> str:
     """ms per round, client updates per CPU-second and the ratios to the loop and the floor."""
     lines = [
-        f"{'engine':<34} {'ms/round':>9} {'updates/CPU-s':>14} {'x loop':>7} {'time / floor':>12}"
+        f"{'engine':<42} {'ms/round':>9} {'updates/CPU-s':>14} {'x loop':>7} {'time / floor':>12}"
     ]
     for name, seconds in rows:
         lines.append(
-            f"{name:<34} {seconds * 1e3:>9.2f} {clients / seconds:>14.1f} {loop / seconds:>7.2f} "
+            f"{name:<42} {seconds * 1e3:>9.2f} {clients / seconds:>14.1f} {loop / seconds:>7.2f} "
             f"{seconds / floor:>12.2f}"
         )
     return "\n".join(lines)
@@ -555,28 +671,43 @@ def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             f"{w.rows.shape[1]}, E = 1; one thread; least CPU time of {args.repeats}; "
             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
         )
-        breakdown = {path: round_parts(w, path, args) for path in args.paths}
-        runs: dict[str, Callable[[], object]] = {}  # the engine, T and 2T rounds
-        passes: dict[str, Callable[[], object]] = {}
+        flops = {path: pass_flops(w, path, args) for path in args.paths}
+        clocks: dict[str, RoundClock] = {}
+        fns: dict[str, Callable[[], object]] = {}
+        calls: dict[str, Callable[[], object]] = {}
         for path in args.paths:
             model, (x, y) = path_model(w, path), w.data.train_batch(w.rows)
-            for length in (args.rounds, 2 * args.rounds):
-                runs[f"{path} {length}"] = engine_run(w, model, length)
-            passes[f"adcs, path {path!r}: loss_and_grad"] = functools.partial(
+            clocks[path] = RoundClock(model)
+            fns[f"engine {path}"] = functools.partial(
+                clocks[path].run, engine_run(w, model, args.rounds + 1)
+            )
+            calls[f"adcs, path {path!r}: loss_and_grad alone"] = functools.partial(
                 model.loss_and_grad, model.init_params(w.clients), x, y
             )
-        passes["per-client loop"] = loop_pass(w)
-        passes["floor: one batch, NCHW"] = floor_pass(w, False)
-        passes["floor: one batch, channels-last"] = floor_pass(w, True)
-        timed = least_cpu_interleaved({**runs, **passes}, args.repeats)
+        passes = {
+            **calls,
+            "per-client loop": loop_pass(w),
+            "floor: one batch, NCHW": floor_pass(w, False),
+            "floor: one batch, channels-last": floor_pass(w, True),
+        }
+        timed = least_cpu_interleaved({**fns, **passes}, args.repeats)
         times: dict[str, float] = {}
-        for path, parts in breakdown.items():
-            # the engine's round: (2T rounds − T rounds) / T, setup and evaluations cancel
-            total = timed[f"{path} {2 * args.rounds}"] - timed[f"{path} {args.rounds}"]
-            total /= args.rounds
-            python = total - sum(p.seconds for p in parts)
-            parts.append(Part("Python and engine", python, float("nan"), 0.0))
-            print(f"\npath {path!r}, one round by part:")
+        for path, clock in clocks.items():
+            total, split = clock.parts(flops[path].vmap_forward_s)
+            parts = [
+                Part(
+                    part,
+                    seconds,
+                    flops[path].computed.get(part, float("nan")),
+                    flops[path].least.get(part, 0.0),
+                )
+                for part, seconds in split
+            ]
+            n_runs = sum(1 for rounds in clock.runs if rounds)
+            print(
+                f"\npath {path!r}, one engine round by part (the mean of {args.rounds}, the least "
+                f"of {n_runs} runs):"
+            )
             print(parts_table(parts, total))
             times[f"adcs, path {path!r}: engine round"] = total
         times.update({name: timed[name] for name in passes})
@@ -620,8 +751,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--rounds",
         type=int,
         default=None,
-        help="rounds T per run (end to end: default 40; by part: the engine's round is timed "
-        "as (2T rounds − T rounds) / T, default 5)",
+        help="rounds T per run (end to end: default 40; by part: T + 1 rounds per repetition, "
+        "the T that a next round closes timed, default 5)",
     )
     parser.add_argument(
         "--seeds", type=int, default=cpus, help=f"runs, one per seed (default: CPUs = {cpus})"

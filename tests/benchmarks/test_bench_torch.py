@@ -31,15 +31,23 @@ def _parts(section: str) -> dict[str, list[float]]:
 
 
 def test_bench_torch_breaks_a_round_down_and_compares_with_the_loop_and_the_floor() -> None:
-    # the engine's round is (2T rounds − T rounds) / T of least CPU times: T = 3 and two repeats
-    # keep that difference clear of a loaded machine's noise (at T = 1, one repeat, it was not)
+    # the engine's round and its parts are timed inside simulate: T + 1 = 4 rounds a repetition
     args = ["bench", "torch", "--clients", "3", "--batch", "4", "--repeats", "2", "--rounds", "3",
             "--paths", "vmap,shared,shared-unfold"]  # fmt: skip
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
-    sections = re.split(r"^path '([a-z-]+)', one round by part:$", result.output, flags=re.M)
+    sections = re.split(
+        r"^path '([a-z-]+)', one engine round by part \(the mean of 3, the least of \d+ runs\):$",
+        result.output,
+        flags=re.M,
+    )
     paths = dict(zip(sections[1::2], map(_parts, sections[2::2]), strict=True))
     assert list(paths) == ["vmap", "shared", "shared-unfold"]
+    # a warm-up and two repetitions, each of the 3 rounds that a next round closes
+    assert re.findall(r"\(the mean of 3, the least of (\d+) runs\)", result.output) == ["3"] * 3
+    for path in ("shared", "shared-unfold"):  # measured inside the engine's round, each part
+        for part in ("data gather", "forward", "input gradient", "weight gradient"):
+            assert paths[path][part][0] > 0, (path, part)
     common = ["data gather", "forward", "optimizer step", "Python and engine", "round"]
     assert set(paths["vmap"]) == {*common, "input + weight grad"}
     assert set(paths["shared"]) == {*common, "input gradient", "weight gradient"}
@@ -63,6 +71,7 @@ def test_bench_torch_breaks_a_round_down_and_compares_with_the_loop_and_the_floo
     names = [e[0].strip() for e in engines]
     assert "per-client loop" in names and "floor: one batch, channels-last" in names
     assert "adcs, path 'shared': engine round" in names
+    assert "adcs, path 'shared': loss_and_grad alone" in names
     for name, ms, per_cpu_s, _, _ in engines:
         # both columns come from one time, printed to 0.01 ms and 0.1 update/s: 3 / (ms / 1e3)
         # moves by up to 3e3 · 0.005 / (ms − 0.005)² over the ms column's rounding

@@ -16,6 +16,7 @@ pytest.importorskip("torch", reason="PyTorch (the extra adcs[torch]) is not inst
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
 from adcs.data import load_subset
@@ -27,6 +28,7 @@ from adcs.schedulers import OCS, PowerOfChoice, Uniform
 from adcs.sim import RunSpec, SimConfig, local_update, simulate
 from adcs.sim.models import MODELS
 from adcs.sim.torch import TorchModel, cifar_cnn, lenet5, model_for
+from adcs.sim.torch_shared import SharedPlan
 
 from .conftest import N_CLASSES, N_FEATURES, as_images, make_data
 
@@ -61,6 +63,35 @@ def pooled_net() -> nn.Module:
     )
 
 
+def overlapping_net() -> nn.Module:
+    """ReLU then max-pooling of overlapping, padded windows (ceil mode), and a Tanh."""
+    return nn.Sequential(
+        nn.Unflatten(1, (1, 4, 4)),
+        nn.Conv2d(1, 4, kernel_size=3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True),  # 3 × 3
+        nn.Conv2d(4, 3, kernel_size=2),  # 2 × 2
+        nn.ReLU(),
+        nn.MaxPool2d(1),
+        nn.Flatten(),
+        nn.Linear(12, 8),
+        nn.Tanh(),
+        nn.Linear(8, N_CLASSES),
+    )
+
+
+def pooled_rows() -> nn.Module:
+    """A ReLU and max-pooling of 3-d tensors (N, 4, 4), which autograd records for the pass."""
+    return nn.Sequential(
+        nn.Linear(N_FEATURES, 16),
+        nn.Unflatten(1, (4, 4)),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(4, N_CLASSES),
+    )
+
+
 def mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(N_FEATURES, 16), nn.Tanh(), nn.Linear(16, N_CLASSES))
 
@@ -72,6 +103,8 @@ FACTORIES = {
     "conv-stride-2": (lambda: conv_net(stride=2), (16,), N_CLASSES),
     "conv-dilation-2": (lambda: conv_net(padding=2, dilation=2), (16,), N_CLASSES),
     "pooled": (pooled_net, (16,), N_CLASSES),
+    "overlapping": (overlapping_net, (16,), N_CLASSES),
+    "pooled-rows": (pooled_rows, (N_FEATURES,), N_CLASSES),
     "mlp": (mlp, (N_FEATURES,), N_CLASSES),
 }
 
@@ -151,6 +184,73 @@ def test_the_plans_layouts_and_weight_gradients_give_the_same_numbers(
     n = longest_sum(factory, shape, 3)
     np.testing.assert_allclose(grad_v, grad, rtol=0, atol=n * EPS32 * np.abs(grad).max())
     np.testing.assert_allclose(loss_v, loss, rtol=0, atol=n * EPS32 * np.abs(loss).max())
+
+
+def autograd_output_grads(
+    plan: SharedPlan, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, n_jobs: int
+) -> list[torch.Tensor]:
+    """The gradient of Σ_j (job j's mean loss) at every parameter layer's output, by autograd
+    through the module's layers in their order (the plan's layouts)."""
+    outputs = []
+    h = x
+    with torch.enable_grad():
+        for layer, where in zip(plan.layers, plan.params, strict=True):
+            if where is None:
+                h = layer(h)
+                continue
+            weight = flat[where.weight[0] : where.weight[1]].view(where.shape)
+            bias = None if where.bias is None else flat[where.bias[0] : where.bias[1]]
+            if isinstance(layer, nn.Conv2d):
+                h = h.contiguous(memory_format=torch.channels_last)
+                weight = weight.to(memory_format=torch.channels_last)
+                h = F.conv2d(h, weight, bias, layer.stride, layer.padding, layer.dilation)
+            else:
+                h = F.linear(h, weight, bias)
+            if not h.requires_grad:
+                h.requires_grad_()
+            outputs.append(h)
+        per_sample = F.cross_entropy(h, y, reduction="none").view(n_jobs, -1)
+        return list(torch.autograd.grad(per_sample.sum() / per_sample.shape[1], outputs))
+
+
+@pytest.mark.parametrize("name", ["lenet5", "conv", "pooled", "overlapping", "pooled-rows"])
+def test_the_hand_written_backward_equals_autograd_to_float32_rounding(name: str) -> None:
+    """The shared pass's input gradients (ReLU masks, max-pooling through its indices — after
+    the ReLU in front of it, run as pooling then ReLU —, convolutions', linear layers',
+    reshapes, and autograd for the other layers) against autograd through the module's layers;
+    one channel's bias is pushed far below zero so that whole pooling windows are cut by the
+    ReLU."""
+    factory, shape, n_classes = FACTORIES[name]
+    model = TorchModel(factory, input_shape=shape, n_classes=n_classes, path="shared")
+    plan = model._plan
+    assert plan is not None
+    rng = np.random.default_rng(7)
+    n_jobs, batch = 5, 3
+    flat = torch.from_numpy(
+        model.init_params(1)[0] + rng.normal(0, 0.05, model.dim).astype(np.float32)
+    )
+    first = next(w for w in plan.params if w is not None and w.bias is not None)
+    assert first.bias is not None
+    flat[first.bias[0]] = -10.0
+    x = torch.from_numpy(rng.random((n_jobs * batch, *shape), dtype=np.float32))
+    y = torch.from_numpy(rng.integers(0, n_classes, size=n_jobs * batch))
+    loss, at_outputs = plan.output_grads(flat, x, y, model._loss_fn, n_jobs)
+    expected = autograd_output_grads(plan, flat, x, y, n_jobs)
+    assert [i for i, _, _ in at_outputs] == [i for i, w in enumerate(plan.params) if w is not None]
+    # the gradient at a layer's output is a chain of sums through every parameter layer above
+    # it, each of its fan-out terms (output channels × kernel taps, or output features)
+    fan_outs = [
+        where.shape[0] * math.prod(where.shape[2:]) for where in plan.params if where is not None
+    ]
+    for k, ((_, _, g), g_ref) in enumerate(zip(at_outputs, expected, strict=True)):
+        n = sum(fan_outs[k + 1 :]) + batch
+        np.testing.assert_allclose(
+            g.numpy(), g_ref.numpy(), rtol=0, atol=n * EPS32 * float(g_ref.abs().max())
+        )
+    assert any(float(g.abs().max()) > 0 for _, _, g in at_outputs)
+    # the forward pass that keeps its tape computes the same values as the one that does not
+    mean = F.cross_entropy(plan.forward(flat, x, keep=False)[0], y, reduction="none")
+    assert torch.equal(loss, mean.view(n_jobs, -1).mean(dim=1))
 
 
 def test_one_run_of_many_clients_and_later_local_steps() -> None:

@@ -6,15 +6,26 @@ and their input-gradient pass are then one ordinary batched pass with shared wei
 module's own kernels on J·B samples, convolutions (and the pooling and activations after them)
 in channels-last layout. Only the weight gradients are per client. For a
 ``Linear`` layer with inputs a (J, B, in) and output gradients g (J, B, out), client j's weight
-gradient is Σ_b g[j, b]ᵀ a[j, b] = g[j]ᵀ a[j], one GEMM per client written in place into the
-client's row of the flat gradient (a ``torch.bmm`` over the clients computes the same products
-but writes a (J, out, in) block that must then be copied into those rows). For a
+gradient is Σ_b g[j, b]ᵀ a[j, b] = g[j]ᵀ a[j], one GEMM per client, all in one ``torch.bmm``
+over the clients that writes each product in place into the client's row of the flat gradient
+(one call instead of J, and no (J, out, in) block to copy). For a
 ``Conv2d`` layer it is the same product of the unfolded input (im2col) and g; by default each
 client's is computed by PyTorch's own convolution weight-gradient kernel on the client's rows
 (oneDNN unfolds on the fly, without writing the patches out), and ``conv_weight_grad =
 "unfold"`` writes the patches and takes one ``torch.bmm`` over the clients (slower on the CPU:
 ``adcs bench torch --paths shared-unfold`` measures it). A bias gradient is the client's sum of
 g. A probe (the loss at w⁽ᵗ⁾) is the forward pass alone, and so is the evaluation of a model.
+
+The backward pass is written by hand (`SharedPlan.output_grads`): from the loss's gradient at
+the output (autograd through the per-sample loss alone), every layer's input gradient by the
+kernel autograd would run for it — a convolution's or a linear layer's input gradient, a ReLU's
+mask, a max-pooling's scatter through its argmax indices, a reshape — and autograd for a layer
+alone where none is written. No graph is recorded, no summed weight gradient is computed, and
+the first parameter layer's input gradient is skipped. A ReLU followed by a 2-d max-pooling runs
+as the pooling and then the ReLU (the same values: both keep a window's largest value when it is
+positive, and a window whose largest value is not has a zero gradient either way), so the ReLU,
+its mask and the pooling's gradient ahead of the mask touch a quarter of the values (with 2 × 2
+windows).
 
 `SharedPlan` is the plan of one module: which layers it runs and where each trainable
 parameter sits in the flat vector. `plan_for` gives none (and why) for a module it cannot run
@@ -31,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -139,17 +150,56 @@ class SharedPlan:
 
     def forward(
         self, flat: torch.Tensor, x: torch.Tensor, keep: bool
-    ) -> tuple[torch.Tensor, list[tuple[int, torch.Tensor, torch.Tensor]]]:
+    ) -> tuple[torch.Tensor, list[tuple[int, str, Any]]]:
         """The module's output on x (N, *input_shape) at the flat parameters (dim,).
 
-        With ``keep``, autograd records the pass from the first parameter layer on, and the
-        returned list holds (layer index, its input, its output) of every parameter layer.
+        With ``keep``, the returned tape holds, from the first parameter layer on, (layer index,
+        kind, what `_backward` needs of the layer): ``"param"``, its input and weight; ``"relu"``,
+        its output; ``"pool"``, a 2-d max-pooling's input and argmax indices; ``"relu-pool"``,
+        a ReLU and the max-pooling after it, run as pooling then ReLU: the pooling's input, its
+        indices and the ReLU's output; ``"reshape"``, the input's shape; ``"autograd"``, any
+        other layer's input and output, recorded by autograd.
         """
-        kept: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        tape: list[tuple[int, str, Any]] = []
         h = x
+        pooled_first = -1  # the max-pooling just run before the ReLU in front of it
         for i, (layer, where) in enumerate(zip(self.layers, self.params, strict=True)):
+            if i == pooled_first:
+                continue
             if where is None:
-                h = layer(h)
+                if self._relu_then_pool(i, h):
+                    # max-pooling commutes with the ReLU in front of it (both keep the largest
+                    # positive value, and the ReLU then runs on a quarter of the values); the
+                    # gradient of a window whose maximum is not positive is zero either way
+                    pool = self.layers[i + 1]
+                    pooled_first = i + 1
+                    if keep and tape:
+                        pooled, indices = torch.ops.aten.max_pool2d_with_indices(
+                            h, *_pool_args(cast(nn.MaxPool2d, pool))
+                        )
+                        out = F.relu(pooled)
+                        tape.append((i + 1, "relu-pool", (h, indices, out)))
+                    else:
+                        out = F.relu(pool(h))
+                    h = out
+                elif not (keep and tape):  # before the first parameter layer: nothing to keep
+                    h = layer(h)
+                elif isinstance(layer, nn.ReLU):
+                    h = F.relu(h)
+                    tape.append((i, "relu", h))
+                elif isinstance(layer, nn.MaxPool2d) and h.ndim == 4:
+                    h_in = h
+                    h, indices = torch.ops.aten.max_pool2d_with_indices(h, *_pool_args(layer))
+                    tape.append((i, "pool", (h_in, indices)))
+                elif isinstance(layer, nn.Flatten | nn.Unflatten | nn.Identity):
+                    tape.append((i, "reshape", h.shape))
+                    h = layer(h)
+                else:  # autograd records this one layer alone
+                    h_in = h.detach().requires_grad_()
+                    with torch.enable_grad():
+                        out = layer(h_in)
+                    tape.append((i, "autograd", (h_in, out)))
+                    h = out.detach()
                 continue
             w = flat[where.weight[0] : where.weight[1]]
             b = None if where.bias is None else flat[where.bias[0] : where.bias[1]]
@@ -171,13 +221,22 @@ class SharedPlan:
                     layer.dilation,
                 )
             else:
-                out = F.linear(h, w.view(where.shape), b)
-            if keep and not out.requires_grad:
-                out.requires_grad_()  # the first parameter layer: where autograd starts
+                weight = w.view(where.shape)
+                out = F.linear(h, weight, b)
             if keep:
-                kept.append((i, h, out))
+                tape.append((i, "param", (h, weight)))
             h = out
-        return h, kept
+        return h, tape
+
+    def _relu_then_pool(self, i: int, h: torch.Tensor) -> bool:
+        """Whether layer i is a ReLU followed by a 2-d max-pooling, on a batch of images."""
+        return (
+            h.ndim == 4
+            and i + 1 < len(self.layers)
+            and isinstance(self.layers[i], nn.ReLU)
+            and isinstance(self.layers[i + 1], nn.MaxPool2d)
+            and not cast(nn.MaxPool2d, self.layers[i + 1]).return_indices
+        )
 
     def loss(
         self,
@@ -208,18 +267,72 @@ class SharedPlan:
         gradient): the jobs' mean losses (J,) and, for every parameter layer, (its index, its
         input, the gradient of Σ_j (job j's mean loss) at its output).
 
-        Arguments as `loss_and_grad`.
+        The backward pass is written by hand (`_backward`): the kernels autograd would run for
+        each layer's input gradient, in the same order, and nothing else — no autograd graph,
+        and no input gradient of the first parameter layer. Arguments as `loss_and_grad`.
         """
-        flat = flat.detach()
-        with torch.enable_grad():
-            out, kept = self.forward(flat, x, keep=True)
+        with torch.no_grad():
+            out, tape = self.forward(flat.detach(), x, keep=True)
             if check is not None:
                 check(out)
-            per_sample = loss_fn(out, y).view(n_jobs, -1)
+        logits = out.requires_grad_()
+        with torch.enable_grad():  # the loss alone through autograd: any per-sample loss
+            per_sample = loss_fn(logits, y).view(n_jobs, -1)
             total = per_sample.sum() / per_sample.shape[1]  # Σ_j of job j's mean loss
-            grads = torch.autograd.grad(total, [o for _, _, o in kept])
-        at_outputs = [(i, a.detach(), g) for (i, a, _), g in zip(kept, grads, strict=True)]
+            (g,) = torch.autograd.grad(total, [logits])
+        with torch.no_grad():
+            at_outputs = self._backward(tape, g)
         return per_sample.detach().mean(dim=1), at_outputs
+
+    def _backward(
+        self, tape: list[tuple[int, str, Any]], g: torch.Tensor
+    ) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
+        """From the gradient g at the module's output, back through the tape of `forward`:
+        (index, input, gradient at the output) of every parameter layer, in forward order."""
+        at_outputs: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        for k in range(len(tape) - 1, -1, -1):
+            i, kind, saved = tape[k]
+            layer = self.layers[i]
+            if kind == "param":
+                a, weight = saved
+                at_outputs.append((i, a, g))
+                if k == 0:
+                    break  # the first parameter layer: no input gradient
+                if isinstance(layer, nn.Conv2d):
+                    g = torch.ops.aten.convolution_backward(
+                        g,
+                        a,
+                        weight,
+                        None,
+                        layer.stride,
+                        layer.padding,
+                        layer.dilation,
+                        False,
+                        (0, 0),
+                        1,
+                        (True, False, False),
+                    )[0]
+                else:
+                    g = g.matmul(weight)
+            elif kind == "relu":
+                g = torch.ops.aten.threshold_backward(g, saved, 0)
+            elif kind in ("pool", "relu-pool"):
+                if kind == "relu-pool":  # the ReLU ran after the pooling (`forward`)
+                    h_in, indices, out = saved
+                    g = torch.ops.aten.threshold_backward(g, out, 0)
+                else:
+                    h_in, indices = saved
+                g = torch.ops.aten.max_pool2d_with_indices_backward(
+                    g, h_in, *_pool_args(cast(nn.MaxPool2d, layer)), indices
+                )
+            elif kind == "reshape":
+                g = g.reshape(saved)
+            else:
+                h_in, out = saved
+                with torch.enable_grad():
+                    (g,) = torch.autograd.grad(out, [h_in], g)
+        at_outputs.reverse()
+        return at_outputs
 
     def loss_and_grad(
         self,
@@ -271,14 +384,30 @@ class SharedPlan:
             g_rows = g.permute(0, 2, 3, 1).reshape(n_jobs, -1, g.shape[1])  # (J, B·L, O)
             cols = cols.view(n_jobs, -1, cols.shape[-1])  # (J, B·L, C·kh·kw)
             grad[:, w0:w1] = torch.bmm(g_rows.transpose(1, 2), cols).view(n_jobs, -1)
-        else:  # Linear: one GEMM per job, written in place into the job's row
+        else:  # Linear: one GEMM per job, all in one batched product into the jobs' rows
             g_rows = g.reshape(n_jobs, -1, g.shape[-1])  # (J, B·…, out)
             cols = a.reshape(n_jobs, -1, a.shape[-1])  # (J, B·…, in)
-            for j in range(n_jobs):
-                out = grad[j, w0:w1].view(g_rows.shape[-1], cols.shape[-1])
-                torch.mm(g_rows[j].t(), cols[j], out=out)
+            rows = grad[:, w0:w1].view(n_jobs, g_rows.shape[-1], cols.shape[-1])
+            torch.bmm(g_rows.transpose(1, 2), cols, out=rows)
         if where.bias is not None:
             grad[:, where.bias[0] : where.bias[1]] = g_rows.sum(dim=1)
+
+
+def _pool_args(pool: nn.MaxPool2d) -> tuple[list[int], list[int], list[int], list[int], bool]:
+    """(kernel size, stride, padding, dilation, ceil mode) of a 2-d max-pooling, as the aten
+    max-pooling kernels take them."""
+
+    def pair(v: Any) -> list[int]:
+        return [int(v), int(v)] if isinstance(v, int) else [int(e) for e in v]
+
+    stride = pool.stride if pool.stride is not None else pool.kernel_size
+    return (
+        pair(pool.kernel_size),
+        pair(stride),
+        pair(pool.padding),
+        pair(pool.dilation),
+        bool(pool.ceil_mode),
+    )
 
 
 def _conv_weight_grads(
