@@ -23,8 +23,8 @@ def test_a_value_its_peers_corroborate_is_kept_and_an_outlier_is_clipped():
     values = np.array([1.0, 1.2, 1.1, 30.0, 0.9])
     peers = np.array([[1, 2], [0, 2], [0, 1], [0, 1], [-1, -1]])
     out, clipped = fenced(values, peers, 2.0)
-    # fences: 2 · max(peers' largest, median 1.1): 2.4, 2.2, 2.4, 2.4, 2.2 (no peer: the median)
-    assert out.tolist() == [1.0, 1.2, 1.1, 2.4, 0.9]
+    # fences: 2 · max(peers' smallest, median 1.1) = 2.2 for every row (no peer: the median)
+    assert out.tolist() == [1.0, 1.2, 1.1, 2.2, 0.9]
     assert clipped.tolist() == [False, False, False, True, False]
 
 
@@ -35,6 +35,19 @@ def test_peers_that_report_zero_cannot_pull_a_claim_below_the_rounds_median():
     out, clipped = fenced(values, peers, 2.0)
     assert out[0] == 2.0 and clipped[0]  # 2 × median 1.0, not median(3, 0, 0) = 0
     assert out[0] > out[3:].max()  # still the neediest claim of the round
+
+
+def test_one_colluding_peer_does_not_lift_a_fence():
+    """A Sybil whose peers are a fellow Sybil (× 10) and an honest group-mate: every peer must
+    corroborate, so its fence is the honest one's."""
+    values = np.array([1.0, 1.1, 10.0, 10.0, 1.0, 1.2])
+    peers = np.array([[1, 2], [0, 2], [3, 1], [2, 4], [5, 3], [4, 3]])
+    out, clipped = fenced(values, peers, 2.0)
+    assert clipped.tolist() == [False, False, True, True, False, False]
+    # 2 × max(the honest peer's 1.1 or 1.0, the round's median 1.15) = 2.3, not 2 × 10
+    assert out[2] == pytest.approx(2.3, rel=1e-15) and out[3] == pytest.approx(2.3, rel=1e-15)
+    by_largest, _ = fenced(values, np.array([[2, 2]] * 6), 2.0)
+    assert by_largest[3] == 10.0  # with only Sybils as peers, the claim stands
 
 
 @settings(max_examples=60, deadline=None)
@@ -80,7 +93,7 @@ def test_a_fenced_defence_clips_a_loss_lie_to_its_groups_fence():
         stats.available, stats.clients, lied, stats.updates))  # fmt: skip
     assert out.clipped is not None and out.clipped.tolist() == [True] + [False] * 11
     assert out.stats.losses is not None
-    top = max(stats.losses[1], stats.losses[2], float(np.median(lied)))
+    top = max(min(stats.losses[1], stats.losses[2]), float(np.median(lied)))
     assert out.stats.losses[0] == pytest.approx(2.0 * top, rel=1e-12)
 
 

@@ -25,7 +25,7 @@ report from that client this round. The screens (each optional, `Defence`):
   a bounded influence of any one report — and honest clients lose at most the spread between
   peers (the group's minibatch noise in the paper's setting). With a ``fence`` φ the median rule
   gives way to an outlier rule: a loss or norm is kept *as it is* unless it exceeds φ × max(its
-  peers' largest value, the round's median), and is then clipped to that fence
+  peers' smallest value, the round's median), and is then clipped to that fence
   (`adcs.adversary.screens.fenced`) — an honest claim its peers corroborate reaches the
   scheduler unchanged, a lie gains at most φ × its peers' claim, and peers that report 0 cannot
   pull a claim below φ × the round's median.
@@ -164,7 +164,7 @@ class Defence:
         it is received and judged afresh). 0 (default): every direction is judged, however old.
     fence : float
         φ ≥ 1, or 0 (default: the median rule). With ``corroborate``: a reported loss or norm is
-        kept as it is unless it exceeds φ × max(its peers' largest value, the round's median),
+        kept as it is unless it exceeds φ × max(its peers' smallest value, the round's median),
         and is then clipped to that fence (`adcs.adversary.screens.fenced`): only an outlier
         against its data-alike peers is moved, so honest claims the peers corroborate reach the
         scheduler unchanged.

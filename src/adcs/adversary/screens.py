@@ -93,7 +93,7 @@ def neighbourhood_medians(values: FloatArray, peers: IntArray) -> FloatArray:
 
 
 def fenced(values: FloatArray, peers: IntArray, fence: float) -> tuple[FloatArray, BoolArray]:
-    """Each value clipped at its fence φ · max(its peers' largest value, the round's median),
+    """Each value clipped at its fence φ · max(its peers' smallest value, the round's median),
     and the rows clipped; shapes (n,).
 
     ``peers`` (n, p) as `nearest_peers` returns (−1 padding, non-finite values ignored); φ =
@@ -101,10 +101,13 @@ def fenced(values: FloatArray, peers: IntArray, fence: float) -> tuple[FloatArra
     claim its data-alike peers corroborate is left untouched (where nobody attacks and no one is
     clipped, the scheduler sees exactly the reports) — and only an outlier is moved, to its fence.
 
-    The floor at φ × the round's median is what colluders cannot lower: peers that report 0 (the
-    smother) pull a client's fence down to φ × the median of all reports, not to 0, so a group
-    in need stays at least φ × the typical client's claim. Rows without a finite value are left
-    as they are (not clipped).
+    Why the smallest peer value: a claim must be corroborated by *every* peer, so one colluding
+    peer that claims as much (a Sybil beside an honest group-mate) does not lift the fence; to
+    lift it, all p peers must be colluders, and near-duplicates count as one peer
+    (`adcs.adversary.peers`). Why the floor at φ × the round's median: peers that report 0 (the
+    smother) pull a client's fence down to φ × the median of all reports, not to 0, so a group in
+    need keeps at least φ × the typical client's claim. Rows without a finite value are left as
+    they are (not clipped); a row without a finite peer value is judged against the floor alone.
     """
     vals = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(vals)
@@ -114,8 +117,8 @@ def fenced(values: FloatArray, peers: IntArray, fence: float) -> tuple[FloatArra
     padded[~np.isfinite(padded)] = np.nan
     mine = padded[peers]
     has_peer = np.isfinite(mine).any(axis=1)
-    top = np.where(has_peer, np.nanmax(np.where(has_peer[:, None], mine, 0.0), axis=1), -np.inf)
-    fences = fence * np.maximum(top, float(np.median(vals[finite])))
+    low = np.where(has_peer, np.nanmin(np.where(has_peer[:, None], mine, 0.0), axis=1), -np.inf)
+    fences = fence * np.maximum(low, float(np.median(vals[finite])))
     clipped = finite & (vals > fences)
     return np.where(clipped, fences, vals), clipped
 
