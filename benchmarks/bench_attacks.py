@@ -309,7 +309,10 @@ def plan_suite(
             baseline = "/".join([variant, "off", "none", f"seed{run.seed}"])
         scheduler, hook = adversarial_run(run.scheduler, run.seed, n, attack, defence)
         malicious = () if attack is None else attack.malicious(run.seed, n)
-        spec = RunSpec(scheduler, run.seed, run_id, {"method": method}, hook)
+        # every run of a method and seed draws the same scheduler randomness: a defended or
+        # attacked run is paired with its baseline, not compared across two streams
+        stream = f"{variant}/seed{run.seed}"
+        spec = RunSpec(scheduler, run.seed, run_id, {"method": method}, hook, stream)
         since = attack.start if isinstance(attack, Crafted) else 0
         out.append(
             Planned(run_id, block, variant, run.seed, defence_label, attack_label, k,

@@ -182,3 +182,20 @@ def test_a_persistent_outlier_holds_at_most_its_budget_in_any_window(n, m_share,
     assert most_in_any_window(liar_rows, n, window) <= budget
     undefended = run_greedy(n, m, None, 4 * window, liars, 100.0, seed)
     assert most_in_any_window([c[np.isin(c, liars)] for c in undefended], n, window) == window
+
+
+def test_uniform_behind_the_recommended_bounds_draws_what_it_draws_alone():
+    """Uniform reads no statistic the bounds change: given the same generator it selects the
+    same clients (a bench's defended and undefended runs differ only by their streams, keyed by
+    run id)."""
+    from adcs.schedulers import SCHEDULERS
+
+    uniform = SCHEDULERS["uniform"](5)
+    defended = Defended(uniform, NO_HARM, seed=3)
+    stats = grouped_stats()
+    a, b = np.random.default_rng(7), np.random.default_rng(7)
+    s_plain, s_def = uniform.init(stats.n_probed), defended.init(stats.n_probed)
+    for t in range(30):
+        plain, s_plain = uniform.select(s_plain, t, stats, a)
+        mine, s_def = defended.select(s_def, t, stats, b)
+        np.testing.assert_array_equal(plain.clients, mine.clients)
