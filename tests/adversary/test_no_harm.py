@@ -199,3 +199,52 @@ def test_uniform_behind_the_recommended_bounds_draws_what_it_draws_alone():
         plain, s_plain = uniform.select(s_plain, t, stats, a)
         mine, s_def = defended.select(s_def, t, stats, b)
         np.testing.assert_array_equal(plain.clients, mine.clients)
+
+
+@dataclass(frozen=True)
+class Refreshing:
+    """Probes every client's loss every R rounds and selects the m highest of that probe in the
+    rounds between (ADCS's refresh, in small): most rounds probe nothing."""
+
+    m: int
+    every: int = 5
+    observes_updates: bool = False
+
+    def init(self, n_clients: int, data_sizes: Any = None) -> Any:
+        return np.arange(self.m, dtype=np.intp)
+
+    def probe(self, state: Any, round_idx: int, available: Any, rng: Any) -> Probe:
+        return Probe(ProbeKind.LOSSES)
+
+    def select(self, state: Any, round_idx: int, stats: ClientStats, rng: Any) -> Any:
+        if stats.n_probed and stats.losses is not None:
+            order = np.argsort(-np.where(np.isfinite(stats.losses), stats.losses, -np.inf))
+            state = stats.clients[order][: self.m].astype(np.intp)
+        kept = state[stats.available[state]]  # its pool where available, then the others
+        others = np.setdiff1d(np.flatnonzero(stats.available), kept)
+        return Selection(np.concatenate([kept, others])[: self.m].astype(np.intp)), state
+
+    def observe(self, state: Any, *args: Any) -> Any:
+        return state
+
+
+def test_a_verdict_stands_between_probes_so_a_refreshing_scheduler_is_capped_too():
+    n, m, liars = 10, 4, [0]
+    window = NO_HARM.window
+    rng = np.random.default_rng(0)
+    sched = Defended(Refreshing(m), NO_HARM, 0)
+    state = sched.init(n)
+    chosen = []
+    for t in range(4 * window):
+        available = np.ones(n, dtype=bool)
+        if t % 5 == 0:  # a refresh: every loss, the liar's × 100
+            losses = rng.uniform(0.9, 1.1, size=n)
+            losses[liars] *= 100
+            stats = ClientStats(available, np.arange(n), losses)
+        else:  # no probe
+            stats = ClientStats(available, np.zeros(0, dtype=np.intp))
+        selection, state = sched.select(state, t, stats, rng)
+        chosen.append(np.asarray(selection.clients))
+    liar_rows = [c[np.isin(c, liars)] for c in chosen]
+    assert most_in_any_window(liar_rows, n, window) <= cap_budget(NO_HARM.cap, window, m, n)
+    assert most_in_any_window(liar_rows, n, window) > window // 5  # counted between refreshes

@@ -169,8 +169,8 @@ class Defence:
         against its data-alike peers is moved, so honest claims the peers corroborate reach the
         scheduler unchanged.
     cap_uncorroborated : bool
-        With ``cap`` and ``fence``: the cap counts only a client's selections in rounds in which
-        its loss or norm was clipped at its fence, so no client holds more than b such
+        With ``cap`` and ``fence``: the cap counts only a client's selections while its loss or
+        norm, when last judged (probed), was clipped at its fence, so no client holds more than b such
         selections in any W rounds (nor, with ``any_interval``, more than r · L in any L ≥ W),
         and a client whose claims its peers corroborate is never capped. False (default): every
         selection counts.
@@ -706,6 +706,11 @@ class DefendedState:
     affinity : Affinity or None
         The received updates' affinities and the peers from history (None without
         ``peer_history``).
+    uncorroborated : ndarray of bool, shape (n_clients,), or None
+        With ``cap_uncorroborated``: whether each client's claim was clipped at its fence when it
+        was last judged (a round that probed its loss or update); it stands until the client is
+        judged again, so a scheduler that probes only now and then (ADCS between refreshes)
+        has each selection counted on its client's last verdict.
     """
 
     inner: Any
@@ -713,6 +718,7 @@ class DefendedState:
     received: Received | None = None
     window: Window | None = None
     affinity: Affinity | None = None
+    uncorroborated: BoolArray | None = None
 
 
 _TIES, _MIX, _DRAW = 1, 2, 3
@@ -773,9 +779,11 @@ class Defended:
         affinity = None
         if self.defence.peer_history:
             affinity = Affinity.empty(int(n_clients), self.defence.peers)
+        flags = np.zeros(int(n_clients), dtype=bool) if self.defence.cap_uncorroborated else None
         return DefendedState(
-            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window, affinity
-        )
+            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window, affinity,
+            flags,
+        )  # fmt: skip
 
     def probe(
         self, state: DefendedState, round_idx: int, available: BoolArray, rng: np.random.Generator
@@ -815,16 +823,21 @@ class Defended:
             coin = counter_uniform(key, Domain.ATTACK, round_idx, np.zeros(1), salt=_MIX)[0]
             if coin < self.defence.uniform_mix:
                 selection = Selection(_uniform_choice(key, round_idx, stats.available, self.m))
-        window = state.window
+        window, flags = state.window, state.uncorroborated
         if window is not None:
             counted = np.asarray(selection.clients)
-            if self.defence.cap_uncorroborated:  # only the selections of uncorroborated claims
-                flagged = np.zeros(state.n_clients, dtype=bool)
-                if clipped is not None:
-                    flagged[np.asarray(stats.clients)[clipped]] = True
-                counted = counted[flagged[counted]]
+            if flags is not None:  # only the selections of uncorroborated claims count
+                judged = stats.n_probed > 0 and (
+                    stats.losses is not None or stats.updates is not None
+                )
+                if judged and clipped is not None:  # this round's verdicts replace the last ones
+                    flags = flags.copy()
+                    flags[np.asarray(stats.clients)] = clipped
+                counted = counted[flags[counted]]
             window = window.pushed(counted, self.defence.window, rate)
-        return selection, replace(state, inner=inner, window=window, affinity=affinity)
+        return selection, replace(
+            state, inner=inner, window=window, affinity=affinity, uncorroborated=flags
+        )
 
     def observe(
         self,
