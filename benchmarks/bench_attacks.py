@@ -309,7 +309,10 @@ def plan_suite(
             baseline = "/".join([variant, "off", "none", f"seed{run.seed}"])
         scheduler, hook = adversarial_run(run.scheduler, run.seed, n, attack, defence)
         malicious = () if attack is None else attack.malicious(run.seed, n)
-        spec = RunSpec(scheduler, run.seed, run_id, {"method": method}, hook)
+        # every run of a method and seed draws the same scheduler randomness: a defended or
+        # attacked run is paired with its baseline, not compared across two streams
+        stream = f"{variant}/seed{run.seed}"
+        spec = RunSpec(scheduler, run.seed, run_id, {"method": method}, hook, stream)
         since = attack.start if isinstance(attack, Crafted) else 0
         out.append(
             Planned(run_id, block, variant, run.seed, defence_label, attack_label, k,
@@ -723,6 +726,19 @@ def _write_runs_csv(path: Path, measured: Sequence[Measured]) -> None:
 # the command line
 
 
+def chosen_families(suite: Suite, text: str) -> Suite:
+    """The suite with the families ``--families`` names (comma-separated), or with none
+    (``none``: the families block is then its no-attack runs alone)."""
+    if text == "none":
+        return dataclasses.replace(suite, families=())
+    chosen = text.split(",")
+    unknown = sorted(set(chosen) - {name for name, _ in suite.families})
+    if unknown:
+        raise ConfigError(f"--families: no family {unknown} in the suite")
+    kept = tuple((n, keys) for n, keys in suite.families if n in chosen)
+    return dataclasses.replace(suite, families=kept)
+
+
 def _with_rounds(
     config: ExperimentConfig, rounds: int | None, seeds: Sequence[int] | None
 ) -> ExperimentConfig:
@@ -851,7 +867,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", default=None, help="override the seeds, e.g. 0,1")
     parser.add_argument("--k", default=None, help="override suite.k, e.g. 1")
     parser.add_argument("--family-k", default=None, help="override suite.family_k, e.g. 1,3")
-    parser.add_argument("--families", default=None, help="subset of the families, e.g. sleeper")
+    parser.add_argument(
+        "--families",
+        default=None,
+        help="subset of the families, e.g. sleeper (none: the no-attack runs alone)",
+    )
     parser.add_argument("--blocks", default=",".join(BLOCKS), help=f"subset of {','.join(BLOCKS)}")
     parser.add_argument("--methods", default=None, help="subset of the methods, e.g. adcs,ocs")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (one per seed)")
@@ -904,12 +924,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             suite = dataclasses.replace(suite, family_k=_ints("--family-k", args.family_k))
         check_ks(config, suite, "--k/--family-k: ")
         if args.families:
-            chosen = args.families.split(",")
-            unknown = sorted(set(chosen) - {name for name, _ in suite.families})
-            if unknown:
-                raise ConfigError(f"--families: no family {unknown} in the suite")
-            kept = tuple((n, keys) for n, keys in suite.families if n in chosen)
-            suite = dataclasses.replace(suite, families=kept)
+            suite = chosen_families(suite, args.families)
         blocks = [b for b in args.blocks.split(",") if b]
         if not set(blocks) <= set(BLOCKS):
             raise ConfigError(f"--blocks must be a subset of {list(BLOCKS)}, got {blocks}")

@@ -1,7 +1,8 @@
 """The screens' false-positive rate on honest clients, and what a defence costs with no attack.
 
 With no attack every client is honest, so every probed, available client-round that plausibility
-or novelty leaves out is a false positive. For each method and each defence (``key=value`` pairs
+or novelty leaves out, or whose loss or norm a ``fence`` clips (an uncorroborated claim, counted by
+``cap_uncorroborated``), is a false positive. For each method and each defence (``key=value`` pairs
 of `adcs.adversary.Defence`), this runs the workload without defence and defended, and prints
 the share of client-rounds left out, the clients left out at least once, and the honest
 worst-client accuracy of both runs (the last evaluation)::
@@ -48,7 +49,7 @@ except ImportError:  # run from its folder
 
 @dataclass(frozen=True, eq=False)
 class Counting:
-    """`Defended` that tallies the rows its screens leave out (the Scheduler protocol)."""
+    """`Defended` that tallies the rows its screens leave out or clip (the Scheduler protocol)."""
 
     inner: Defended
     tally: list[int] = field(default_factory=lambda: [0, 0])
@@ -69,11 +70,16 @@ class Counting:
         return self.inner.probe(state, round_idx, available, rng)
 
     def select(self, state: Any, round_idx: int, stats: Any, rng: Any) -> Any:
-        seen = screen(self.inner.defence, state.received, stats, round_idx)
+        defence = self.inner.defence
+        history = None  # the corroborating peers `Defended.select` uses this round
+        if state.affinity is not None:
+            history = state.affinity.rolled(round_idx, defence.window).peers
+        seen = screen(defence, state.received, stats, round_idx, history)
         here = np.asarray(stats.available)[stats.clients]
-        self.tally[0] += int((seen.dropped & here).sum())
+        out = seen.dropped | (seen.clipped if seen.clipped is not None else False)
+        self.tally[0] += int((out & here).sum())
         self.tally[1] += int(here.sum())
-        self.ever.update(stats.clients[seen.dropped & here].tolist())
+        self.ever.update(stats.clients[out & here].tolist())
         return self.inner.select(state, round_idx, stats, rng)
 
     def observe(self, state: Any, *args: Any) -> Any:
@@ -118,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configured = {r.meta["method"]: r for r in expand_runs(config) if r.seed == seeds[0]}
     data = _one_partition(load_data(config.data), config)
     n, m = config.data.total_clients, config.m
-    print("| method | defence | left out (client-rounds) | clients ever left out | "
+    what = "left out or clipped" if any(d.fence > 0 for d in defences) else "left out"
+    print(f"| method | defence | {what} (client-rounds) | clients ever {what} | "
           "honest worst off → on (%) |")  # fmt: skip
     print("|---|---|---|---|---|")
     for name in names:

@@ -120,8 +120,11 @@ DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
 
 FOLDER_SCRIPTS: dict[str, list[str]] = {
     "attacks": ["attack_suite_report.py", "{folder}"],
+    "attacks/no_harm/attacks": ["attack_suite_report.py", "{folder}"],
     "attacks/no_harm/dirichlet": ["attack_suite_report.py", "{folder}"],
     "attacks/no_harm/bernoulli": ["attack_suite_report.py", "{folder}"],
+    "attacks/no_harm_strict/dirichlet": ["attack_suite_report.py", "{folder}"],
+    "attacks/no_harm_strict/bernoulli": ["attack_suite_report.py", "{folder}"],
     "attacks/families": ["attack_families_summary.py", "{folder}", "--window", "100"],
 }
 """Scripts that write ``report.md`` into the results folder they read (relative path → script

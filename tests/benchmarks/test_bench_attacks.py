@@ -337,3 +337,18 @@ def test_a_report_is_rewritten_from_its_files_and_seed_folders_merge(tmp_path: P
         np.load(parts[0] / "selections.npz") as first,
     ):
         np.testing.assert_array_equal(npz[key], first[key])
+
+
+def test_families_none_leaves_the_no_attack_runs_of_the_families_block():
+    config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
+    plan = bench_attacks.plan_suite(
+        config, bench_attacks.chosen_families(suite, "none"), blocks=["families"]
+    )
+    assert plan and {p.attack for p in plan} == {"none"}
+    assert {p.defence for p in plan} == {"off", "bound"}
+    assert len(plan) == 2 * len(config.methods) * len(config.seeds)
+    first = suite.families[0][0]
+    one = bench_attacks.chosen_families(suite, first)
+    assert [name for name, _ in one.families] == [first]
+    with pytest.raises(ConfigError, match="no family"):
+        bench_attacks.chosen_families(suite, "nothing")

@@ -23,7 +23,12 @@ report from that client this round. The screens (each optional, `Defence`):
   own, no more. Without any direction (a loss-only probe of a client never received), the cap is
   the median reported loss. One report thus moves its own quality by at most its peers' spread —
   a bounded influence of any one report — and honest clients lose at most the spread between
-  peers (the group's minibatch noise in the paper's setting).
+  peers (the group's minibatch noise in the paper's setting). With a ``fence`` φ the median rule
+  gives way to an outlier rule: a loss or norm is kept *as it is* unless it exceeds φ × max(its
+  peers' smallest value, the round's median), and is then clipped to that fence
+  (`adcs.adversary.screens.fenced`) — an honest claim its peers corroborate reaches the
+  scheduler unchanged, a lie gains at most φ × its peers' claim, and peers that report 0 cannot
+  pull a claim below φ × the round's median.
 * **plausible directions** (``plausibility`` ρ). After the substitutions above, a client whose
   best cosine to any other client is below ρ × the median best cosine is left out of the round's
   statistics (non-finite row: the scheduler uses it only to fill a selection). In a loss-only
@@ -39,7 +44,11 @@ report from that client this round. The screens (each optional, `Defence`):
   (the runtime's aggregation hook; `adcs.adversary.adversarial` installs it).
 * **the span screen** (``novelty``) and **the sliding-window cap** (``cap``, ``window``,
   ``any_interval``): the bounds by construction of `adcs.adversary.bound`, against clients that
-  *send* what they report (docs/concepts/threat-model.md).
+  *send* what they report (docs/concepts/threat-model.md). With ``cap_uncorroborated`` the cap
+  counts only the selections of rounds in which the client's claim exceeded its fence: a
+  client the scheduler wants on claims its peers corroborate is never capped (no harm where
+  nobody attacks), a client that keeps claiming more than its peers holds at most the budget of
+  such selections in any W rounds.
 
 ``stale_after`` makes plausibility and novelty judge fresh evidence only (a screened client
 comes back); ``peer_history`` chooses corroborating peers from received history
@@ -65,6 +74,7 @@ from adcs.adversary.peers import Affinity
 from adcs.adversary.screens import (
     best_cosines,
     cosines,
+    fenced,
     nearest_peers,
     neighbourhood_medians,
     reported_directions,
@@ -115,8 +125,9 @@ class Defence:
         τ ∈ [0, 1]: with ``received``, a report whose cosine with the received update is ≥ τ is
         used instead of it. τ = 1 (default): the received update always.
     corroborate : bool
-        Cap each reported loss and update norm at the median of the client's ``peers``
-        nearest clients' (by identity direction).
+        Set each reported loss and update norm to the median of the client's neighbourhood (it
+        and its ``peers`` nearest clients by identity direction), or, with ``fence``, clip it
+        at its fence where it exceeds it.
     peers : int
         ≥ 1, the number of nearest clients that corroborate a report.
     plausibility : float
@@ -151,6 +162,18 @@ class Defence:
         round, or an update received in the last E rounds; a client whose received update is
         older is judged on this round's report, or, without one, passes (its way back: selected,
         it is received and judged afresh). 0 (default): every direction is judged, however old.
+    fence : float
+        φ ≥ 1, or 0 (default: the median rule). With ``corroborate``: a reported loss or norm is
+        kept as it is unless it exceeds φ × max(its peers' smallest value, the round's median),
+        and is then clipped to that fence (`adcs.adversary.screens.fenced`): only an outlier
+        against its data-alike peers is moved, so honest claims the peers corroborate reach the
+        scheduler unchanged.
+    cap_uncorroborated : bool
+        With ``cap`` and ``fence``: the cap counts only a client's selections while its loss or
+        norm, when last judged (probed), was clipped at its fence, so no client holds more than b such
+        selections in any W rounds (nor, with ``any_interval``, more than r · L in any L ≥ W),
+        and a client whose claims its peers corroborate is never capped. False (default): every
+        selection counts.
     """
 
     received: bool = False
@@ -165,18 +188,25 @@ class Defence:
     cap: float = 0.0
     window: int = 100
     written_when_set: ClassVar[frozenset[str]] = frozenset(
-        {"peer_history", "any_interval", "stale_after"}
+        {"peer_history", "any_interval", "stale_after", "fence", "cap_uncorroborated"}
     )
     """Keys added after the first manifests: written back only when set (`KindTable.to_dict`)."""
     peer_history: bool = False
     any_interval: bool = False
     stale_after: int = 0
+    fence: float = 0.0
+    cap_uncorroborated: bool = False
 
     needs: ClassVar[Mapping[str, tuple[str, Callable[[Defence], bool]]]] = {
         "consistency": ("received = true", lambda d: d.received),
         "peers": ("corroborate = true", lambda d: d.corroborate),
         "trim": ("aggregation = 'trimmed_mean'", lambda d: d.aggregation is Robust.TRIMMED_MEAN),
         "window": ("a cap (cap > 0)", lambda d: d.cap > 0),
+        "fence": ("corroborate = true", lambda d: d.corroborate),
+        "cap_uncorroborated": (
+            "a cap (cap > 0) and a fence (fence > 0)",
+            lambda d: d.cap > 0 and d.fence > 0,
+        ),
     }
     """The keys that only matter beside another setting (a configuration setting one without
     it is refused, see `adcs.experiments.config.schema.KindTable`)."""
@@ -202,6 +232,9 @@ class Defence:
         check_bool("peer_history", self.peer_history)
         check_bool("any_interval", self.any_interval)
         check_int("stale_after", self.stale_after, minimum=0)
+        if check_number("fence", self.fence, 0.0) != 0 and self.fence < 1:
+            raise ValueError(f"fence must be 0 (off) or a number >= 1, got {self.fence!r}")
+        check_bool("cap_uncorroborated", self.cap_uncorroborated)
 
     def build(self, seed: int, n_clients: int) -> Defence:
         """The defence of one run (of ``seed``, among ``n_clients``): this one, for every run.
@@ -330,6 +363,9 @@ class Screening:
         The plausibility threshold ρ × median best cosine of this round.
     refused : ndarray of bool, shape (n_probed,) or None
         Rows whose report was outside its domain (`adcs.adversary.domain.refuse`); None: none.
+    clipped : ndarray of bool, shape (n_probed,) or None
+        With ``Defence.fence``: rows whose loss or norm exceeded its fence and was clipped
+        (None: none).
     """
 
     stats: ClientStats
@@ -338,6 +374,7 @@ class Screening:
     dropped: BoolArray
     threshold: float | None
     refused: BoolArray | None = None
+    clipped: BoolArray | None = None
 
 
 def _dim(memory: Received) -> int:
@@ -446,28 +483,44 @@ def _corroborated(
     known: _Known,
     norms: FloatArray | None,
     history: IntArray | None = None,
-) -> tuple[FloatArray | None, FloatArray | None, BoolArray, FloatArray | None]:
-    """Screen 2: losses and norms set to their neighbourhood's medians, or losses capped.
+) -> tuple[FloatArray | None, FloatArray | None, BoolArray, FloatArray | None, BoolArray]:
+    """Screen 2: losses and norms set to their neighbourhood's medians, or losses capped — or,
+    with a ``fence``, clipped at it where they exceed it (`adcs.adversary.screens.fenced`).
 
     Returns
     -------
     losses : ndarray of shape (n_probed,) or None
     norms : ndarray of shape (n_probed,) or None
     corroborated : ndarray of bool, shape (n_probed,)
-        Rows whose loss and norm are their neighbourhood's medians.
+        Rows whose loss and norm were judged against their neighbourhood (with the median rule:
+        are its medians).
     ident_cos : ndarray of shape (n_probed, n_probed) or None
         Cosines of the identity directions (None: not computed).
+    clipped : ndarray of bool, shape (n_probed,)
+        With a fence: rows whose loss or norm exceeded its fence (an uncorroborated claim).
     """
-    losses = None if stats.losses is None else np.asarray(stats.losses, dtype=np.float64)
+    losses: FloatArray | None = (
+        None if stats.losses is None else np.asarray(stats.losses, dtype=np.float64)
+    )
     corroborated = np.zeros(stats.n_probed, dtype=bool)
+    clipped = np.zeros(stats.n_probed, dtype=bool)
     if not defence.corroborate:
-        return losses, norms, corroborated, None
+        return losses, norms, corroborated, None, clipped
     ident_cos = None
+    peers = np.full((stats.n_probed, 1), -1, dtype=np.intp)
     if known.ident is not None:
         ident_cos = cosines(known.ident, known.has_ident)
         peers = nearest_peers(ident_cos, known.has_ident, defence.peers)
         peers = _merged_peers(history, stats, peers)
         corroborated = known.has_ident.copy()
+    if defence.fence > 0:  # an outlier is clipped, a corroborated claim kept as it is
+        if losses is not None:
+            losses, clipped = fenced(losses, peers, defence.fence)
+        if norms is not None:
+            norms, clipped_norms = fenced(norms, peers, defence.fence)
+            clipped = clipped | clipped_norms
+        return losses, norms, corroborated, ident_cos, clipped
+    if corroborated.any():
         if losses is not None:
             losses = np.where(corroborated, neighbourhood_medians(losses, peers), losses)
         if norms is not None:
@@ -478,7 +531,7 @@ def _corroborated(
             ceiling = float(np.median(np.asarray(stats.losses)[finite_losses]))
             alone = ~corroborated & finite_losses
             losses = np.where(alone, np.minimum(losses, ceiling), losses)
-    return losses, norms, corroborated, ident_cos
+    return losses, norms, corroborated, ident_cos, clipped
 
 
 def _judged(
@@ -614,12 +667,14 @@ def screen(
     n = stats.n_probed
     none = np.zeros(n, dtype=bool)
     if n == 0 or (stats.losses is None and stats.updates is None):
-        return Screening(stats, none, none, none, None)
+        return Screening(stats, none, none, none, None, None, none)
     stats, refused = refuse(stats)
     known = _known(memory, stats)
     directions, norms, from_received = _received_directions(defence, memory, stats, known)
     has_direction = known.finite | from_received
-    losses, norms, corroborated, ident_cos = _corroborated(defence, stats, known, norms, history)
+    losses, norms, corroborated, ident_cos, clipped = _corroborated(
+        defence, stats, known, norms, history
+    )
     judged, judged_rows, fresh = _judged(
         defence, memory, stats, known, directions, has_direction, from_received, round_idx
     )
@@ -628,7 +683,7 @@ def screen(
         losses = np.where(dropped, np.nan, losses)
     updates = _passed_on(stats, known, directions, norms, has_direction, from_received, dropped)
     out = ClientStats(stats.available, stats.clients, losses, updates)
-    return Screening(out, corroborated, from_received, dropped, threshold, refused)
+    return Screening(out, corroborated, from_received, dropped, threshold, refused, clipped)
 
 
 # --------------------------------------------------------------------------------------------
@@ -651,6 +706,11 @@ class DefendedState:
     affinity : Affinity or None
         The received updates' affinities and the peers from history (None without
         ``peer_history``).
+    uncorroborated : ndarray of bool, shape (n_clients,), or None
+        With ``cap_uncorroborated``: whether each client's claim was clipped at its fence when it
+        was last judged (a round that probed its loss or update); it stands until the client is
+        judged again, so a scheduler that probes only now and then (ADCS between refreshes)
+        has each selection counted on its client's last verdict.
     """
 
     inner: Any
@@ -658,6 +718,7 @@ class DefendedState:
     received: Received | None = None
     window: Window | None = None
     affinity: Affinity | None = None
+    uncorroborated: BoolArray | None = None
 
 
 _TIES, _MIX, _DRAW = 1, 2, 3
@@ -718,9 +779,11 @@ class Defended:
         affinity = None
         if self.defence.peer_history:
             affinity = Affinity.empty(int(n_clients), self.defence.peers)
+        flags = np.zeros(int(n_clients), dtype=bool) if self.defence.cap_uncorroborated else None
         return DefendedState(
-            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window, affinity
-        )
+            self.scheduler.init(n_clients, data_sizes), int(n_clients), None, window, affinity,
+            flags,
+        )  # fmt: skip
 
     def probe(
         self, state: DefendedState, round_idx: int, available: BoolArray, rng: np.random.Generator
@@ -732,31 +795,49 @@ class Defended:
     ) -> tuple[Selection, DefendedState]:
         key = stream_key(self.seed)
         rate = self.defence.cap * self.m / state.n_clients  # the any-interval rule's r
+        affinity = state.affinity
+        if affinity is not None:
+            affinity = affinity.rolled(round_idx, self.defence.window)
+        history = None if affinity is None else affinity.peers
+        screening = screen(self.defence, state.received, stats, round_idx, history)
+        seen = screening.stats
         if state.window is not None:  # the cap: over-budget clients are not available this round
             budget = cap_budget(self.defence.cap, self.defence.window, self.m, state.n_clients)
             allowed = capped_availability(
                 stats.available, state.window, budget, self.m, key, round_idx, rate
             )
             stats = ClientStats(allowed, stats.clients, stats.losses, stats.updates)
-        affinity = state.affinity
-        if affinity is not None:
-            affinity = affinity.rolled(round_idx, self.defence.window)
-        history = None if affinity is None else affinity.peers
-        seen = screen(self.defence, state.received, stats, round_idx, history).stats
+            seen = ClientStats(allowed, seen.clients, seen.losses, seen.updates)
+        clipped = screening.clipped
         if self.defence.corroborate and seen.losses is not None and seen.n_probed > 1:
-            # a neighbourhood shares one median: break its exact ties at random, not by index
+            # a neighbourhood shares one median (or clipped rows one fence): break its exact
+            # ties at random, not by index; with a fence only the clipped rows are moved
             u = counter_uniform(key, Domain.ATTACK, round_idx, seen.clients, salt=_TIES)
-            jitter = 1.0 + _TIE_JITTER * u
-            seen = ClientStats(seen.available, seen.clients, seen.losses * jitter, seen.updates)
+            moved = np.ones(seen.n_probed, dtype=bool) if self.defence.fence == 0 else clipped
+            if moved is not None and moved.any():
+                jitter = np.where(moved, 1.0 + _TIE_JITTER * u, 1.0)
+                losses = seen.losses * jitter
+                seen = ClientStats(seen.available, seen.clients, losses, seen.updates)
         selection, inner = self.scheduler.select(state.inner, round_idx, seen, rng)
         if self.defence.uniform_mix > 0:
             coin = counter_uniform(key, Domain.ATTACK, round_idx, np.zeros(1), salt=_MIX)[0]
             if coin < self.defence.uniform_mix:
                 selection = Selection(_uniform_choice(key, round_idx, stats.available, self.m))
-        window = state.window
+        window, flags = state.window, state.uncorroborated
         if window is not None:
-            window = window.pushed(np.asarray(selection.clients), self.defence.window, rate)
-        return selection, replace(state, inner=inner, window=window, affinity=affinity)
+            counted = np.asarray(selection.clients)
+            if flags is not None:  # only the selections of uncorroborated claims count
+                judged = stats.n_probed > 0 and (
+                    stats.losses is not None or stats.updates is not None
+                )
+                if judged and clipped is not None:  # this round's verdicts replace the last ones
+                    flags = flags.copy()
+                    flags[np.asarray(stats.clients)] = clipped
+                counted = counted[flags[counted]]
+            window = window.pushed(counted, self.defence.window, rate)
+        return selection, replace(
+            state, inner=inner, window=window, affinity=affinity, uncorroborated=flags
+        )
 
     def observe(
         self,

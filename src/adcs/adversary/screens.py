@@ -16,6 +16,7 @@ from adcs.schedulers.base import BoolArray, ClientStats, FloatArray, IntArray, f
 __all__ = [
     "best_cosines",
     "cosines",
+    "fenced",
     "nearest_peers",
     "neighbourhood_medians",
     "reported_directions",
@@ -89,6 +90,37 @@ def neighbourhood_medians(values: FloatArray, peers: IntArray) -> FloatArray:
     high = np.take_along_axis(neighbourhood, (count // 2)[:, None], axis=1)
     medians = (low[:, 0] + high[:, 0]) / 2
     return np.where(np.isfinite(vals), medians, vals)
+
+
+def fenced(values: FloatArray, peers: IntArray, fence: float) -> tuple[FloatArray, BoolArray]:
+    """Each value clipped at its fence φ · max(its peers' smallest value, the round's median),
+    and the rows clipped; shapes (n,).
+
+    ``peers`` (n, p) as `nearest_peers` returns (−1 padding, non-finite values ignored); φ =
+    ``fence`` ≥ 1. A value at or below its fence is kept *as it is* — an honest client whose
+    claim its data-alike peers corroborate is left untouched (where nobody attacks and no one is
+    clipped, the scheduler sees exactly the reports) — and only an outlier is moved, to its fence.
+
+    Why the smallest peer value: a claim must be corroborated by *every* peer, so one colluding
+    peer that claims as much (a Sybil beside an honest group-mate) does not lift the fence; to
+    lift it, all p peers must be colluders, and near-duplicates count as one peer
+    (`adcs.adversary.peers`). Why the floor at φ × the round's median: peers that report 0 (the
+    smother) pull a client's fence down to φ × the median of all reports, not to 0, so a group in
+    need keeps at least φ × the typical client's claim. Rows without a finite value are left as
+    they are (not clipped); a row without a finite peer value is judged against the floor alone.
+    """
+    vals = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(vals)
+    if not finite.any():
+        return vals, np.zeros(vals.shape, dtype=bool)
+    padded = np.append(vals, np.nan)  # index −1 → NaN
+    padded[~np.isfinite(padded)] = np.nan
+    mine = padded[peers]
+    has_peer = np.isfinite(mine).any(axis=1)
+    low = np.where(has_peer, np.nanmin(np.where(has_peer[:, None], mine, 0.0), axis=1), -np.inf)
+    fences = fence * np.maximum(low, float(np.median(vals[finite])))
+    clipped = finite & (vals > fences)
+    return np.where(clipped, fences, vals), clipped
 
 
 def unit_and_norms(rows: FloatArray) -> tuple[F32Array, FloatArray]:

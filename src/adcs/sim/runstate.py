@@ -97,7 +97,7 @@ def _new_run(spec: RunSpec, ctx: _Context) -> _Run:
         spec=spec,
         rules=_rules(spec, scheduler, target, clock, ctx),
         state=state,
-        rng=scheduler_rng(spec.seed, spec.run_id),
+        rng=scheduler_rng(spec.seed, spec.run_id if spec.stream is None else spec.stream),
         selected=np.full((rounds, m), -1, dtype=np.int32),
         returned=np.zeros((rounds, m), dtype=bool),
         round_s=np.zeros(rounds) if timed else None,

@@ -235,8 +235,8 @@ class RunSpec:
         Any object following `adcs.schedulers.Scheduler`.
     seed : int
         ≥ 0. Seeds the run's availability, dropouts and minibatch stream (shared by all runs of
-        this seed when ``SimConfig.common_minibatches``) and, with ``run_id``, its scheduler's
-        stream.
+        this seed when ``SimConfig.common_minibatches``) and, with ``stream`` (else
+        ``run_id``), its scheduler's stream.
     run_id : str
         Non-empty, unique within a [`simulate`][adcs.sim.simulate] call, e.g.
         ``"adcs-theta0.8-R20/seed3"``.
@@ -246,6 +246,10 @@ class RunSpec:
         The run's aggregation hook (`adcs.aggregation`): a robust rule or a poison. With one,
         every returned client's update is computed individually and the aggregator gives the step
         (and what the server received, which ``observe`` then gets); without, Σ c_i Δ_i.
+    stream : str, optional
+        The name that keys the scheduler's stream with ``seed`` (None: ``run_id``). Runs of one
+        seed that share it draw the same scheduler randomness — a paired comparison, such as a
+        scheduler with and without a wrapper that changes nothing it reads.
     """
 
     scheduler: Scheduler
@@ -253,12 +257,15 @@ class RunSpec:
     run_id: str
     meta: Mapping[str, Any] = field(default_factory=dict)
     aggregator: Aggregator | None = None
+    stream: str | None = None
 
     def __post_init__(self) -> None:
         check_scheduler(self.scheduler)
         check_int("seed", self.seed, minimum=0)
         if not isinstance(self.run_id, str) or not self.run_id:
             raise ValueError(f"run_id must be a non-empty string, got {self.run_id!r}")
+        if self.stream is not None and (not isinstance(self.stream, str) or not self.stream):
+            raise ValueError(f"stream must be None or a non-empty string, got {self.stream!r}")
         object.__setattr__(self, "meta", dict(self.meta))  # a copy: later edits do not leak in
         if self.aggregator is not None and not isinstance(self.aggregator, Aggregator):
             raise ValueError(
