@@ -120,6 +120,7 @@ DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
 
 FOLDER_SCRIPTS: dict[str, list[str]] = {
     "attacks": ["attack_suite_report.py", "{folder}"],
+    "attacks/recommended": ["attack_suite_report.py", "{folder}"],
     "attacks/no_harm/attacks": ["attack_suite_report.py", "{folder}"],
     "attacks/no_harm/dirichlet": ["attack_suite_report.py", "{folder}"],
     "attacks/no_harm/bernoulli": ["attack_suite_report.py", "{folder}"],
