@@ -45,7 +45,8 @@ from adcs.adversary.crafted import (
     Target,
     crafted_directions,
 )
-from adcs.adversary.defence import Defence, Defended, DefendedState, Received, Screening, screen
+from adcs.adversary.defence import Defence, Received, Screening, screen
+from adcs.adversary.defended import Defended, DefendedState
 from adcs.adversary.kinds import ATTACKS, DEFENCES
 from adcs.adversary.liars import Liars
 from adcs.adversary.members import malicious_clients

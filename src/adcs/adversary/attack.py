@@ -49,14 +49,8 @@ from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number
 from adcs.adversary.crafted import Crafted, Crafting, Sending
-from adcs.adversary.defence import (
-    Defence,
-    Defended,
-    DefendedState,
-    Received,
-    best_cosines,
-    cosines,
-)
+from adcs.adversary.defence import Defence, Received, best_cosines, cosines
+from adcs.adversary.defended import Defended, DefendedState
 from adcs.adversary.members import malicious_clients
 from adcs.adversary.wrapper import AttackerState, Wrapping, remember
 from adcs.aggregation import Aggregator, RobustAggregation

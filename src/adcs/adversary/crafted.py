@@ -46,7 +46,8 @@ from numpy.typing import NDArray
 
 from adcs._validate import check_bool, check_int, check_number
 from adcs.adversary.bound import outside_span
-from adcs.adversary.defence import Defence, Defended, best_cosines, cosines
+from adcs.adversary.defence import Defence, best_cosines, cosines
+from adcs.adversary.defended import Defended
 from adcs.adversary.members import check_members, members_of
 from adcs.adversary.wrapper import AttackerState, Wrapping, remember
 from adcs.aggregation import Aggregator, RobustAggregation
