@@ -248,7 +248,7 @@ def test_a_contract_broken_after_a_checkpoint_says_the_checkpoint_is_kept(tmp_pa
     [
         (["--checkpoint-every", "1"], "error: cannot checkpoint the runs' state (Can't pickle"),
         (["--seeds", "2", "--workers", "2", "--checkpoint-every", "0"],
-         "error: simulation worker 0: cannot send the runs' state back (Can't pickle"),
+         "error: simulation worker [01]: cannot send the runs' state back (Can't pickle"),
     ],
 )  # fmt: skip
 def test_a_state_that_does_not_pickle_is_named(tmp_path: Path, args: list[str], said: str) -> None:
@@ -256,7 +256,8 @@ def test_a_state_that_does_not_pickle_is_named(tmp_path: Path, args: list[str], 
     result = runner.invoke(cli.app, ["run", str(bad), "--out", str(tmp_path / "o"), *args])
     assert result.exit_code == 1
     error = one_error(result)
-    assert error.startswith(said) and error.endswith(
+    # which of two workers fails first is a race: the pattern takes either
+    assert re.match(re.escape(said).replace(re.escape("[01]"), "[01]"), error) and error.endswith(
         "a scheduler's state must pickle (checkpoints and workers)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
