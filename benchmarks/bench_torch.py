@@ -40,9 +40,16 @@ included) and the shared-weight floor (one plain batch of all clients' samples, 
 backward through the module with shared weights, NCHW and channels-last: no gather, no step, no
 per-client weight gradient). Client updates per CPU-second are clients / round time; the
 engine's round is what is compared, and each path's ``loss_and_grad`` alone (on the round's
-batch, outside the engine) is listed beside it. The engine's runs, each path's
-``loss_and_grad``, the loop and the floors are timed in turn, repetition by repetition, so that a
-change of the machine's load hits them alike.
+batch, outside the engine) is listed beside it. After one warm-up call of each (not kept), every
+repetition times each of them once, in turn (the engine's runs, each path's ``loss_and_grad``,
+the loop, the floors; one thread, the same round's shapes), so that a change of the machine's
+load hits them alike. Two tables compare them: the first with each one's least time (ms per
+round, updates per CPU-second, × loop = loop's least / least, time / floor = least / the
+channels-last floor's least); the second pairs them repetition by repetition — for each
+repetition, the loop's time / its time (× loop) and its time / the channels-last floor's time
+(/ floor), an engine's time being the mean of that repetition's rounds — and gives the median of
+the ``--repeats`` paired ratios and their least and largest: load that slows a whole repetition
+cancels out of a paired ratio, while the least times may come from different repetitions.
 
 **End to end** (``--end-to-end``). The paper's workload with LeNet-5 on Fashion-MNIST in 10
 groups × 3 clients, m = 18 uniform, E = 1, B = 16, one run per seed (``--seeds``): adcs's
@@ -541,6 +548,14 @@ class RoundClock:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
+    def forget_first_run(self) -> None:
+        """Drop the first ``simulate`` (a warm-up) from what the clock reports."""
+        del self.runs[0]
+
+    def round_means(self) -> list[float]:
+        """Each run's round: the mean CPU seconds of its rounds (a run without one: none)."""
+        return [sum(d["round"] for d in rounds) / len(rounds) for rounds in self.runs if rounds]
+
     def parts(self, vmap_forward_s: float) -> tuple[float, list[tuple[str, float]]]:
         """The round's CPU time and its parts (they add up to it) — the mean of a run's rounds,
         the least of the runs (each a repetition, so that it compares with the least of the
@@ -606,18 +621,42 @@ def floor_pass(w: Workload, channels_last: bool) -> Callable[[], object]:
     return one_pass
 
 
-def least_cpu_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """The least CPU time of each of ``fns`` over ``repeats`` rounds that call each once in
-    turn (after one warm-up call each): a change of the machine's load hits them alike."""
+def cpu_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """The CPU time of each of ``fns`` in each of ``repeats`` repetitions that call each once
+    in turn (after one warm-up call each, not timed): a change of the machine's load hits them
+    alike."""
     for fn in fns.values():
         fn()
-    best = dict.fromkeys(fns, math.inf)
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
             start = time.process_time()
             fn()
-            best[name] = min(best[name], time.process_time() - start)
-    return best
+            times[name].append(time.process_time() - start)
+    return times
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The per-repetition ratios of two timings taken in the same repetitions: their median,
+    least and largest."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, num: Sequence[float], den: Sequence[float]) -> Paired:
+        """Ratios num[i] / den[i], one per repetition."""
+        if len(num) != len(den) or not num:
+            raise ValueError(
+                f"paired timings need equal, non-empty repetitions: {len(num)}, {len(den)}"
+            )
+        ratios = [a / b for a, b in zip(num, den, strict=True)]
+        return cls(float(np.median(ratios)), min(ratios), max(ratios))
+
+    def __str__(self) -> str:
+        return f"{self.median:.2f} [{self.low:.2f}–{self.high:.2f}]"
 
 
 def _fmt(value: float, digits: int = 2) -> str:
@@ -658,18 +697,35 @@ def compare_table(
     return "\n".join(lines)
 
 
-def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    """Print the breakdown and the comparison for every model; return the round times."""
+def paired_table(
+    rows: Sequence[tuple[str, Sequence[float]]], loop: Sequence[float], floor: Sequence[float]
+) -> str:
+    """Per engine, the paired ratios over the repetitions: × loop and / floor, each the median
+    [least–largest]."""
+    lines = [f"{'engine':<42} {'x loop':>18} {'/ floor':>18}"]
+    for name, seconds in rows:
+        ratio_loop, ratio_floor = Paired.of(loop, seconds), Paired.of(seconds, floor)
+        lines.append(f"{name:<42} {ratio_loop!s:>18} {ratio_floor!s:>18}")
+    return "\n".join(lines)
+
+
+FLOOR = "floor: one batch, channels-last"
+LOOP = "per-client loop"
+
+
+def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
+    """Print the breakdown and the comparisons for every model; return, per model and engine,
+    the CPU seconds of its round in each repetition."""
     torch.set_num_threads(1)
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, list[float]]] = {}
     names = list(MODELS) if args.model == "all" else [args.model]
     for name in names:
         w = workload(name, args.clients, args.batch)
         dim = TorchModel(w.factory).dim
         print(
             f"\n{name}: {dim:,} parameters, input {w.input_shape}; {w.clients} clients × batch "
-            f"{w.rows.shape[1]}, E = 1; one thread; least CPU time of {args.repeats}; "
-            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+            f"{w.rows.shape[1]}, E = 1; one thread; {args.repeats} repetitions, each timing every "
+            f"engine once in turn; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
         )
         flops = {path: pass_flops(w, path, args) for path in args.paths}
         clocks: dict[str, RoundClock] = {}
@@ -686,13 +742,15 @@ def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             )
         passes = {
             **calls,
-            "per-client loop": loop_pass(w),
+            LOOP: loop_pass(w),
             "floor: one batch, NCHW": floor_pass(w, False),
-            "floor: one batch, channels-last": floor_pass(w, True),
+            FLOOR: floor_pass(w, True),
         }
-        timed = least_cpu_interleaved({**fns, **passes}, args.repeats)
-        times: dict[str, float] = {}
+        timed = cpu_interleaved({**fns, **passes}, args.repeats)
+        times: dict[str, list[float]] = {}
+        least: dict[str, float] = {}
         for path, clock in clocks.items():
+            clock.forget_first_run()  # the warm-up
             total, split = clock.parts(flops[path].vmap_forward_s)
             parts = [
                 Part(
@@ -703,17 +761,26 @@ def bench_parts(args: argparse.Namespace) -> dict[str, dict[str, float]]:
                 )
                 for part, seconds in split
             ]
-            n_runs = sum(1 for rounds in clock.runs if rounds)
             print(
                 f"\npath {path!r}, one engine round by part (the mean of {args.rounds}, the least "
-                f"of {n_runs} runs):"
+                f"of {len(clock.round_means())} runs):"
             )
             print(parts_table(parts, total))
-            times[f"adcs, path {path!r}: engine round"] = total
+            key = f"adcs, path {path!r}: engine round"
+            times[key], least[key] = clock.round_means(), total
         times.update({name: timed[name] for name in passes})
-        loop, floor = times["per-client loop"], times["floor: one batch, channels-last"]
-        print(f"\n{name}: against the loop and the channels-last floor (same shapes, one thread)")
-        print(compare_table(list(times.items()), w.clients, loop, floor))
+        least.update({name: min(timed[name]) for name in passes})
+        print(
+            f"\n{name}: against the loop and the channels-last floor (same shapes, one thread), "
+            f"each one's least time of {args.repeats}"
+        )
+        print(compare_table(list(least.items()), w.clients, least[LOOP], least[FLOOR]))
+        print(
+            f"\n{name}: paired by repetition — per repetition, the loop's time / the engine's "
+            f"(x loop) and the engine's / the channels-last floor's (/ floor); the median of "
+            f"{args.repeats} [least–largest]"
+        )
+        print(paired_table(list(times.items()), times[LOOP], times[FLOOR]))
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
         out[name] = times
     return out
