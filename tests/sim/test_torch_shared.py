@@ -186,6 +186,85 @@ def test_the_plans_layouts_and_weight_gradients_give_the_same_numbers(
     np.testing.assert_allclose(loss_v, loss, rtol=0, atol=n * EPS32 * np.abs(loss).max())
 
 
+def padded_net() -> nn.Module:
+    """Convolutions of 3 and 5 channels (padded to 8 before their ReLU and max-pooling) and
+    one of 2 that no pooling follows."""
+    return nn.Sequential(
+        nn.Unflatten(1, (1, 4, 4)),
+        nn.Conv2d(1, 3, kernel_size=3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2, stride=1),  # 3 × 3
+        nn.Conv2d(3, 5, kernel_size=2, padding=1),  # 4 × 4
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 2 × 2
+        nn.Conv2d(5, 2, kernel_size=1),
+        nn.Tanh(),
+        nn.Flatten(),
+        nn.Linear(8, N_CLASSES),
+    )
+
+
+@pytest.mark.parametrize("name", ["lenet5", "padded", "cifar-cnn"])
+def test_convolutions_padded_with_zero_filters_give_the_same_bits(name: str) -> None:
+    """A convolution followed by a ReLU and a 2-d max-pooling runs with its channels padded to
+    a multiple of 8 where a check on random numbers finds the same bits; the loss, the
+    gradient, a probe and an evaluation are then the same bits as unpadded (pool_channels = 1);
+    LeNet-5's first convolution (6 channels) is padded, the CIFAR-shaped CNN's (32, 64) not."""
+    factory, shape, n_classes = FACTORIES.get(name) or (padded_net, (16,), N_CLASSES)
+    padded = TorchModel(factory, input_shape=shape, n_classes=n_classes, path="shared")
+    plain = TorchModel(factory, input_shape=shape, n_classes=n_classes, path="shared")
+    assert padded._plan is not None and plain._plan is not None
+    plain._plan = dataclasses.replace(plain._plan, pool_channels=1)
+    params, x, y = random_jobs(padded, 6, 4, shape, n_classes, seed=3)
+    params[:3] = params[0]  # a run of three jobs at one w: the shared pass
+    for a, b in zip(
+        padded.loss_and_grad(params, x, y), plain.loss_and_grad(params, x, y), strict=True
+    ):
+        assert np.array_equal(a, b)
+    assert np.array_equal(padded.minibatch_loss(params, x, y), plain.minibatch_loss(params, x, y))
+    for a, b in zip(
+        padded.evaluate(params, x[0], y[0]), plain.evaluate(params, x[0], y[0]), strict=True
+    ):
+        assert np.array_equal(a, b)
+    checked = {(i, exact) for (i, *_), exact in padded._plan._exact.items()}
+    first_conv = {"lenet5": 2, "padded": 1}.get(name)
+    assert plain._plan._exact == {}
+    if first_conv is None:
+        assert checked == set()  # multiples of 8 channels already
+    else:
+        assert (first_conv, True) in checked
+    if name == "padded":  # the 5-channel convolution too, not the one no pooling follows
+        assert {i for i, _ in checked} == {1, 4}
+
+
+def test_a_convolution_the_check_finds_inexact_is_not_padded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Zero filters that would change the real channels' bits (here: a widened weight whose
+    first filter is nudged) fail the check, and the convolution runs unpadded."""
+    from adcs.sim import torch_shared
+
+    widened = torch_shared._widened
+
+    def nudged(weight: torch.Tensor, bias: Any, wide: int) -> Any:
+        w, b = widened(weight, bias, wide)
+        w = w.clone()
+        w[0] = w[0] * (1 + EPS32)
+        return w, b
+
+    model = TorchModel(lenet5, input_shape=(784,), n_classes=10, path="shared")
+    params, x, y = random_jobs(model, 3, 4, (784,), 10, seed=3)
+    params[:] = params[0]
+    expected = model.loss_and_grad(params, x, y)
+    model = TorchModel(lenet5, input_shape=(784,), n_classes=10, path="shared")
+    assert model._plan is not None
+    model._plan._exact.clear()
+    monkeypatch.setattr(torch_shared, "_widened", nudged)
+    for a, b in zip(model.loss_and_grad(params, x, y), expected, strict=True):
+        assert np.array_equal(a, b)
+    assert set(model._plan._exact.values()) == {False}
+
+
 def autograd_output_grads(
     plan: SharedPlan, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, n_jobs: int
 ) -> list[torch.Tensor]:

@@ -25,7 +25,9 @@ the first parameter layer's input gradient is skipped. A ReLU followed by a 2-d 
 as the pooling and then the ReLU (the same values: both keep a window's largest value when it is
 positive, and a window whose largest value is not has a zero gradient either way), so the ReLU,
 its mask and the pooling's gradient ahead of the mask touch a quarter of the values (with 2 × 2
-windows).
+windows). On the CPU, a convolution whose channels are not a multiple of 8 and which a ReLU and
+a max-pooling follow computes zero filters up to one, dropped after the pooling, where a check
+finds the same bits (`SharedPlan._pooled_width`): the kernels vectorise over the channels.
 
 `SharedPlan` is the plan of one module: which layers it runs and where each trainable
 parameter sits in the flat vector. `plan_for` gives none (and why) for a module it cannot run
@@ -41,7 +43,7 @@ this one wherever `plan_for` gives a plan, and the ``vmap`` path elsewhere.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
@@ -140,6 +142,11 @@ class SharedPlan:
     conv_weight_grad : {"kernel", "unfold"}
         A Conv2d's per-client weight gradients: PyTorch's weight-gradient kernel on each
         client's rows, or the written-out patches and one ``torch.bmm`` over the clients.
+    pool_channels : int
+        On the CPU, a channels-last convolution followed by a ReLU and a 2-d max-pooling
+        computes its channels padded with zero filters to a multiple of this many, where that
+        gives the same bits (`_pooled_width`; 8, the default, fills the AVX2 registers the
+        kernels vectorise over; 1: never).
     """
 
     layers: tuple[nn.Module, ...]
@@ -147,6 +154,10 @@ class SharedPlan:
     dim: int
     channels_last_from: int = 0
     conv_weight_grad: str = "kernel"
+    pool_channels: int = 8
+    _exact: dict[tuple[Any, ...], bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def forward(
         self, flat: torch.Tensor, x: torch.Tensor, keep: bool
@@ -163,6 +174,7 @@ class SharedPlan:
         tape: list[tuple[int, str, Any]] = []
         h = x
         pooled_first = -1  # the max-pooling just run before the ReLU in front of it
+        channels = 0  # the real channels of a convolution's output padded with zero filters
         for i, (layer, where) in enumerate(zip(self.layers, self.params, strict=True)):
             if i == pooled_first:
                 continue
@@ -171,14 +183,24 @@ class SharedPlan:
                     # max-pooling commutes with the ReLU in front of it (both keep the largest
                     # positive value, and the ReLU then runs on a quarter of the values); the
                     # gradient of a window whose maximum is not positive is zero either way
-                    pool = self.layers[i + 1]
+                    pool = cast(nn.MaxPool2d, self.layers[i + 1])
                     pooled_first = i + 1
-                    if keep and tape:
+                    if (keep and tape) or channels:
                         pooled, indices = torch.ops.aten.max_pool2d_with_indices(
-                            h, *_pool_args(cast(nn.MaxPool2d, pool))
+                            h, *_pool_args(pool)
                         )
-                        out = F.relu(pooled)
-                        tape.append((i + 1, "relu-pool", (h, indices, out)))
+                        if channels:  # the zero filters' channels go
+                            h, pooled, indices = (
+                                h[:, :channels],
+                                pooled[:, :channels],
+                                indices[:, :channels],
+                            )
+                            out = F.relu(pooled).contiguous(memory_format=torch.channels_last)
+                            channels = 0
+                        else:
+                            out = F.relu(pooled)
+                        if keep and tape:
+                            tape.append((i + 1, "relu-pool", (h, indices, out)))
                     else:
                         out = F.relu(pool(h))
                     h = out
@@ -212,14 +234,12 @@ class SharedPlan:
                     weight = weight.to(memory_format=torch.channels_last)
                 else:
                     h = h.contiguous()
-                out = F.conv2d(
-                    h,
-                    weight,
-                    b,
-                    layer.stride,
-                    layer.padding,
-                    layer.dilation,
-                )
+                wide = self._pooled_width(i, h)
+                if wide:  # zero filters up to `wide` channels, dropped after the pooling
+                    channels = layer.out_channels
+                    out = F.conv2d(h, *_widened(weight, b, wide), *_conv_args(layer))
+                else:
+                    out = F.conv2d(h, weight, b, *_conv_args(layer))
             else:
                 weight = w.view(where.shape)
                 out = F.linear(h, weight, b)
@@ -227,6 +247,39 @@ class SharedPlan:
                 tape.append((i, "param", (h, weight)))
             h = out
         return h, tape
+
+    def _pooled_width(self, i: int, h: torch.Tensor) -> int:
+        """The channels convolution i computes on h (its input, as it runs): its own, or, where
+        it pays and gives the same bits, its own padded with zero filters up to a multiple of
+        ``pool_channels`` (0: its own).
+
+        On the CPU, PyTorch's channels-last convolution and max-pooling vectorise over the
+        channels, with slow tails for the rest: LeNet-5's first convolution (6 channels) and
+        the ReLU and max-pooling after it (`forward` runs them as pooling, then ReLU) run
+        faster with 8, the copy of the 6 channels the next layer takes included (``adcs bench
+        torch`` times the forward pass). The zero filters' channels go after the pooling (a
+        window's maximum and its argmax are per channel), so only a convolution that a ReLU
+        and a 2-d max-pooling follow is padded, and only when the padded convolution gives the
+        real channels bit for bit: a kernel's order of summation depends on the shapes and
+        strides, not on the values, so it is checked once per input shape and strides, on
+        random inputs and weights (`_pads_exactly`).
+        """
+        layer = self.layers[i]
+        assert isinstance(layer, nn.Conv2d)
+        multiple, out = self.pool_channels, layer.out_channels
+        if (
+            h.device.type != "cpu"
+            or out % multiple == 0
+            or out < self.channels_last_from
+            or not self._relu_then_pool(i + 1, h)
+        ):
+            return 0
+        wide = -(-out // multiple) * multiple
+        key = (i, tuple(h.shape), h.stride(), h.dtype)
+        exact = self._exact.get(key)
+        if exact is None:
+            exact = self._exact[key] = _pads_exactly(layer, h, wide)
+        return wide if exact else 0
 
     def _relu_then_pool(self, i: int, h: torch.Tensor) -> bool:
         """Whether layer i is a ReLU followed by a 2-d max-pooling, on a batch of images."""
@@ -391,6 +444,45 @@ class SharedPlan:
             torch.bmm(g_rows.transpose(1, 2), cols, out=rows)
         if where.bias is not None:
             grad[:, where.bias[0] : where.bias[1]] = g_rows.sum(dim=1)
+
+
+def _conv_args(conv: nn.Conv2d) -> tuple[Any, Any, Any]:
+    """(stride, padding, dilation) of a Conv2d, as ``F.conv2d`` takes them."""
+    return conv.stride, conv.padding, conv.dilation
+
+
+def _widened(
+    weight: torch.Tensor, bias: torch.Tensor | None, wide: int
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A channels-last convolution's weight (O, C, kh, kw) and bias (O,) with zero filters
+    appended up to ``wide`` output channels; the weight channels-last like `SharedPlan.forward`
+    makes it (its strides too where one input channel leaves the layout ambiguous)."""
+    extra = wide - weight.shape[0]
+    zeros = weight.new_zeros((extra, *weight.shape[1:]))
+    weight = torch.cat([weight, zeros]).to(memory_format=torch.channels_last)
+    if bias is not None:
+        bias = torch.cat([bias, bias.new_zeros(extra)])
+    return weight, bias
+
+
+def _pads_exactly(conv: nn.Conv2d, h: torch.Tensor, wide: int) -> bool:
+    """Whether channels-last ``conv`` on inputs of h's shape, strides, dtype and device gives
+    the same bits in its channels with zero filters appended up to ``wide`` channels as
+    without: on random inputs, weights and bias (seeded), where a different order of summation
+    would show."""
+    generator = torch.Generator(device=h.device).manual_seed(0)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, generator=generator, dtype=h.dtype, device=h.device)
+
+    x = torch.empty_strided(h.shape, h.stride(), dtype=h.dtype, device=h.device)
+    x.copy_(rand(*h.shape))  # h's strides, which choose the kernel
+    weight = rand(*conv.weight.shape).to(memory_format=torch.channels_last)  # as `forward`
+    bias = rand(conv.out_channels) if conv.bias is not None else None
+    with torch.no_grad():
+        plain = F.conv2d(x, weight, bias, *_conv_args(conv))
+        padded = F.conv2d(x, *_widened(weight, bias, wide), *_conv_args(conv))
+    return torch.equal(plain, padded[:, : conv.out_channels])
 
 
 def _pool_args(pool: nn.MaxPool2d) -> tuple[list[int], list[int], list[int], list[int], bool]:
