@@ -462,6 +462,59 @@ def test_the_pass_stays_on_the_device_in_float32_and_leaves_it_once(n_jobs: int)
     assert {t.device for t in calls.results} == {model.device}
 
 
+@pytest.mark.parametrize("path", ["shared", "vmap"])
+def test_rounds_of_the_engine_compute_on_the_models_device_and_sync_only_its_results(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What of an accelerator can be tested on the CPU: whole rounds of the engine (E = 2: the
+    first step shared, the second through vmap; loss probes; evaluations) with the model's
+    module and device moved to PyTorch's "meta" device, whose tensors have shapes, dtypes and
+    a device but no values. A tensor made on the CPU inside a pass would meet the model's
+    tensors in some operation and raise; any read of values on the device (``.item()``,
+    ``bool``, ``.tolist()``, ``.numpy()``; on CUDA, each a wait for the device) raises. The
+    only way out is ``.cpu()``, counted here (and answered with zeros): two per
+    ``loss_and_grad`` (loss and gradient, float32), one per probe (the vmap path's probe is
+    its ``loss_and_grad``), two per evaluation (losses and correctness)."""
+    data = as_images(make_data(seed=5, n_clients=12, clients_per_group=2, train_per_client=40))
+    model = TorchModel(pooled_net, input_shape=(16,), n_classes=data.n_classes, path=path)
+    model.device = torch.device("meta")
+    model._template = model._template.to("meta")
+    moved: list[tuple[str, torch.dtype, tuple[int, ...]]] = []
+    calls = {"loss_and_grad": 0, "minibatch_loss": 0, "evaluate": 0}
+    to_cpu = torch.Tensor.cpu
+
+    def cpu(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if self.device.type != "meta":
+            return to_cpu(self, *args, **kwargs)
+        moved.append((self.device.type, self.dtype, tuple(self.shape)))
+        return torch.zeros(self.shape, dtype=self.dtype)
+
+    def counted(name: str) -> Any:
+        method = getattr(model, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return method(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(torch.Tensor, "cpu", cpu)
+    for name in calls:
+        monkeypatch.setattr(model, name, counted(name))
+    config = SimConfig(rounds=3, local_steps=2, batch_size=5, local_lr=0.5, eval_every=3)
+    specs = [RunSpec(Uniform(m=4), 0, "uniform"), RunSpec(PowerOfChoice(m=4), 1, "probes")]
+    results = simulate(specs, data, config, model=model, workers=1)
+    assert [r.client_updates for r in results] == [3 * 4, 3 * 4]
+    assert calls["loss_and_grad"] >= 3 * 2 and calls["minibatch_loss"] >= 3
+    assert calls["evaluate"] >= 2
+    # a probe on the vmap path is its loss_and_grad (counted there)
+    probes = calls["minibatch_loss"] if path == "shared" else 0
+    expected = 2 * calls["loss_and_grad"] + probes + 2 * calls["evaluate"]
+    assert len(moved) == expected
+    assert {dtype for _, dtype, _ in moved} == {torch.float32, torch.bool}
+    assert sum(dtype == torch.bool for _, dtype, _ in moved) == calls["evaluate"]
+
+
 @pytest.mark.parametrize("name", ["lenet5", "cifar-cnn", "pooled"])
 def test_evaluation_on_the_shared_path_equals_the_vmap_path_to_float32_rounding(
     name: str,
