@@ -28,8 +28,9 @@ loop's and the floors' passes), with its parts, which add up to it:
 * Python and engine — the rest of the round: the scheduler, bookkeeping and Python between.
 
 For each part: the FLOPs it computes (the products and convolutions of the model's own calls on
-the round's shapes, counted with ``torch.utils.flop_counter``'s formulas; the optimizer step's
-4 per client and parameter plus 2 per parameter), the minimum (per sample and layer: forward
+the round's shapes, counted with ``torch.utils.flop_counter``'s formulas, zero filters that the
+shared path adds to a convolution included; the optimizer step's 4 per client and parameter plus
+2 per parameter), the minimum (per sample and layer: forward
 2·MACs, input gradient 2·MACs of every parameter layer but the first, weight gradient 2·MACs;
 the optimizer step 3 per client and parameter plus 1 per parameter; pooling and activations are
 not counted), and the achieved GFLOP/s (computed FLOPs / time).
@@ -450,6 +451,7 @@ def pass_flops(w: Workload, path: str, args: argparse.Namespace) -> PassFlops:
     x, y = w.data.train_batch(w.rows)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     flat = torch.from_numpy(params[0].copy())
+    model.loss_and_grad(params, x, y)  # the shared pass's checks, once per shape, fall outside
     whole = counted_flops(functools.partial(model.loss_and_grad, params, x, y))
     macs = layer_macs(w.factory(), w.input_shape)
     least = minimum_flops(macs, x.shape[0] * x.shape[1], w.clients, model.dim)
