@@ -52,7 +52,7 @@ test: lint typecheck docs claims
 # kernel other than the machine's own: a bound that holds on one kernel only is a guess.
 test-other-blas: $(VENV)/.installed-test
 	OPENBLAS_CORETYPE=$$($(BIN)/python scripts/other_blas.py) sh -c \
-	  '$(BIN)/python scripts/other_blas.py --check && $(BIN)/pytest -q -m "numeric and not deployment and not slow"'
+	  '$(BIN)/python scripts/other_blas.py --check && bash scripts/run_tests.sh $(BIN) numeric'
 
 # Build the wheel, install it in a fresh environment, run `adcs reproduce --quick` from it.
 wheel-check: $(BIN)/python

@@ -1,20 +1,34 @@
 #!/usr/bin/env bash
-# The whole test suite, in two pytest processes at once: the tests of Flower's Deployment Runtime
-# (real SuperLink and SuperNode processes, mostly waiting out Flower's node heartbeats) beside all
-# the others, which run one at a time (Flower's Simulation Runtime calls ray.init(), which would
-# join the Ray cluster another test starts, so those must not overlap). Its exit status is 0 only
-# when both pass; the deployment tests' output is printed after the others'.
-# Usage: scripts/run_tests.sh [BIN]   (BIN: the folder holding pytest, default .venv/bin)
+# The whole test suite: the tests of Flower's Deployment Runtime (real SuperLink and SuperNode
+# processes, mostly waiting out Flower's node heartbeats) in the background, beside the others.
+# Those run first spread over the machine's cores by pytest-xdist, a module to a process; then,
+# in one process, the tests marked `one_process` (tests/conftest.py: they may start Ray, and
+# Flower's Simulation Runtime calls ray.init(), which would join the Ray cluster another test
+# starts, so they must not overlap). The exit status is 0 only when every part passes; the
+# deployment tests' output is printed last.
+# Usage: scripts/run_tests.sh [BIN] [MARKERS]
+#   BIN: the folder holding pytest (default .venv/bin).
+#   MARKERS: run only the tests matching this marker expression as well, without the
+#   deployment tests (e.g. `numeric`, what CI runs again under a second BLAS kernel).
 set -u
 bin=${1:-.venv/bin}
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-"$bin/pytest" -m "deployment and not slow" > "$log" 2>&1 &
-deployment=$!
-"$bin/pytest" -m "not deployment and not slow"
-others=$?
-wait "$deployment"
-deployed=$?
-echo "---- the Deployment Runtime's tests (run beside the others) ----"
-cat "$log"
-[ "$others" -eq 0 ] && [ "$deployed" -eq 0 ]
+only=${2:-}
+select="not deployment and not slow${only:+ and ($only)}"
+if [ -z "$only" ]; then
+  log=$(mktemp)
+  trap 'rm -f "$log"' EXIT
+  "$bin/pytest" -m "deployment and not slow" > "$log" 2>&1 &
+  deployment=$!
+fi
+"$bin/pytest" -n auto --dist loadscope -m "$select and not one_process"
+spread=$?
+"$bin/pytest" -m "$select and one_process"
+serial=$?
+deployed=0
+if [ -z "$only" ]; then
+  wait "$deployment"
+  deployed=$?
+  echo "---- the Deployment Runtime's tests (run beside the others) ----"
+  cat "$log"
+fi
+[ "$spread" -eq 0 ] && [ "$serial" -eq 0 ] && [ "$deployed" -eq 0 ]

@@ -47,8 +47,22 @@ def _compares_floats(path: Path) -> bool:
     return bool(_FLOAT_COMPARISON.search(path.read_text(encoding="utf-8")))
 
 
+# Tests that may start Ray run in one process, one at a time, after the others (which
+# `scripts/run_tests.sh` spreads over the cores with pytest-xdist): Flower's Simulation Runtime
+# calls ray.init(), which joins any cluster another test started, and its nodes' messages expire
+# when other tests starve it of the CPU.
+_ONE_PROCESS = re.compile(r"(^|/)flower/|(^|/)test_ray\.py$")
+
+
+def _one_process(path: Path) -> bool:
+    return bool(_ONE_PROCESS.search(path.relative_to(Path(__file__).parent).as_posix()))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``numeric`` every test of a module that compares floats within a tolerance."""
+    """Mark ``numeric`` every test of a module that compares floats within a tolerance, and
+    ``one_process`` every test that may start Ray (`_ONE_PROCESS`)."""
     for item in items:
         if _compares_floats(item.path):
             item.add_marker(pytest.mark.numeric)
+        if _one_process(item.path):
+            item.add_marker(pytest.mark.one_process)

@@ -314,6 +314,12 @@ def task_identity(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(TaskIdentity, "_node_id", 0)
 
 
+TIMEOUT_S = 300.0
+"""The simulations' connect, wait-for-all and reply timeouts: no test here waits one out (their
+faults raise or reply at once), so only a slow machine meets them, where Ray's first actors can
+take a minute to start."""
+
+
 def simulate_flower(server_app: Any, client_app: ClientApp, n_nodes: int) -> None:
     """``flwr.simulation.run_simulation`` with one CPU per ClientApp actor and one for Ray, this
     process's ``PYTHONPATH`` restored after (Flower's Ray backend exports ``sys.path`` into it)."""

@@ -32,7 +32,7 @@ from adcs.schedulers.base import ClientStats, ProbeKind, Scheduler
 from adcs.streams import scheduler_rng
 
 from . import quickstart_app
-from .conftest import simulate_flower
+from .conftest import TIMEOUT_S, simulate_flower
 
 N, M, SEED = 5, 2, 3
 PHASES: dict[str, tuple[Scheduler, int]] = {
@@ -66,7 +66,7 @@ def simulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     def run(grid: Grid, phase: str, scheduler: Scheduler, rounds: int, **kw: Any) -> Any:
         strategy = ScheduledFedAvg(
-            scheduler, N, seed=SEED, fraction_evaluate=0.0, connect_timeout_s=60, **kw
+            scheduler, N, seed=SEED, fraction_evaluate=0.0, connect_timeout_s=TIMEOUT_S, **kw
         )
 
         def keep(server_round: int, arrays: ArrayRecord) -> None:
@@ -75,7 +75,7 @@ def simulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 raise Stop
 
         config = ConfigRecord({"lr": 0.3, "phase": phase})
-        result = strategy.start(grid, initial_arrays(), rounds, 60, config, config, keep)
+        result = strategy.start(grid, initial_arrays(), rounds, TIMEOUT_S, config, config, keep)
         out["strategies"][phase] = strategy
         return result
 

@@ -42,7 +42,7 @@ from adcs.schedulers import ADCS, DivFL, PowerOfChoice, Uniform
 from adcs.schedulers.base import ProbeKind, Scheduler
 
 from . import quickstart_app
-from .conftest import simulate_flower
+from .conftest import TIMEOUT_S, simulate_flower
 from .test_scheduled import SEED, N, initial_arrays, numpy_of, replay
 
 M = 3
@@ -89,7 +89,7 @@ def simulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         config = ConfigRecord({"lr": 0.3, "phase": phase})
         out["strategies"][phase] = strategy
         out["results"][phase] = strategy.start(
-            grid, initial_arrays(), ROUNDS, 60, config, config, keep
+            grid, initial_arrays(), ROUNDS, TIMEOUT_S, config, config, keep
         )
 
     @server_app.main()

@@ -39,6 +39,7 @@ from adcs.schedulers import ADCS, OCS, PowerOfChoice, Uniform
 from adcs.schedulers.base import Probe, ProbeKind, Selection
 
 from .conftest import (
+    TIMEOUT_S,
     TRAIN_CONFIG,
     client_update,
     grid_of,
@@ -113,14 +114,14 @@ def simulation(
     def main(grid: Grid, context: Context) -> None:
         for phase, (scheduler, rounds) in PHASES.items():
             strategy = SchedulerStrategy(
-                scheduler, N, seed=SEED, connect_timeout_s=60, wait_for_all_s=60
+                scheduler, N, seed=SEED, connect_timeout_s=TIMEOUT_S, wait_for_all_s=TIMEOUT_S
             )
 
             def keep(server_round: int, arrays: ArrayRecord, phase: str = phase) -> None:
                 out["models"][phase, server_round] = arrays["params"].numpy()
 
             config = ConfigRecord({**TRAIN_CONFIG, "phase": phase})
-            strategy.start(grid, initial_arrays(), rounds, 120, config, None, keep)
+            strategy.start(grid, initial_arrays(), rounds, TIMEOUT_S, config, None, keep)
             out["strategies"][phase] = strategy
 
     simulate_flower(server_app, client_app, N)
