@@ -21,9 +21,9 @@ A module must be a pure function of its parameters and inputs: BatchNorm in trai
 (running statistics are buffers that change as it trains, and batch statistics mix a client's
 samples with the evaluation batch), ``nn.Dropout`` in training mode (its masks would come from
 PyTorch's global generator, not adcs's counter-based streams) and any buffer that changes in a
-forward pass are refused. Dropout is `CounterDropout` in a `DropoutSequential` instead, whose masks
-the simulator draws (`adcs.streams.dropout_keep`) and hands to ``loss_and_grad``. Buffers that do not change, and frozen parameters (``requires_grad = False``), are
-constants.
+forward pass are refused. Dropout is `CounterDropout` in a `DropoutSequential` instead, whose
+masks the simulator draws (`adcs.streams.dropout_keep`) and hands to ``loss_and_grad``. Buffers
+that do not change, and frozen parameters (``requires_grad = False``), are constants.
 
 Built-in factories: `logistic` (the paper's model, Sec. 6, as a module), `lenet5` (LeNet-5 for
 28 × 28 × 1 inputs), `cifar_cnn` (a small CNN for 32 × 32 × 3 inputs) and `mlp` (fully connected
