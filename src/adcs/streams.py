@@ -1,7 +1,8 @@
 """Counter-based random streams: every draw is a pure function of what it is about (docs/design.md §4).
 
 A client's minibatch at round t depends only on (stream key, client, t); a dropout draw on
-(stream key, client, t); a round's availability mask on (stream key, t); a scheduler's generator on
+(stream key, client, t); a model's dropout mask entry on (stream key, client, t, local step,
+sample of the minibatch, layer, unit); a round's availability mask on (stream key, t); a scheduler's generator on
 (seed, run id). Nothing depends on who else is active, on a run's position in a batch, on the
 number of workers, or on whether the simulator or a Flower client computes it — so the simulator
 and a Flower deployment can be compared round by round, and methods of one seed are compared on
@@ -27,6 +28,7 @@ __all__ = [
     "Domain",
     "counter_normal",
     "counter_uniform",
+    "dropout_keep",
     "minibatch_indices",
     "round_generator",
     "run_key",
@@ -53,6 +55,7 @@ class Domain:
     DATA = 8
     ATTACK = 9  # adversaries: a seed's malicious set, the directions liars report
     PRIVACY = 10  # the private probe channel's noise (adcs.privacy)
+    UNITS = 11  # a model's dropout masks in local training (`dropout_keep`)
 
 
 def _mix_int(z: int) -> int:
@@ -207,6 +210,60 @@ def counter_normal(
     np.multiply(radius, np.cos(theta), out=out[:, :pairs])
     np.multiply(radius, np.sin(theta), out=out[:, pairs:])
     return out if width == 2 * pairs else np.ascontiguousarray(out[:, :width])
+
+
+def dropout_keep(
+    key: int,
+    round_idx: int,
+    clients: ArrayLike,
+    local_step: int,
+    batch_size: int,
+    layer: int,
+    width: int,
+    p: float,
+) -> NDArray[np.bool_]:
+    """Which units a model's dropout layer keeps, per listed client and minibatch sample.
+
+    Entry [i, b, u] is kept when a uniform number in [0, 1) indexed by (``key``, round, local
+    step, layer, client i, sample b of its minibatch, unit u) is ≥ ``p``: a pure function of
+    those counters, so a client's masks are the same whoever else is asked for, however the
+    jobs are batched, on any number of workers and on resume. Row counters are
+    ``client << 32 | b`` (`counter_uniform`'s rows); the local step and the layer are the salt.
+
+    Parameters
+    ----------
+    key : int
+        Stream key (the minibatches' [`stream_key`][adcs.sim.stream_key]).
+    round_idx, local_step, layer : int
+        t ≥ 0, the local step e ≥ 0 and the dropout layer's index ≥ 0 (< 2¹⁶).
+    clients : ndarray of shape (n,), int in [0, 2³¹)
+        Client indices (any order, repeats allowed).
+    batch_size, width : int
+        B ≥ 1 samples per minibatch and the layer's units per sample (≥ 1).
+    p : float
+        Drop probability in [0, 1).
+
+    Returns
+    -------
+    ndarray of shape (n, B, width), bool
+        True where the unit is kept.
+    """
+    clients = np.asarray(clients, dtype=np.int64).reshape(-1)
+    if clients.size and (clients.min() < 0 or clients.max() >= 1 << 31):
+        raise ValueError("clients must be in [0, 2**31)")
+    check_int("round_idx", round_idx, minimum=0)
+    step = check_int("local_step", local_step, minimum=0)
+    layer = check_int("layer", layer, minimum=0)
+    if layer >= 1 << 16:
+        raise ValueError(f"layer must be < 65536, got {layer}")
+    batch = check_int("batch_size", batch_size)
+    width = check_int("width", width)
+    if not (isinstance(p, int | float) and 0.0 <= p < 1.0):
+        raise ValueError(f"p must be in [0, 1), got {p!r}")
+    rows = (clients[:, None] << 32) | np.arange(batch, dtype=np.int64)[None, :]
+    bits = _hash(key, Domain.UNITS, round_idx, (step << 16) | layer, rows.reshape(-1), width)
+    uniform = (bits >> _S11).astype(np.float64) * 2.0**-53
+    return (uniform >= p).reshape(clients.size, batch, width)
 
 
 @functools.lru_cache(maxsize=64)

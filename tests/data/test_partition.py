@@ -357,6 +357,34 @@ def test_shards_give_each_client_k_label_sorted_pieces() -> None:
         shards(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 60_000, 2)
 
 
+def test_ordered_shards_are_fraboni_et_als_one_label_clients() -> None:
+    """k = 1, ordered: client i holds 600 samples of label i // 10 alone (Fraboni et al.'s MNIST
+    shard split on Fashion-MNIST's class sizes), and its test samples are of that label too."""
+    partition = shards(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 100, 1, ordered=True)
+    train = class_counts(partition.train_indices, FULL_TRAIN, 10)
+    test = class_counts(partition.test_indices, FULL_TEST, 10)
+    assert_disjoint_and_in_range(partition, len(FULL_TRAIN), len(FULL_TEST))
+    expected = np.zeros((100, 10), dtype=train.dtype)
+    expected[np.arange(100), np.arange(100) // 10] = 600
+    np.testing.assert_array_equal(train, expected)
+    np.testing.assert_array_equal(test, expected // 6)  # 1000 test samples a class, by 10
+    np.testing.assert_array_equal(partition.groups, np.arange(100) // 10)
+    # random assignment (the default) does not keep that order
+    shuffled = shards(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 100, 1)
+    assert not np.array_equal(shuffled.groups, partition.groups)
+    # the configuration's key, checked
+    got = partition_data("shards", _FullSplits(), np.random.default_rng(0), n_clients=100,
+                         shards_per_client=1, ordered=True)  # fmt: skip
+    assert same_partition(got, partition)
+    with pytest.raises(ValueError, match="ordered"):
+        shards(FULL_TRAIN, FULL_TEST, np.random.default_rng(0), 100, 1, ordered=1)  # type: ignore[arg-type]
+
+
+class _FullSplits:
+    train_labels = FULL_TRAIN
+    test_labels = FULL_TEST
+
+
 @pytest.mark.parametrize("k", [1, 3, 10])
 def test_classes_per_client_holds_k_classes_split_evenly(k: int) -> None:
     partition = classes_per_client(FULL_TRAIN, FULL_TEST, np.random.default_rng(1), 40, k)

@@ -514,6 +514,7 @@ def shards(
     rng: np.random.Generator,
     n_clients: int,
     shards_per_client: int = 2,
+    ordered: bool = False,
 ) -> Partition:
     """McMahan et al.'s (2017) pathological split: k label-sorted shards per client.
 
@@ -530,6 +531,11 @@ def shards(
         N ≥ 1.
     shards_per_client : int
         k ≥ 1.
+    ordered : bool
+        Shard s goes to client s mod N instead of at random, so the clients come in label order:
+        with k = 1 and N a multiple of the classes (on classes of equal size), client i holds
+        only label ⌊i·C/N⌋ — Fraboni et al.'s (ICML 2021) MNIST shard split, whose clustered
+        sampling by size then groups the clients of one label. False (default): at random.
 
     Returns
     -------
@@ -546,10 +552,13 @@ def shards(
         raise ValueError(
             f"n_clients × shards_per_client = {n_shards} shards exceed the {train.size} samples"
         )
+    if not isinstance(ordered, bool):
+        raise ValueError(f"ordered must be true or false, got {ordered!r}")
     shuffled = rng.permutation(train.size)
-    ordered = shuffled[np.argsort(train[shuffled], kind="stable")]
-    pieces = np.array_split(ordered, n_shards)
-    owner = rng.permutation(n_shards) % n_clients  # shard s goes to client owner[s]
+    by_label = shuffled[np.argsort(train[shuffled], kind="stable")]
+    pieces = np.array_split(by_label, n_shards)
+    # shard s goes to client owner[s]
+    owner = (np.arange(n_shards) if ordered else rng.permutation(n_shards)) % n_clients
     train_idx = tuple(
         np.sort(np.concatenate([pieces[s] for s in np.flatnonzero(owner == i)]))
         for i in range(n_clients)

@@ -61,7 +61,7 @@ PARTITIONS: Table[PartitionKind] = Table("partition", "adcs.partitions", {
     ),
     "shards": PartitionKind(
         lambda d, rng, **p: shards(*_labels_of(d), rng, **p),
-        frozenset({"n_clients", "shards_per_client"}), frozenset({"n_clients"}),
+        frozenset({"n_clients", "shards_per_client", "ordered"}), frozenset({"n_clients"}),
     ),
     "classes_per_client": PartitionKind(
         lambda d, rng, **p: classes_per_client(*_labels_of(d), rng, **p),

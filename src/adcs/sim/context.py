@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import reprlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,11 +20,11 @@ from adcs.round.machine import Available
 from adcs.schedulers.base import ClientStats
 from adcs.sim.availability import AlwaysAvailable, BernoulliAvailability, TraceAvailability
 from adcs.sim.data import ClientData
-from adcs.sim.model import LogisticRegression, Model, SharedInputs, local_update
+from adcs.sim.model import LogisticRegression, Model, SharedInputs, dropout_widths, local_update
 from adcs.sim.spec import BoolArray, F32Array, F64Array, IntArray, SimConfig
 from adcs.sim.system import ClientTimes, client_times
 from adcs.sketch import UpdateSketch
-from adcs.streams import Domain, _draw, _draw_rounds, counter_uniform
+from adcs.streams import Domain, _draw, _draw_rounds, counter_uniform, dropout_keep
 
 _FULL_LOSS_ROWS = 8192
 
@@ -55,8 +56,13 @@ class _Context:
         self.config = config
         self.model = model
         self.shared: SharedInputs | None = (
-            model if isinstance(model, SharedInputs) and config.local_steps == 1 else None
+            model
+            if isinstance(model, SharedInputs)
+            and config.local_steps == 1
+            and not config.weight_decay  # the shared products give −η_ℓ ∇ℓ alone
+            else None
         )
+        self.dropout_widths = dropout_widths(model)
         self.sizes = data.data_sizes
         self.base_weights: F64Array | None = (
             data.data_sizes.astype(np.float64) if config.weighting == "data_size" else None
@@ -167,13 +173,20 @@ class _Context:
         return total / data.data_sizes[clients]
 
     def local_updates(
-        self, params: F32Array, run_index: IntArray, rows: IntArray, t: int
+        self,
+        params: F32Array,
+        run_index: IntArray,
+        rows: IntArray,
+        t: int,
+        clients: IntArray,
+        key: int,
     ) -> tuple[F32Array, F32Array]:
         """E local SGD steps of independent (run, client) jobs, in memory-bounded calls.
 
         ``params`` (k, dim) of the stream; ``run_index`` (J,) the job's run; ``rows`` (J, E·B) its
-        training rows; ``t`` the round (its η_ℓ, ``SimConfig.lr_at``). Returns the updates
-        (J, dim) and the first-minibatch losses (J,).
+        training rows; ``t`` the round (its η_ℓ, ``SimConfig.lr_at``); ``clients`` (J,) the jobs'
+        clients and ``key`` the stream's key (a model's dropout masks, `_masks`). Returns the
+        updates (J, dim) and the first-minibatch losses (J,).
         """
         cfg = self.config
         n_jobs = run_index.size
@@ -181,7 +194,14 @@ class _Context:
         if 0 < n_jobs <= per_call:  # one call: its arrays as they are, no copy
             x, y = self.data.train_batch(rows.reshape(-1, cfg.local_steps, cfg.batch_size))
             update, loss = local_update(
-                self.model, params[run_index], x, y, cfg.lr_at(t), cfg.prox_mu
+                self.model,
+                params[run_index],
+                x,
+                y,
+                cfg.lr_at(t),
+                cfg.prox_mu,
+                cfg.weight_decay,
+                self._masks(key, t, clients),
             )
             return update.astype(np.float32, copy=False), loss.astype(np.float32, copy=False)
         updates = np.empty((n_jobs, self.model.dim), dtype=np.float32)
@@ -191,9 +211,35 @@ class _Context:
             job_rows = rows[part].reshape(-1, cfg.local_steps, cfg.batch_size)
             x, y = self.data.train_batch(job_rows)
             updates[part], losses[part] = local_update(
-                self.model, params[run_index[part]], x, y, cfg.lr_at(t), cfg.prox_mu
+                self.model,
+                params[run_index[part]],
+                x,
+                y,
+                cfg.lr_at(t),
+                cfg.prox_mu,
+                cfg.weight_decay,
+                self._masks(key, t, clients[part]),
             )
         return updates, losses
+
+    def _masks(
+        self, key: int, t: int, clients: IntArray
+    ) -> Callable[[int], tuple[BoolArray, ...]] | None:
+        """The keep masks of the model's dropout layers at each local step of the listed
+        clients at round t (`adcs.streams.dropout_keep`), or None for a model without dropout."""
+        widths = self.dropout_widths
+        if not widths:
+            return None
+        p = float(getattr(self.model, "dropout", 0.0))
+        batch = self.config.batch_size
+
+        def at_step(step: int) -> tuple[BoolArray, ...]:
+            return tuple(
+                dropout_keep(key, t, clients, step, batch, layer, width, p)
+                for layer, width in enumerate(widths)
+            )
+
+        return at_step
 
     def first_losses(self, params: F32Array, run_index: IntArray, rows: IntArray) -> F32Array:
         """Loss at w⁽ᵗ⁾ on each job's first minibatch (loss probes without the shared path)."""

@@ -116,7 +116,7 @@ class _Lot:
             losses32 = self.client_loss[j, pos]
         else:
             updates, losses32 = ctx.local_updates(
-                params, np.full(clients.size, j), self._rows_of(clients), self.t
+                params, np.full(clients.size, j), self._rows_of(clients), self.t, clients, self.key
             )
         return ClientStats(avail.mask, clients, losses32.astype(np.float64), updates)
 
@@ -171,7 +171,9 @@ class _Lot:
         if jobs:
             run_index = np.concatenate([np.full(c.size, j) for j, c, _ in jobs])
             clients = np.concatenate([c for _, c, _ in jobs])
-            updates, _ = ctx.local_updates(self.params, run_index, self._rows_for(clients), self.t)
+            updates, _ = ctx.local_updates(
+                self.params, run_index, self._rows_for(clients), self.t, clients, self.key
+            )
             updates *= np.concatenate([w for _, _, w in jobs]).astype(np.float32)[:, None]
             # row by row in job order: the same additions as np.add.at, in the same order (so the
             # same bits), without its per-element dispatch (7 ms → 0.2 ms a round for LeNet-5)
@@ -260,7 +262,12 @@ class _Lot:
                 losses[~have] = self.client_loss[j, upos]
             else:
                 upd, first = ctx.local_updates(
-                    self.params, np.full(missing.size, j), self._rows_for(missing), self.t
+                    self.params,
+                    np.full(missing.size, j),
+                    self._rows_for(missing),
+                    self.t,
+                    missing,
+                    self.key,
                 )
                 out[~have], losses[~have] = upd, first
         return out, losses

@@ -15,9 +15,9 @@ the softmax cross-entropy loss: [`LogisticRegression`][adcs.sim.LogisticRegressi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +28,7 @@ from adcs.sim.data import PIXEL_SCALE, to_unit_float
 __all__ = [
     "PIXEL_SCALE",
     "LogisticRegression",
+    "MaskedTraining",
     "Model",
     "SharedForward",
     "SharedInputs",
@@ -68,6 +69,44 @@ class Model(Protocol):
         ``params`` (R, dim); ``x`` (S, *input_shape); ``y`` (S,).
         """
         ...
+
+
+@runtime_checkable
+class MaskedTraining(Protocol):
+    """An optional capability: dropout layers whose masks the simulator draws.
+
+    A model with dropout names its dropout layers' widths; local training then passes, for
+    each local step, one keep mask per layer (`adcs.streams.dropout_keep`: a pure function of
+    the stream key, client, round, local step, sample and unit), and the model scales the kept
+    units by 1/(1 − p) as ``torch.nn.Dropout`` does. Without masks (evaluation, loss probes)
+    the model is deterministic, like a PyTorch module in ``eval()`` mode.
+    """
+
+    @property
+    def dropout(self) -> float:
+        """The drop probability p in (0, 1) of every dropout layer."""
+        ...
+
+    @property
+    def dropout_widths(self) -> tuple[int, ...]:
+        """Units per sample of each dropout layer, in forward order (empty: no dropout)."""
+        ...
+
+    def loss_and_grad(
+        self,
+        params: F32Array,
+        x: F32Array,
+        y: IntArray,
+        masks: Sequence[BoolArray] | None = None,
+    ) -> tuple[F32Array, F32Array]:
+        """`Model.loss_and_grad` with the dropout layers' keep masks, each (J, B, width)."""
+        ...
+
+
+def dropout_widths(model: Model) -> tuple[int, ...]:
+    """The widths of ``model``'s dropout layers (`MaskedTraining`), empty without any."""
+    widths: tuple[int, ...] = getattr(model, "dropout_widths", ())
+    return widths
 
 
 @dataclass(frozen=True, eq=False)
@@ -325,6 +364,8 @@ def local_update(
     y_batches: IntArray,
     local_lr: float,
     prox_mu: float = 0.0,
+    weight_decay: float = 0.0,
+    masks: Callable[[int], Sequence[BoolArray]] | None = None,
 ) -> tuple[F32Array, F32Array]:
     """E local SGD steps from ``params``, for J independent clients at once (docs/design.md §2).
 
@@ -342,14 +383,23 @@ def local_update(
         μ ≥ 0 of FedProx (Li et al. 2020): each step descends ℓ(w) + (μ/2)‖w − w⁽ᵗ⁾‖², whose
         gradient adds μ (w − w⁽ᵗ⁾) = μ Δ — as Flower's FedProx client adds the term to its loss.
         0 (default): plain SGD.
+    weight_decay : float
+        λ ≥ 0: each step's gradient adds λ w at the step's point w = w⁽ᵗ⁾ + Δ, as
+        ``torch.optim.SGD(weight_decay=λ)`` does (before the proximal term, like the optimiser of
+        PowerOfChoice's authors); every parameter decays, biases included. 0 (default): none.
+    masks : callable, optional
+        ``masks(e)`` gives local step e's keep masks, one (J, B, width) bool array per dropout
+        layer of a `MaskedTraining` model, passed to its ``loss_and_grad``. None (default): the
+        model runs without dropout.
 
     Returns
     -------
     update : ndarray of shape (J, dim), float32
-        Δ = w^{(t,E)} − w⁽ᵗ⁾, accumulated as Δ ← Δ − η_ℓ (∇ℓ(w⁽ᵗ⁾ + Δ) + μ Δ) (so E = 1 gives
-        exactly −η_ℓ ∇ℓ(w⁽ᵗ⁾), whatever μ).
+        Δ = w^{(t,E)} − w⁽ᵗ⁾, accumulated as Δ ← Δ − η_ℓ (∇ℓ(w) + λ w + μ Δ) at w = w⁽ᵗ⁾ + Δ
+        (so E = 1 gives exactly −η_ℓ (∇ℓ(w⁽ᵗ⁾) + λ w⁽ᵗ⁾), whatever μ).
     first_loss : ndarray of shape (J,), float32
-        The loss at w⁽ᵗ⁾ on the first minibatch (the free quality score q_n of ADCS, Sec. 4.1).
+        The loss at w⁽ᵗ⁾ on the first minibatch (the free quality score q_n of ADCS, Sec. 4.1),
+        with the first step's dropout masks when there are any (the training pass's loss).
     """
     if x_batches.ndim < 4 or y_batches.shape != x_batches.shape[:3]:
         raise ValueError(
@@ -363,7 +413,15 @@ def local_update(
     first_loss = np.empty(0, dtype=np.float32)
     for step in range(x_batches.shape[1]):
         point = params if update is None else params + update
-        loss, grad = model.loss_and_grad(point, x_batches[:, step], y_batches[:, step])
+        if masks is None:
+            loss, grad = model.loss_and_grad(point, x_batches[:, step], y_batches[:, step])
+        else:
+            masked = cast(MaskedTraining, model)
+            loss, grad = masked.loss_and_grad(
+                point, x_batches[:, step], y_batches[:, step], masks=masks(step)
+            )
+        if weight_decay:  # torch.optim.SGD's weight decay: the gradient adds λ w
+            grad = grad + np.float32(weight_decay) * point
         if update is None:  # Δ = 0 − η_ℓ∇, the bits of 0 −= η_ℓ∇, without the zeros
             first_loss = loss
             scaled = np.multiply(grad, lr, order="C")  # C order, like the zeros were

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from adcs._validate import check_number
 from adcs.registry import Registry
 from adcs.sim.model import LogisticRegression, Model
 
@@ -165,11 +166,20 @@ class MLP(_Torch):
         Fashion-MNIST experiments).
     input_norm : (float, float) or None
         Standardise inputs as (x − mean) / std first (std > 0), a fixed layer.
+    dropout : float
+        p in [0, 1): dropout on the last hidden layer's units during local training, as the
+        PowerOfChoice authors' MLP (p = 0.5 there). Its masks come from adcs's counter-based
+        streams (a pure function of the seed, client, round, local step, sample and unit), and
+        evaluation and loss probes run without it (PyTorch's ``eval()`` mode). A model with
+        dropout runs on the ``vmap`` path. Not the ``[sim]`` key ``dropout`` (clients that fail
+        to return). 0 (default): none.
     """
 
     hidden: tuple[int, ...] = (64, 30)
     input_norm: tuple[float, float] | None = None
+    dropout: float = 0.0
     torch_kind: ClassVar[str] = "mlp"
+    written_when_set: ClassVar[frozenset[str]] = frozenset({"dropout"})
 
     def __post_init__(self) -> None:
         hidden = self.hidden
@@ -186,14 +196,26 @@ class MLP(_Torch):
             if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
                 raise ValueError(f"input_norm must be [mean, std] with std > 0, got {norm!r}")
             object.__setattr__(self, "input_norm", (mean, std))
+        p = check_number("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        object.__setattr__(self, "dropout", p)
+        if p and not hidden:
+            raise ValueError(
+                "dropout drops the last hidden layer's units: hidden must not be empty"
+            )
+        if p and self.torch_path == "shared":
+            raise ValueError(
+                "dropout runs on the vmap path (its masks enter each job's pass); torch_path "
+                "must be 'auto' or 'vmap'"
+            )
         super().__post_init__()
 
     def describe(self) -> str:
         on = "" if self.device == "cpu" else f" on {self.device}"
-        return f"an MLP with hidden layers {list(self.hidden)} (PyTorch){on}"
+        drop = f", dropout {self.dropout:g}" if self.dropout else ""
+        return f"an MLP with hidden layers {list(self.hidden)}{drop} (PyTorch){on}"
 
     def _options(self) -> dict[str, Any]:
-        return {"hidden": self.hidden, "input_norm": self.input_norm}
+        return {"hidden": self.hidden, "input_norm": self.input_norm, "dropout": self.dropout}
 
 
 @dataclass(frozen=True)

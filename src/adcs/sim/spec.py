@@ -108,6 +108,10 @@ class SimConfig:
         μ ≥ 0, FedProx's proximal term (Li et al. 2020): each local step descends
         ℓ(w) + (μ/2)‖w − w⁽ᵗ⁾‖² (`adcs.sim.model.local_update`). Its gradient is 0 at w⁽ᵗ⁾, so it
         changes nothing when E = 1. 0 (default): plain local SGD.
+    weight_decay : float
+        λ ≥ 0, weight decay in every local SGD step: w ← w − η_ℓ (∇ℓ(w) + λ w), as
+        ``torch.optim.SGD``'s ``weight_decay`` (every parameter, biases included;
+        `adcs.sim.model.local_update`). 0 (default): none.
     """
 
     rounds: int = 20_000
@@ -127,6 +131,7 @@ class SimConfig:
     lr_decay: tuple[tuple[int, float], ...] = ()
     server_optimizer: ServerOptimizer | None = None
     prox_mu: float = 0.0
+    weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
         check_int("rounds", self.rounds)
@@ -162,6 +167,7 @@ class SimConfig:
                 "server_optimizer, set the optimizer's eta instead"
             )
         check_number("prox_mu", self.prox_mu, 0.0)
+        check_number("weight_decay", self.weight_decay, 0.0)
 
     def for_clients(self, n_clients: int) -> SimConfig:
         """This configuration for ``n_clients`` clients: what reads a file per population (a

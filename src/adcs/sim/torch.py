@@ -19,10 +19,11 @@ gathered fresh by the engine, so there is nothing to keep on the device between 
 
 A module must be a pure function of its parameters and inputs: BatchNorm in training mode
 (running statistics are buffers that change as it trains, and batch statistics mix a client's
-samples with the evaluation batch), Dropout in training mode (its masks would come from PyTorch's
-global generator, not adcs's counter-based streams) and any buffer that changes in a forward pass
-are refused. Buffers that do not change, and frozen parameters (``requires_grad = False``), are
-constants.
+samples with the evaluation batch), ``nn.Dropout`` in training mode (its masks would come from
+PyTorch's global generator, not adcs's counter-based streams) and any buffer that changes in a
+forward pass are refused. Dropout is `CounterDropout` in a `DropoutSequential` instead, whose
+masks the simulator draws (`adcs.streams.dropout_keep`) and hands to ``loss_and_grad``. Buffers
+that do not change, and frozen parameters (``requires_grad = False``), are constants.
 
 Built-in factories: `logistic` (the paper's model, Sec. 6, as a module), `lenet5` (LeNet-5 for
 28 × 28 × 1 inputs), `cifar_cnn` (a small CNN for 32 × 32 × 3 inputs) and `mlp` (fully connected
@@ -65,6 +66,8 @@ from adcs.sim.torch_shared import PATHS, SharedPlan, plan_for
 __all__ = [
     "LOSSES",
     "MODEL_FACTORIES",
+    "CounterDropout",
+    "DropoutSequential",
     "TorchModel",
     "cifar_cnn",
     "lenet5",
@@ -193,31 +196,88 @@ class _Standardise(nn.Module):
         return f"mean={self.mean}, std={self.std}"
 
 
+class CounterDropout(nn.Module):
+    """Dropout whose masks the simulator draws from its counter-based streams.
+
+    ``forward(x, keep)`` multiplies x (batch, width) by ``keep`` — the layer's keep mask
+    already divided by 1 − p, as ``torch.nn.Dropout`` scales the kept units — and is the
+    identity without one (evaluation and loss probes, like ``eval()`` mode). The masks come from
+    `adcs.streams.dropout_keep` through `TorchModel.loss_and_grad`, never from PyTorch's global
+    generator, so a run's training is a pure function of its counters.
+
+    Parameters
+    ----------
+    p : float
+        Drop probability in (0, 1).
+    width : int
+        Units per sample of the layer's input.
+    """
+
+    def __init__(self, p: float, width: int) -> None:
+        super().__init__()
+        if not (isinstance(p, int | float) and 0.0 < p < 1.0):
+            raise ValueError(f"dropout must be in (0, 1), got {p!r}")
+        self.p, self.width = float(p), check_int("width", width)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        return x if keep is None else x * keep
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, width={self.width}"
+
+
+class DropoutSequential(nn.Sequential):
+    """An ``nn.Sequential`` with `CounterDropout` layers: ``forward(x, masks)`` hands the k-th
+    such layer ``masks[k]`` (no masks: every one is the identity)."""
+
+    def forward(self, x: torch.Tensor, masks: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        k = 0
+        for layer in self:
+            if isinstance(layer, CounterDropout):
+                x = layer(x, None if masks is None else masks[k])
+                k += 1
+            else:
+                x = layer(x)
+        return x
+
+
 def mlp(
     n_features: int = 784,
     n_classes: int = 10,
     hidden: Sequence[int] = (64, 30),
     input_norm: tuple[float, float] | None = None,
+    dropout: float = 0.0,
 ) -> nn.Module:
     """A multi-layer perceptron: linear layers of widths ``hidden`` with ReLU between them.
 
     flatten → [standardise] → linear ``hidden[0]`` → ReLU → … → linear ``hidden[-1]`` → ReLU →
-    linear ``n_classes`` (logits). The default widths (64, 30) are the MLP of PowerOfChoice's
-    Fashion-MNIST experiments (Cho, Wang and Joshi, AISTATS 2022); ``hidden = ()`` is logistic
-    regression with PyTorch's initialisation. PyTorch's default initialisation.
+    [dropout] → linear ``n_classes`` (logits). The default widths (64, 30) are the MLP of
+    PowerOfChoice's Fashion-MNIST experiments (Cho, Wang and Joshi, AISTATS 2022), whose code
+    drops the last hidden layer's activations with p = 0.5 (``dropout = 0.5`` here; its second
+    ReLU after the dropout changes nothing on non-negative values and is left out);
+    ``hidden = ()`` is logistic regression with PyTorch's initialisation. PyTorch's default
+    initialisation.
 
     Parameters
     ----------
     n_features, n_classes : int
         Inputs of any shape with ``n_features`` entries are flattened.
     hidden : sequence of int
-        Widths of the hidden layers, each ≥ 1 (may be empty).
+        Widths of the hidden layers, each ≥ 1 (may be empty without dropout).
     input_norm : (mean, std), optional
         Standardise every input entry as (x − mean) / std first (std > 0), a fixed layer.
+    dropout : float
+        p in [0, 1): a `CounterDropout` layer on the last hidden layer's activations (the module
+        is then a `DropoutSequential`, whose masks the simulator draws). 0 (default): none, a
+        plain ``nn.Sequential``.
     """
     check_int("n_features", n_features)
     check_int("n_classes", n_classes, minimum=2)
     widths = [check_int("hidden[]", w) for w in hidden]
+    if not (isinstance(dropout, int | float) and 0.0 <= dropout < 1.0):
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+    if dropout and not widths:
+        raise ValueError("dropout drops the last hidden layer's units: hidden must not be empty")
     layers: list[nn.Module] = [nn.Flatten()]
     if input_norm is not None:
         mean, std = (float(v) for v in input_norm)
@@ -226,8 +286,10 @@ def mlp(
         layers.append(_Standardise(mean, std))
     for n_in, n_out in itertools.pairwise([n_features, *widths]):
         layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+    if dropout:
+        layers.append(CounterDropout(dropout, widths[-1]))
     layers.append(nn.Linear(widths[-1] if widths else n_features, n_classes))
-    return nn.Sequential(*layers)
+    return DropoutSequential(*layers) if dropout else nn.Sequential(*layers)
 
 
 def load_factory(spec: str) -> Callable[[], nn.Module]:
@@ -283,12 +345,13 @@ def model_for(
     hidden: Sequence[int] = (64, 30),
     input_norm: tuple[float, float] | None = None,
     path: str = "auto",
+    dropout: float = 0.0,
 ) -> TorchModel:
     """The `TorchModel` of a ``[model]`` kind for inputs of ``input_shape``, checked.
 
     ``kind`` is ``"logistic-torch"``, ``"cnn"`` (LeNet-5, inputs with 28 × 28 × 1 entries),
     ``"cnn-cifar"`` (`cifar_cnn`, inputs with 32 × 32 × 3 entries), ``"mlp"`` (`mlp` with
-    ``hidden`` and ``input_norm``) or ``"torch"`` (``factory`` names a zero-argument callable
+    ``hidden``, ``input_norm`` and ``dropout``) or ``"torch"`` (``factory`` names a zero-argument callable
     returning the module). ``path`` is `TorchModel`'s.
     """
     shape = tuple(int(d) for d in input_shape)
@@ -309,7 +372,9 @@ def model_for(
             )
         module_factory = functools.partial(cifar_cnn, n_classes)
     elif kind == "mlp":
-        module_factory = functools.partial(mlp, n_features, n_classes, tuple(hidden), input_norm)
+        module_factory = functools.partial(
+            mlp, n_features, n_classes, tuple(hidden), input_norm, dropout
+        )
     elif kind == "torch":
         if factory is None:
             raise ValueError("kind 'torch' needs factory = 'package.module:function'")
@@ -358,6 +423,25 @@ def _refuse_impure_layers(module: nn.Module) -> None:
                 "global generator, not adcs's counter-based streams, so runs would not be "
                 "reproducible; call .eval() on it or remove it"
             )
+
+
+def _dropout_layers(module: nn.Module) -> tuple[CounterDropout, ...]:
+    """The `CounterDropout` layers of ``module`` in forward order: each a direct child of a
+    `DropoutSequential` module, which hands them their masks (anywhere else they would never
+    get one); all of one p."""
+    layers = tuple(sub for sub in module.modules() if isinstance(sub, CounterDropout))
+    if not layers:
+        return ()
+    if not isinstance(module, DropoutSequential) or any(
+        not any(layer is child for child in module.children()) for layer in layers
+    ):
+        raise ValueError(
+            "CounterDropout layers must be direct children of the module, a DropoutSequential "
+            "(which hands them their masks)"
+        )
+    if len({layer.p for layer in layers}) > 1:
+        raise ValueError("every CounterDropout layer of a module must have the same p")
+    return layers
 
 
 def _check_output(output: Any, batch: int, n_classes: int | None) -> None:
@@ -496,6 +580,7 @@ class TorchModel:
                 f"module_factory must return a torch.nn.Module, got {type(module).__name__}"
             )
         _refuse_impure_layers(module)
+        self._dropout_layers = _dropout_layers(module)
         module = module.to(device=self.device, dtype=torch.float32)
         trainable = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not trainable:
@@ -543,13 +628,28 @@ class TorchModel:
         """Number of trainable parameters (the length of a flat parameter vector)."""
         return int(self._init.size)
 
+    @property
+    def dropout(self) -> float:
+        """The drop probability of the module's `CounterDropout` layers (0: it has none)."""
+        return self._dropout_layers[0].p if self._dropout_layers else 0.0
+
+    @property
+    def dropout_widths(self) -> tuple[int, ...]:
+        """Units per sample of each `CounterDropout` layer, in forward order
+        ([`MaskedTraining`][adcs.sim.model.MaskedTraining]; empty: no dropout)."""
+        return tuple(layer.width for layer in self._dropout_layers)
+
     def init_params(self, n_runs: int) -> F32Array:
         """w⁽⁰⁾ of the module the factory built, shape (n_runs, dim), float32."""
         check_int("n_runs", n_runs)
         return np.tile(self._init, (n_runs, 1))
 
     def loss_and_grad(
-        self, params: F32Array, x: F32Array, y: IntArray
+        self,
+        params: F32Array,
+        x: F32Array,
+        y: IntArray,
+        masks: Sequence[BoolArray] | None = None,
     ) -> tuple[F32Array, F32Array]:
         """Mean minibatch loss (J,) and its gradient (J, dim) of J independent problems.
 
@@ -558,6 +658,10 @@ class TorchModel:
         params : ndarray of shape (J, dim), float32
         x : ndarray of shape (J, B, *input_shape), float32
         y : ndarray of shape (J, B), int in [0, n_classes)
+        masks : sequence of ndarray of shape (J, B, width), bool, optional
+            The keep masks of the module's `CounterDropout` layers, one per layer in forward
+            order (`dropout_widths`); kept units are divided by 1 − p. Jobs with masks run on
+            the ``vmap`` path. None (default): no dropout.
 
         Returns
         -------
@@ -583,15 +687,24 @@ class TorchModel:
         per_call = max(1, self.samples_per_call // y.shape[1])
         module = self._module()
         shared = functools.partial(self._job_loss, module)
+        keep = self._keep(masks, y.shape)
+        plan = self._plan if keep is None else None  # masks: the vmap path
+        more = () if keep is None else (0,)  # vmap's in_dims of the masks
+
+        def part(lo: int, hi: int) -> tuple[tuple[torch.Tensor, ...], ...]:
+            return () if keep is None else (tuple(m[lo:hi] for m in keep),)
+
         runs = list(_shared_runs(params))
         if (
             len(runs) == 1 and n_jobs > 1 and n_jobs <= per_call
         ):  # the usual call: one run's clients
             w = _tensor(params[0], np.float32, self.device)
-            if self._plan is not None:
+            if plan is not None:
                 value, g = self._shared(w, xt, yt)
                 return value.cpu().numpy(), g.cpu().numpy()
-            g, value = vmap(grad_and_value(shared), in_dims=(None, 0, 0))(w, xt, yt)
+            g, value = vmap(grad_and_value(shared), in_dims=(None, 0, 0, *more))(
+                w, xt, yt, *part(0, n_jobs)
+            )
             return value.cpu().numpy(), g.cpu().numpy()  # on the CPU: no copy
         loss = np.empty(n_jobs, dtype=np.float32)
         grad = np.empty((n_jobs, self.dim), dtype=np.float32)
@@ -601,23 +714,48 @@ class TorchModel:
                 singles.append(start)
                 continue
             w = _tensor(params[start], np.float32, self.device)
-            mapped = vmap(grad_and_value(shared), in_dims=(None, 0, 0))
+            mapped = vmap(grad_and_value(shared), in_dims=(None, 0, 0, *more))
             for lo in range(start, stop, per_call):
                 hi = min(lo + per_call, stop)
-                if self._plan is not None:
+                if plan is not None:
                     value, g = self._shared(w, xt[lo:hi], yt[lo:hi])
                 else:
-                    g, value = mapped(w, xt[lo:hi], yt[lo:hi])
+                    g, value = mapped(w, xt[lo:hi], yt[lo:hi], *part(lo, hi))
                 grad[lo:hi], loss[lo:hi] = g.cpu().numpy(), value.cpu().numpy()
         if singles:
-            mapped = vmap(grad_and_value(shared), in_dims=(0, 0, 0))
+            mapped = vmap(grad_and_value(shared), in_dims=(0, 0, 0, *more))
             for lo in range(0, len(singles), per_call):
                 rows = np.asarray(singles[lo : lo + per_call])
                 w = _tensor(params[rows], np.float32, self.device)
                 index = torch.from_numpy(rows).to(self.device)
-                g, value = mapped(w, xt[index], yt[index])
+                picked = () if keep is None else (tuple(m[index] for m in keep),)
+                g, value = mapped(w, xt[index], yt[index], *picked)
                 grad[rows], loss[rows] = g.cpu().numpy(), value.cpu().numpy()
         return loss, grad
+
+    def _keep(
+        self, masks: Sequence[BoolArray] | None, shape: tuple[int, ...]
+    ) -> tuple[torch.Tensor, ...] | None:
+        """The dropout layers' multipliers (J, B, width): keep / (1 − p) as float32, as
+        ``torch.nn.Dropout`` scales its mask (None: no masks)."""
+        if masks is None:
+            return None
+        widths = self.dropout_widths
+        if len(masks) != len(widths):
+            raise ValueError(
+                f"masks must hold one array per dropout layer ({len(widths)}), got {len(masks)}"
+            )
+        out = []
+        for mask, width in zip(masks, widths, strict=True):
+            mask = np.asarray(mask)
+            if mask.dtype != np.bool_ or mask.shape != (*shape, width):
+                raise ValueError(
+                    f"each mask must be a bool array of shape {(*shape, width)}, got "
+                    f"{mask.dtype} {mask.shape}"
+                )
+            keep = _tensor(mask, np.float32, self.device)
+            out.append(keep.div_(1.0 - self.dropout))
+        return tuple(out)
 
     def minibatch_loss(self, params: F32Array, x: F32Array, y: IntArray) -> F32Array:
         """Mean minibatch loss (J,) of J jobs, without gradients (the engine's loss probes).
@@ -720,10 +858,17 @@ class TorchModel:
         _check_output(out, batch, self.n_classes)
 
     def _job_loss(
-        self, module: nn.Module, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+        self,
+        module: nn.Module,
+        flat: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        keep: tuple[torch.Tensor, ...] | None = None,
     ) -> torch.Tensor:
-        """Mean loss of one job (run under vmap): flat (dim,), x (B, *input_shape), y (B,)."""
-        out = functional_call(module, self._unflatten(flat), (x,))
+        """Mean loss of one job (run under vmap): flat (dim,), x (B, *input_shape), y (B,);
+        ``keep`` the dropout layers' multipliers (B, width) when it trains with dropout."""
+        args = (x,) if keep is None else (x, keep)
+        out = functional_call(module, self._unflatten(flat), args)
         _check_output(out, x.shape[0], self.n_classes)
         return self._loss_fn(out, y).mean()
 

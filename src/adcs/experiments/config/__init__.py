@@ -208,6 +208,7 @@ def _sim_to_dict(config: ExperimentConfig) -> dict[str, Any]:
         None if optimizer is None else SERVER_OPTIMIZER_TABLE.to_dict(optimizer)
     )
     doc["prox_mu"] = sim.prox_mu or None  # absent at 0: the manifests of earlier versions
+    doc["weight_decay"] = sim.weight_decay or None  # likewise
     for key, obj in (("attack", config.attack), ("defence", config.defence)):
         doc[key] = None if obj is None else TABLES[key].to_dict(obj)
     doc["privacy"] = None if config.privacy is None else privacy_to_dict(config.privacy)
