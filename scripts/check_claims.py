@@ -74,10 +74,6 @@ REPO = Path(__file__).resolve().parent.parent
 
 SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
     "successor/ablation.md": [("", ["ablation_report.py", "results/successor/ablation"])],
-    "successor/comparison.md": [
-        ("", ["successor_compare.py", "--committed", "results/leaderboard", "--new",
-              "results/successor/leaderboard", "--entry", "adcs2"]),
-    ],
     "successor/paper20k.md": [
         ("", ["successor_compare.py", "--committed", "results", "--new", "results/successor",
               "--workloads", "paper:paper20k", "--entry", "adcs2"]),
@@ -90,11 +86,6 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
         ("", ["diagnose_adcs.py", "--parts", "1,2", "--leaderboard", "results/leaderboard"]),
     ],
     "successor/seeds34.md": [
-        (f"### {w}", ["successor_paired.py", "--a", "adcs2", "--b", "powerofchoice",
-                      f"results/{lb}/{w}", f"results/successor/leaderboard/{w}",
-                      f"results/successor/seeds34/{w}"])
-        for w, lb in (("clients100", "leaderboard"), ("dirichlet", "leaderboard"))
-    ] + [
         ("### cnn", ["successor_paired.py", "--a", "adcs2", "--b", "powerofchoice", "results/cnn",
                      "results/successor/cnn", "results/successor/seeds34/cnn"]),
     ],
@@ -112,7 +103,8 @@ DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
     "peers/summary.md": [
         ("", ["peers_summary.py", "--baseline", "md", "--with", "results/peers/poc_a03",
               *(f"results/peers/{f}" for f in ("poc_a03", "poc_a03_logistic", "poc_a03_constant",
-                                                "poc_a2", "clustered_a03"))]),
+                                                "poc_a2", "clustered_a03", "poc_authors_lr005",
+                                                "poc_authors_lr0005"))]),
     ],
 }  # fmt: skip
 """Script outputs that rebuild the partitions from the data set: regenerated when

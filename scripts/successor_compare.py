@@ -9,8 +9,8 @@ worst and average accuracy at every evaluation, client computations. Writes Mark
 
 Usage::
 
-    python scripts/successor_compare.py --committed results/leaderboard \\
-        --new results/successor/leaderboard --entry adcs2
+    python scripts/successor_compare.py --committed results --new results/successor \\
+        --workloads paper:paper20k --entry adcs2
 """
 
 from __future__ import annotations

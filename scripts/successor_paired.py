@@ -8,8 +8,7 @@ Writes Markdown to stdout.
 Usage::
 
     python scripts/successor_paired.py --a adcs2 --b powerofchoice \\
-        results/leaderboard/clients100 results/successor/leaderboard/clients100 \\
-        results/successor/seeds34/clients100
+        results/cnn results/successor/cnn results/successor/seeds34/cnn
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ own T and settings):
 
 Cost (estimated, not run): the 150-round smoke of m6's development config (72 runs) took 37 s of
 simulation on a loaded two-core machine, × 4 000/150 = 16 min at T = 4 000. Scaled by the
-workloads' committed ADCS-2 walls per run (``results/successor/leaderboard/*/manifest.json``:
+workloads' ADCS-2 walls per run (its earlier three-seed runs, since retired into the leaderboard:
 paper 50 s, m6 28 s, clients100 106 s, bernoulli 6 s, dirichlet 45 s, soft_skew 98 s; sum 333 s
 = 12 × m6's), the six development configs take about 3.2 h on one worker. The evaluation (15
 runs a workload, 90 in all): m6's 150-round smoke took 8 s, × 4 000/150 × 12 = about 40 min.

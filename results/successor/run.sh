@@ -6,32 +6,17 @@ set -e
 #    T = 1 000 run of ADCS per workload, not committed (--parts 3 --data DIR to see it)
 python scripts/diagnose_adcs.py --parts 1,2 --leaderboard results/leaderboard \
     > results/successor/diagnosis_tables.md
-# 2. ADCS-2 on the leaderboard's six workloads, seeds 0-2, T = 4 000; with PowerOfChoice on m6
-#    and bernoulli, to check that this checkout reproduces the committed leaderboard exactly
-python scripts/successor_configs.py experiments/successor --seeds 0,1,2 \
-    --workloads m6,bernoulli --method adcs2 --method powerofchoice
-python scripts/successor_configs.py experiments/successor --seeds 0,1,2 \
-    --workloads paper,dirichlet,soft_skew,clients100 --method adcs2
-for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
-    adcs run "experiments/successor/$w.toml" --out "results/successor/leaderboard/$w" --workers 1
-done
-python scripts/successor_compare.py --committed results/leaderboard \
-    --new results/successor/leaderboard --entry adcs2 > results/successor/comparison.md
+# 2. ADCS-2 on the leaderboard's six workloads: an entry of results/leaderboard (five seeds for
+#    every entry; its manifest.json names the commands)
 # 3. the paper's setting at T = 20 000, 5 seeds (compare with results/paper's ADCS)
 adcs run experiments/successor/paper20k.toml --out results/successor/paper20k --workers 1
 python scripts/successor_compare.py --committed results --new results/successor \
     --workloads paper:paper20k --entry adcs2 > results/successor/paper20k.md
-# 4. seeds 3-4 on the two workloads where ADCS-2 ties the best (PowerOfChoice) with 3 seeds
-python scripts/successor_configs.py experiments/successor/seeds34 --seeds 3,4 \
-    --workloads dirichlet,clients100 --method adcs2 --method powerofchoice
-for w in dirichlet clients100; do
-    adcs run "experiments/successor/seeds34/$w.toml" --out "results/successor/seeds34/$w" --workers 1
-done
 # 5. the CNN workload (results/cnn's configuration and length): ADCS-2 on seeds 0-2, then seeds 3-4
 #    of ADCS-2 and PowerOfChoice (tied on 3 seeds)
 adcs run experiments/successor/cnn.toml --out results/successor/cnn --workers 1
 adcs run experiments/successor/seeds34/cnn.toml --out results/successor/seeds34/cnn --workers 1
 python scripts/successor_compare.py --committed results --new results/successor \
     --workloads cnn:cnn --entry adcs2 > results/successor/cnn_compare.md
-# seeds34.md: successor_paired.py's tables for clients100, dirichlet and cnn, each under a heading
+# seeds34.md: successor_paired.py's table for cnn under a heading
 # (scripts/check_claims.py's SCRIPT_OUTPUTS has the exact commands)
