@@ -15,6 +15,7 @@ from adcs.schedulers import (
     KDPP,
     OCS,
     SCHEDULERS,
+    ADCS2Adaptive,
     ClusteredSimilarity,
     DivFL,
     FedCor,
@@ -69,6 +70,7 @@ VARIANTS: dict[str, list[dict]] = {
         {"observe_directions": False, "refresh_every": 3},
         {"group_cosine": 0.5},
     ],
+    "adcs2_adaptive": [{}, {"arms": (0.0, 1.0), "block": 2}, {"arms": (1.0,), "block": 3}],
 }
 """Hyperparameter variants of every row of ``SCHEDULERS``; a row without one fails the table test."""
 
@@ -99,6 +101,14 @@ BAD_HYPERPARAMETERS = [
     (ADCS2, {"m": 5, "select_every": 0}, "select_every"),
     (ADCS2, {"m": 5, "observe_directions": False}, "observe_directions"),
     (ADCS2, {"m": 5, "group_cosine": -0.2}, "group_cosine"),
+    (ADCS2Adaptive, {"m": 5, "arms": ()}, "arms"),
+    (ADCS2Adaptive, {"m": 5, "arms": (0.5, 0.5)}, "arms must be distinct"),
+    (ADCS2Adaptive, {"m": 5, "arms": (0.5, 1.2)}, "arms"),
+    (ADCS2Adaptive, {"m": 5, "arms": 0.5}, "arms"),
+    (ADCS2Adaptive, {"m": 5, "arms": "0.5"}, "arms"),
+    (ADCS2Adaptive, {"m": 5, "block": 1}, "block"),
+    (ADCS2Adaptive, {"m": 5, "discount": 0.0}, "discount"),
+    (ADCS2Adaptive, {"m": 5, "focus": 1.5}, "focus"),
     (ADCS, {"m": 5, "refresh_every": 0}, "refresh_every"),
     (ADCS, {"m": 5, "quality": "loss"}, "quality"),
     (ADCS, {"m": 5, "gamma": 0.3}, "comm_score"),
@@ -233,6 +243,8 @@ OBSERVING = {
     "adcs2-4",
     "adcs2-5",
     "adcs2-7",  # adcs2-6 (observe_directions=False) learns directions from probes only
+    "adcs2_adaptive",
+    "adcs2_adaptive-1",  # adcs2_adaptive-2's one arm, θ = 1, needs no direction
 }
 """Variants whose ``observe`` uses the selected clients' reports (the simulator calls it only then)."""
 

@@ -13,6 +13,7 @@ from adcs.registry import Registry
 from adcs.schedulers._common import BasicState, SchedulerBase
 from adcs.schedulers.adcs import ADCS, ADCSState, Quality
 from adcs.schedulers.adcs2 import ADCS2, ADCS2State, QualityScale
+from adcs.schedulers.adcs2_adaptive import ADCS2Adaptive, ADCS2AdaptiveState
 from adcs.schedulers.base import (
     NO_PROBE,
     ClientStats,
@@ -55,6 +56,7 @@ SCHEDULERS: Registry[Scheduler] = Registry(
         "fedcor": FedCor,
         "kdpp": KDPP,
         "adcs2": ADCS2,
+        "adcs2_adaptive": ADCS2Adaptive,
     },
     requires=("init", "probe", "select", "observe"),
 )
@@ -71,6 +73,8 @@ __all__ = [
     "NO_PROBE",
     "OCS",
     "SCHEDULERS",
+    "ADCS2Adaptive",
+    "ADCS2AdaptiveState",
     "ADCS2State",
     "ADCSState",
     "BasicState",
