@@ -59,6 +59,25 @@ def _pm(score: lb.Score, metric: str) -> str:
     return f"{100 * mean:.2f} ± {100 * half:.2f}"
 
 
+def placing_verdict(placing: dict[str, lb.Placing], label: str) -> tuple[str, float]:
+    """``label``'s verdict on one workload under the leaderboard's Holm-adjusted rule, with the
+    p-value that decides it.
+
+    - "significantly best": the highest mean, and every other entry behind it (Holm p < 5 %);
+      the p-value is the largest of the others' (the closest one's);
+    - "best, tied with k": the highest mean, k entries not told apart from it; the largest p;
+    - "tied": not told apart from the best; its own Holm p against the best;
+    - "behind": behind the best; its own Holm p.
+    """
+    mine = placing[label]
+    if not mine.best:
+        return ("tied" if mine.tied else "behind"), mine.p_value
+    others = [p for entry, p in placing.items() if entry != label]
+    closest = max((p.p_value for p in others), default=float("nan"))
+    tied = sum(p.tied for p in others)
+    return ("significantly best" if not tied else f"best, tied with {tied}"), closest
+
+
 def workload_rows(committed: Path, new: Path, name: str, entries: list[str]) -> dict[str, Any]:
     """Scores and placings of one workload; ``name`` is a folder of both, or ``OLD:NEW``."""
     old_name, _, new_name = name.partition(":")
@@ -100,18 +119,17 @@ def report(committed: Path, new: Path, entries: list[str], workloads: list[str])
         lines += [f"### {w}", ""]
         if r["reproduced"]:
             lines += [r["reproduced"], ""]
-        lines += ["| entry | metric | mean ± 95% | rank | best entry (its mean) | tied with best |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += ["| entry | metric | mean ± 95% | rank | best entry (its mean) | verdict | "
+                  "Holm p |", "|---|---|---|---|---|---|---|"]  # fmt: skip
         for label in r["new_labels"]:
             s = r["scores"][label]
             for metric in lb.METRICS:
                 placing = r[metric]
                 best = next(entry for entry, p in placing.items() if p.best)
-                mine = placing[label]
-                verdict = "best" if mine.best else ("yes" if mine.tied else "no")
+                verdict, p_value = placing_verdict(placing, label)
                 lines.append(
-                    f"| {label} | {metric} | {_pm(s, metric)} | {mine.rank:g} of {n} | "
-                    f"{best} ({_pm(r['scores'][best], metric)}) | {verdict} |"
+                    f"| {label} | {metric} | {_pm(s, metric)} | {placing[label].rank:g} of {n} | "
+                    f"{best} ({_pm(r['scores'][best], metric)}) | {verdict} | {p_value:.3g} |"
                 )
         lines.append("")
         lines += ["| entry | client updates | loss evaluations | per seed worst (%) |",

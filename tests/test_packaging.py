@@ -67,3 +67,19 @@ def test_the_citation_is_cff_1_2_naming_only_the_projects_authors() -> None:
     assert citation["authors"] == [{"name": a["name"]} for a in project["authors"]]
     # no placeholder such as "the authors of the paper": every author anywhere is the project's
     assert all(a in citation["authors"] for a in _authors(citation)), _authors(citation)
+
+
+def test_importing_the_library_or_its_flower_strategies_loads_no_scipy_or_torch() -> None:
+    # every Flower ClientApp message starts a Python process that imports adcs (and so does every
+    # CLI call): scipy.special and scipy.cluster alone took twice as long to import as the rest
+    # of adcs, so the few functions that need scipy import it where they run
+    import importlib.util
+    import subprocess
+
+    flower = ", adcs.flower" if importlib.util.find_spec("flwr") else ""
+    code = (
+        f"import sys, adcs, adcs.schedulers{flower}; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'torch'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import logsumexp
 
 from adcs._validate import check_int
 from adcs.dpp import PSD_RTOL, IntArray, _check_kernel
@@ -142,6 +141,8 @@ def kdpp_inclusion_probabilities(
     k : int
         Subset size, 1 ≤ k ≤ N; the kernel's rank must be at least k.
     """
+    from scipy.special import logsumexp  # here: scipy.special costs every `import adcs`
+
     eig = kdpp_eigen(kernel_or_eigen)
     _check_k(k, eig.vectors.shape[0])
     prefix, log_ek = _log_normaliser(eig, k)

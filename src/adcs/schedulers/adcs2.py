@@ -98,7 +98,6 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
-from scipy.special import ndtri
 
 from adcs._validate import check_bool, check_int, check_number, check_unit_interval
 from adcs.dpp import alpha_of, unit_rows
@@ -192,6 +191,8 @@ def standardise(losses: FloatArray, scale: QualityScale) -> FloatArray:
         if sd <= 1e-12 * max(1.0, float(np.abs(x).max())):
             return np.zeros_like(x)
         return np.asarray(centred / sd)
+    from scipy.special import ndtri  # here, not at import: scipy.special costs every `import adcs`
+
     _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
     mean_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based mean rank of each value
     return np.asarray(ndtri((mean_rank[inverse] - 0.5) / x.size))

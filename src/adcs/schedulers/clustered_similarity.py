@@ -22,8 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.spatial.distance import squareform
 
 from adcs.schedulers._clustering import Row, allocate, draw, plan
 from adcs.schedulers._common import BasicState, SchedulerBase, data_weights, probed_updates
@@ -154,6 +152,8 @@ def weight_clusters(tree: FloatArray, units: FloatArray) -> IntArray:
         weight[n + j] = weight[a] + weight[b]
     cut = tree.copy()
     cut[:, 2] = weight[n:]
+    from scipy.cluster.hierarchy import fcluster  # here: scipy.cluster is slow to import
+
     return fcluster(cut, t=1.0 + 1e-9, criterion="distance").astype(np.intp)
 
 
@@ -249,6 +249,9 @@ class ClusteredSimilarity(SchedulerBase[ClusteredSimilarityState]):
             pos = np.minimum(pos, state.known.size - 1)
             have = state.known[pos] == clients
             gram[np.ix_(have, have)] = state.gram[np.ix_(pos[have], pos[have])]
+        from scipy.cluster.hierarchy import linkage  # here: scipy.cluster is slow to import
+        from scipy.spatial.distance import squareform
+
         dist = distances_from_gram(gram, self.distance)
         return linkage(squareform(dist, checks=False), method="ward")
 

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.special import gammaln, xlog1py, xlogy
 
 from adcs.schedulers._common import BasicState, SchedulerBase, data_weights
 from adcs.schedulers.base import ClientStats, FloatArray, IntArray, Selection, check_available
@@ -44,6 +43,8 @@ def _count_cdf(t: FloatArray, p: FloatArray, counts: IntArray, k: int) -> FloatA
     distribution, truncated to 0 … k − 1, is built group by group (all terms positive: no
     cancellation, and nothing to overflow).
     """
+    from scipy.special import gammaln, xlog1py, xlogy  # here: slow to import with `adcs`
+
     q = -np.expm1(-np.outer(p, t))  # (V, G)
     pmf = np.zeros((t.size, k))
     pmf[:, 0] = 1.0
