@@ -82,6 +82,10 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
         ("", ["successor_compare.py", "--committed", "results", "--new", "results/successor",
               "--workloads", "cnn:cnn", "--entry", "adcs2"]),
     ],
+    "successor/adaptive.md": [
+        ("", ["successor_compare.py", "--committed", "results/leaderboard", "--new",
+              "results/successor/adaptive", "--entry", "adcs2_adaptive"]),
+    ],
     "successor/diagnosis_tables.md": [
         ("", ["diagnose_adcs.py", "--parts", "1,2", "--leaderboard", "results/leaderboard"]),
     ],

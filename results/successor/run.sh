@@ -18,5 +18,13 @@ adcs run experiments/successor/cnn.toml --out results/successor/cnn --workers 1
 adcs run experiments/successor/seeds34/cnn.toml --out results/successor/seeds34/cnn --workers 1
 python scripts/successor_compare.py --committed results --new results/successor \
     --workloads cnn:cnn --entry adcs2 > results/successor/cnn_compare.md
+# 6. ADCS-2 with θ chosen online (issue 35): five seeds on the six workloads, ranked against the
+#    leaderboard's runs (the configs were written by scripts/successor_configs.py
+#    experiments/successor/adaptive --seeds 0,1,2,3,4 --method adcs2_adaptive)
+for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
+    adcs run experiments/successor/adaptive/$w.toml --out results/successor/adaptive/$w --workers 1
+done
+python scripts/successor_compare.py --committed results/leaderboard --new results/successor/adaptive \
+    --entry adcs2_adaptive > results/successor/adaptive.md
 # seeds34.md: successor_paired.py's table for cnn under a heading
 # (scripts/check_claims.py's SCRIPT_OUTPUTS has the exact commands)
