@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 
 import numpy as np
+import pytest
 
 from adcs.data import load_subset
 from benchmarks import bench_sim
 
 
-def test_quick_run_checks_the_loops_against_the_engine(capsys) -> None:
-    assert bench_sim.main(["--quick"]) == 0
-    out = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def quick_output() -> str:
+    """What ``bench sim --quick`` prints: run once for the tests that read it."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert bench_sim.main(["--quick"]) == 0
+    return buffer.getvalue()
+
+
+def test_quick_run_checks_the_loops_against_the_engine(quick_output: str) -> None:
+    out = quick_output
     checks = re.findall(r"identical selections in (\d+)/(\d+) runs.*counts: (\w+)", out)
     assert len(checks) == 2  # the per-client and the per-run loop
     for same, total, counts in checks:
@@ -28,11 +39,8 @@ def test_iid_data_shares_test_rows_when_clients_outnumber_them() -> None:
     assert np.array_equal(data.test_indices[0], data.test_indices[dataset.test_labels.size])
 
 
-def test_quick_run_shows_where_a_seed_round_goes(capsys) -> None:
-    assert (
-        bench_sim.main(["--quick", "--loop-rounds", "0", "--grid-rounds", "0", "--scale", ""]) == 0
-    )
-    out = capsys.readouterr().out
+def test_quick_run_shows_where_a_seed_round_goes(quick_output: str) -> None:
+    out = quick_output
     rows = dict(re.findall(r"^(\S.*?)\s{2,}(\d+\.\d{3})\s", out, flags=re.MULTILINE))
     parts = bench_sim._sibling("sim_breakdown").PARTS
     assert set(parts) <= set(rows)
