@@ -86,6 +86,13 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
         ("", ["successor_compare.py", "--committed", "results/leaderboard", "--new",
               "results/successor/adaptive", "--entry", "adcs2_adaptive"]),
     ],
+    "successor/tuning/choice.md": [
+        ("", ["tuning_protocol.py", "choose", "results/successor/tuning/dev",
+              "experiments/successor/tuning"]),
+    ],
+    "successor/tuning/report.md": [
+        ("", ["tuning_protocol.py", "report", "results/successor/tuning/eval"]),
+    ],
     "successor/diagnosis_tables.md": [
         ("", ["diagnose_adcs.py", "--parts", "1,2", "--leaderboard", "results/leaderboard"]),
     ],
@@ -280,6 +287,8 @@ def classify(results: Path) -> tuple[list[Generated], list[Path], dict[Path, str
                 p.name for p in sorted(folder.iterdir()) if p.name in ("report.md",)
                 or p.name.startswith("table1.")
             )  # fmt: skip
+            if not files:
+                continue  # a folder kept for its runs.csv (development runs): nothing generated
             generated.append(Generated(folder, files, _runner_report))
         elif doc.get("kind") == "leaderboard":
             generated.append(Generated(folder, LEADERBOARD_FILES, _leaderboard_report))

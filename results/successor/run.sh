@@ -28,3 +28,17 @@ python scripts/successor_compare.py --committed results/leaderboard --new result
     --entry adcs2_adaptive > results/successor/adaptive.md
 # seeds34.md: successor_paired.py's table for cnn under a heading
 # (scripts/check_claims.py's SCRIPT_OUTPUTS has the exact commands)
+# 7. equal tuning budgets (issue 35): PowerOfChoice's d, ADCS's θ × R and ADCS-2's θ, eight points
+#    each on development seeds 100-102, chosen, then evaluated once on seeds 0-4
+#    (scripts/tuning_protocol.py's docstring is the protocol; tuning/FINDINGS.md reads it)
+python scripts/tuning_protocol.py configs experiments/successor/tuning
+for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
+    adcs run experiments/successor/tuning/dev/$w.toml --out results/successor/tuning/dev/$w --workers 1
+done
+python scripts/tuning_protocol.py choose results/successor/tuning/dev experiments/successor/tuning \
+    > results/successor/tuning/choice.md
+for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
+    adcs run experiments/successor/tuning/eval/$w.toml --out results/successor/tuning/eval/$w --workers 1
+done
+python scripts/tuning_protocol.py report results/successor/tuning/eval > results/successor/tuning/report.md
+# the development folders keep runs.csv and manifest.json only (what `choose` reads)
