@@ -2,7 +2,8 @@
 
 Each folder holds runs of one workload (e.g. seeds 0–2 in one, 3–4 in another); the final worst,
 10th-percentile and average accuracy of two entries are paired by seed and tested with the
-leaderboard's rule (:func:`adcs.leaderboard.suite.tied`: two-sided paired t-test, 5 %).
+leaderboard's rule (:func:`adcs.leaderboard.suite.tied`: two-sided paired t-test, 5 %, one planned
+comparison: no adjustment), with the test's p-value.
 Writes Markdown to stdout.
 
 Usage::
@@ -41,8 +42,8 @@ def main() -> None:
     parser.add_argument("folders", nargs="+", type=Path)
     args = parser.parse_args()
     a, b = seed_values(args.folders, args.a), seed_values(args.folders, args.b)
-    print(f"| metric | seeds | {args.a} | {args.b} | mean difference ± 95% | tied (5 %) |")
-    print("|---|---|---|---|---|---|")
+    print(f"| metric | seeds | {args.a} | {args.b} | mean difference ± 95% | p | tied (5 %) |")
+    print("|---|---|---|---|---|---|---|")
     for metric in lb.METRICS:
         seeds = sorted(set(a[metric]) & set(b[metric]))
         va = {s: a[metric][s] for s in seeds}
@@ -52,7 +53,7 @@ def main() -> None:
         per_b = ", ".join(f"{100 * vb[s]:.1f}" for s in seeds)
         print(
             f"| {metric} | {seeds} | {per_a} | {per_b} | {100 * mean:+.2f} ± {100 * half:.2f} "
-            f"| {'yes' if stats.tied(va, vb) else 'no'} |"
+            f"| {stats.paired_p_value(va, vb):.3g} | {'yes' if stats.tied(va, vb) else 'no'} |"
         )
 
 
