@@ -85,6 +85,10 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
     "successor/adaptive.md": [
         ("", ["successor_compare.py", "--committed", "results/leaderboard", "--new",
               "results/successor/adaptive", "--entry", "adcs2_adaptive"]),
+        *(("### cnn: adcs2_adaptive against " + b + " (paired by seed, no adjustment)",
+           ["successor_paired.py", "--a", "adcs2_adaptive", "--b", b, "results/cnn",
+            "results/successor/cnn", "results/successor/seeds34/cnn",
+            "results/successor/adaptive/cnn"]) for b in ("powerofchoice", "adcs2")),
     ],
     "successor/tuning/choice.md": [
         ("", ["tuning_protocol.py", "choose", "results/successor/tuning/dev",

@@ -24,8 +24,8 @@ python scripts/successor_compare.py --committed results --new results/successor 
 for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
     adcs run experiments/successor/adaptive/$w.toml --out results/successor/adaptive/$w --workers 1
 done
-python scripts/successor_compare.py --committed results/leaderboard --new results/successor/adaptive \
-    --entry adcs2_adaptive > results/successor/adaptive.md
+adcs run experiments/successor/adaptive/cnn.toml --out results/successor/adaptive/cnn --workers 1
+python scripts/check_claims.py --write   # adaptive.md: the six workloads' ranking and the CNN pairs
 # seeds34.md: successor_paired.py's table for cnn under a heading
 # (scripts/check_claims.py's SCRIPT_OUTPUTS has the exact commands)
 # 7. equal tuning budgets (issue 35): PowerOfChoice's d, ADCS's θ × R and ADCS-2's θ, eight points
