@@ -47,10 +47,10 @@ def _compares_floats(path: Path) -> bool:
     return bool(_FLOAT_COMPARISON.search(path.read_text(encoding="utf-8")))
 
 
-# Tests that may start Ray run in one process, one at a time, beside the others (which
-# `scripts/run_tests.sh` spreads over the cores with pytest-xdist, at a lower CPU priority):
-# Flower's Simulation Runtime calls ray.init(), which joins any cluster another test started, and
-# its nodes' messages expire when other tests starve it of the CPU.
+# Tests that may start Ray run in one process, one at a time, after the others (which
+# `scripts/run_tests.sh` spreads over the cores with pytest-xdist): Flower's Simulation Runtime
+# calls ray.init(), which joins any cluster another test started, and its nodes' messages expire
+# when other tests starve it of the CPU.
 _ONE_PROCESS = re.compile(r"(^|/)flower/|(^|/)test_ray\.py$")
 
 
