@@ -14,7 +14,14 @@ is judged by
   holds in an interval of L ≥ W consecutive rounds of the run, over L × its fair share
   (`interval_share`; W the bounds' window);
 * the honest clients' worst accuracy, and its change against the same seed's no-attack run with
-  the same defences (the defended no-attack run for the bounds, the undefended one without).
+  the same defences (the defended no-attack run for the bounds, the undefended one without);
+* where the suite runs the family named `ABSENT` (``absent = true``: the k clients take no part,
+  `adcs.adversary.Crafted`), the same change against the run *without* the k attackers (same
+  seed, same k, same defences): what their taking part — selected, aggregated, steering the
+  others' selection — did to the honest clients, apart from the loss of their own data, which
+  they no longer train (the absent run's own change against the no-attack run). A defence that
+  kept the attackers out entirely would give the absent run. The absent runs are not attacks
+  and are left out of the goals.
 
 A sleeper's (or a burst's) rates and lift count the rounds from its start; the any-interval
 share counts every round of the run.
@@ -36,6 +43,8 @@ GOAL_WORST_POINTS = 2.0
 defended no-attack run (the same seed's)."""
 GOAL_K = 3
 """The goals of the bounds hold for k ≤ 3 attackers (10 % of N = 30); larger k is reported."""
+ABSENT = "absent"
+"""The family of runs without the attackers (module docstring)."""
 GOAL_CLEAN_POINTS = 1.0
 """With the bounds and no attack, honest worst accuracy within 1 point of the undefended run
 (mean over seeds)."""
@@ -111,9 +120,10 @@ def _mode(p: Any) -> str:
     return "bound, adaptive" if p.adaptive else "bound, naive"
 
 
-Cell = tuple[float, float, float, float, float, float]
+Cell = tuple[float, float, float, float, float, float, float]
 """One run of a family: (attacker share, coalition share, any-interval share, honest worst,
-its change against the no-attack run with the same defences, lift)."""
+its change against the no-attack run with the same defences, lift, its change against the run
+without the attackers — NaN where the suite has none)."""
 
 
 def family_cells(
@@ -122,6 +132,11 @@ def family_cells(
     """Each family run's measures by (family, k, mode, method), and the no-attack honest worst
     accuracy by (method, defence) and seed."""
     worst = {m.planned.run_id: m.worst for m in measured}
+    absent = {
+        (m.planned.method, m.planned.defence, m.planned.k, m.planned.seed): m.worst
+        for m in measured
+        if m.planned.block == "families" and m.planned.attack == ABSENT
+    }
     cells: dict[tuple[str, int, str, str], list[Cell]] = defaultdict(list)
     clean: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for m in measured:
@@ -132,9 +147,13 @@ def family_cells(
             continue
         single, coalition = shares(m.rates, p.malicious)
         change = m.worst - worst.get(p.baseline, math.nan)
+        without = m.worst - absent.get((p.method, p.defence, p.k, p.seed), math.nan)
         cells[(p.attack, p.k, _mode(p), p.method)].append(
-            (single, coalition, getattr(m, "interval_share", math.nan), m.worst, change, lift(m))
-        )
+            (
+                single, coalition, getattr(m, "interval_share", math.nan), m.worst, change,
+                lift(m), without,
+            )
+        )  # fmt: skip
     return cells, clean
 
 
@@ -161,6 +180,7 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str], window: int = 
     if not cells and not clean:
         return []
     shown = [method for method in methods if any(key[3] == method for key in cells)]
+    absent = any(key[0] == ABSENT for key in cells)
     lines = [*_clean_lines(clean, methods)]
     if cells:
         lines += [
@@ -174,11 +194,19 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str], window: int = 
             "over seeds); *worst* the honest clients' worst accuracy (%, mean over seeds) and "
             "*Δ worst* its change against the same seed's no-attack run with the same defences "
             "(points, mean over seeds: the defended no-attack run for the bounds, the undefended "
-            "one without).",
+            "one without)."
+            + (
+                " *Δ vs absent*: the change against the same seed's run without the k attackers "
+                f"(family `{ABSENT}`, same k and defences; points, mean over seeds): what their "
+                "taking part did to the honest clients beyond the loss of their data (negative: "
+                "harm; a defence that kept them out entirely would give the absent run)."
+                if absent
+                else ""
+            ),
             "",
             f"| family | k | defence | method | seeds | share | coalition | any {window}+ | lift "
-            "| worst | Δ worst |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| worst | Δ worst |" + (" Δ vs absent |" if absent else ""),
+            "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if absent else ""),
         ]
         keys = sorted({key[:3] for key in cells}, key=lambda key: _row_order(key, cells))
         for family, k, mode in keys:
@@ -193,6 +221,7 @@ def family_lines(measured: Sequence[Any], methods: Sequence[str], window: int = 
                     f"{_f(_max([g[5] for g in got]), suffix='×')} | "
                     f"{_f(100 * _mean([g[3] for g in got]), 1)} | "
                     f"{_f(100 * _mean([g[4] for g in got]), 1, sign=True)} |"
+                    + (f" {_f(100 * _mean([g[6] for g in got]), 1, sign=True)} |" if absent else "")
                 )
         lines.append("")
     goal = _goal(cells, clean, methods)
@@ -250,8 +279,8 @@ def _goal(
     lines = ["#### The goals with the bounds on", ""]
     for method in methods:
         change = clean_change(clean, method)
-        got = [(key, g) for key, gs in cells.items() if key[3] == method and key[2] != "off"
-               for g in gs]  # fmt: skip
+        got = [(key, g) for key, gs in cells.items()
+               if key[3] == method and key[2] != "off" and key[0] != ABSENT for g in gs]  # fmt: skip
         if math.isnan(change) and not got:
             continue
         lines.append(f"- **{method}**")
@@ -290,6 +319,7 @@ def _goal(
                     )
                 )
             )
+            lines += _without_line(small)
         large = [(key, g) for key, g in got if key[1] > GOAL_K]
         if large:
             damage: dict[tuple[str, int, str, str], list[float]] = defaultdict(list)
@@ -304,7 +334,33 @@ def _goal(
     return lines if len(lines) > 2 else []
 
 
-COLUMNS = ("seeds", "share", "coalition", "interval", "lift", "worst", "change")
+def _without_line(small: Sequence[tuple[tuple[str, int, str, str], Cell]]) -> list[str]:
+    """The goal line against the runs without the attackers, where the suite has them."""
+    changes: dict[tuple[str, int, str, str], list[float]] = defaultdict(list)
+    for key, g in small:
+        if not math.isnan(g[6]):
+            changes[key].append(g[6])
+    if not changes:
+        return []
+    means = {key: 100 * _mean(v) for key, v in changes.items()}
+    missed = sorted((v, key) for key, v in means.items() if v < -GOAL_WORST_POINTS)
+    low_key = min(means, key=lambda key: means[key])
+    return [
+        f"  - k ≤ {GOAL_K}: honest worst against the defended run without the attackers "
+        f"(`{ABSENT}`) at least {means[low_key]:+.1f} points ({low_key[0]}, k = {low_key[1]}, "
+        f"{low_key[2]}) — within {GOAL_WORST_POINTS:g}: "
+        + (
+            "met"
+            if not missed
+            else f"NOT met in {len(missed)} of {len(means)}: "
+            + ", ".join(
+                f"{key[0]} k = {key[1]} {key[2].split(', ')[1]} {v:+.1f}" for v, key in missed
+            )
+        )
+    ]
+
+
+COLUMNS = ("seeds", "share", "coalition", "interval", "lift", "worst", "change", "absent")
 """What `claim_text` reads of a row of the families table (``interval``: the any-interval share)."""
 MODES = {"off": "off", "naive": "bound, naive", "adaptive": "bound, adaptive"}
 
@@ -323,7 +379,8 @@ def claim_text(measured: Sequence[Any], column: str, row: str, method: str) -> s
     ``row`` is ``none`` (the bounds' no-attack runs: ``change`` is their cost, ``worst`` the
     defended no-attack honest worst accuracy), ``goal`` (over every family run with the bounds:
     ``interval``, the largest any-interval share at k ≤ `GOAL_K`; ``worst``, the lowest mean
-    change of honest worst accuracy at k ≤ `GOAL_K`; ``damage``, the same at k > `GOAL_K`) or
+    change of honest worst accuracy at k ≤ `GOAL_K`; ``absent``, the same against the runs
+    without the attackers; ``damage``, the same at k > `GOAL_K`) or
     ``FAMILY:K:MODE`` with MODE ``off``, ``naive`` or ``adaptive`` (a row of the families table;
     ``column`` one of `COLUMNS`).
     """
@@ -354,6 +411,8 @@ def claim_text(measured: Sequence[Any], column: str, row: str, method: str) -> s
         return _f(100 * _mean([g[3] for g in got]), 1)
     if column == "change":
         return _f(100 * _mean([g[4] for g in got]), 1, sign=True)
+    if column == "absent":
+        return _f(100 * _mean([g[6] for g in got]), 1, sign=True)
     raise ValueError(f"column {column!r}: not one of {list(COLUMNS)}")
 
 
@@ -361,10 +420,18 @@ def _goal_number(
     cells: dict[tuple[str, int, str, str], list[Cell]], column: str, variant: str
 ) -> str:
     """The numbers of the goal lines (`claim_text`'s ``goal`` row), with where they were met."""
-    bound = {key: got for key, got in cells.items() if key[3] == variant and key[2] != "off"}
+    bound = {
+        key: got
+        for key, got in cells.items()
+        if key[3] == variant and key[2] != "off" and key[0] != ABSENT
+    }
     small = {key: got for key, got in bound.items() if key[1] <= GOAL_K}
     if column == "interval":
         return _f(_max([g[2] for got in small.values() for g in got]))
+    if column == "absent":
+        means = [100 * _mean([g[6] for g in got]) for got in small.values()]
+        finite = [v for v in means if not math.isnan(v)]
+        return _f(min(finite), 1, sign=True) if finite else "–"
     if column in ("worst", "damage"):
         chosen = (
             small
@@ -373,4 +440,4 @@ def _goal_number(
         )
         means = [100 * _mean([g[4] for g in got]) for got in chosen.values()]
         return _f(min(means), 1, sign=True) if means else "–"
-    raise ValueError(f"column {column!r}: the goal row has interval, worst and damage")
+    raise ValueError(f"column {column!r}: the goal row has interval, worst, absent and damage")

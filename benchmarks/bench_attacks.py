@@ -211,6 +211,11 @@ def parse_suite(raw: Mapping[str, Any]) -> Suite:
             for key in ("undefended", "naive"):
                 if not isinstance(keys.get(key, True), bool):
                     raise ValueError(f"families.{name}.{key} must be true or false")
+            if (keys.get("absent") is True) != (name == attack_families.ABSENT):
+                raise ValueError(
+                    f"families.{name}: the runs without the attackers (absent = true) are the "
+                    f"family named {attack_families.ABSENT!r}, and only they"
+                )
             suite.crafted(keys, max(suite.ks_of(keys)), True)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"suite: {exc}") from None
@@ -604,7 +609,8 @@ def _unique_runs(
 def merge_folders(parts: Sequence[Path], out: Path, keep_first: bool = False) -> None:
     """One results folder from several of the same suite (e.g. one per seed): their runs,
     selections and accuracies side by side, the manifest's seeds, runs and malicious clients
-    joined (each part's command kept), and the report written from the joined files.
+    joined (each part's command kept, a merged part's parts in its place), and the report
+    written from the joined files.
     ``keep_first``: a run two parts ran differently is the first part's (the manifest lists it
     under ``differing_duplicates``), not an error."""
     manifests = [json.loads((p / "manifest.json").read_text()) for p in parts]
@@ -651,9 +657,11 @@ def merge_folders(parts: Sequence[Path], out: Path, keep_first: bool = False) ->
             "wall_s": sum(float(m["wall_s"]) for m in manifests),
             "load_average": [m["load_average"] for m in manifests],
             "finished_at": max(m["finished_at"] for m in manifests),
-            "parts": [
-                {"argv": m["argv"], "wall_s": m["wall_s"], "finished_at": m["finished_at"]}
+            "parts": [  # a part that was itself merged is its own parts
+                part
                 for m in manifests
+                for part in m.get("parts")
+                or [{"argv": m["argv"], "wall_s": m["wall_s"], "finished_at": m["finished_at"]}]
             ],
             "argv": [
                 "adcs bench attacks",
@@ -663,8 +671,10 @@ def merge_folders(parts: Sequence[Path], out: Path, keep_first: bool = False) ->
                 str(out),
                 *(["--keep-first"] if keep_first else []),
             ],
-            **({"differing_duplicates": differing} if differing else {}),
         }
+        earlier = [run for m in manifests for run in m.get("differing_duplicates", [])]
+        if differing or earlier:
+            manifest["differing_duplicates"] = list(dict.fromkeys([*earlier, *(differing or [])]))
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         write_report(tmp)
         _put_in_place(tmp, out)

@@ -18,7 +18,7 @@ from adcs.adversary import (
     selection_rates,
 )
 from adcs.adversary.crafted import craft
-from adcs.schedulers import ADCS, DivFL
+from adcs.schedulers import ADCS, DivFL, PowerOfChoice, Uniform
 from adcs.schedulers.base import ClientStats
 from adcs.sim import RunSpec, SimConfig, simulate
 from tests.adversary.conftest import Fixed, N, grouped_stats, paper_like_data
@@ -161,3 +161,30 @@ def test_under_a_loss_probe_the_adaptive_sender_crafts_what_passes_the_screens()
         for a in (False, True)
     ]
     assert as_received == [True, False]
+
+
+def test_absent_clients_are_unavailable_and_unprobed_from_their_start():
+    stats = grouped_stats()
+    attack = built(clients=(4, 9), absent=True, start=5)
+    told, rows, directions = craft(attack, stats, 4)
+    assert told is stats and rows.size == 0 and directions is None
+    told, rows, directions = craft(attack, stats, 5)
+    assert rows.size == 0 and directions is None
+    assert np.flatnonzero(~told.available).tolist() == [4, 9]
+    keep = np.isin(np.arange(N), [4, 9], invert=True)
+    assert told.clients.tolist() == np.arange(N)[keep].tolist()
+    assert np.array_equal(told.losses, stats.losses[keep])
+    assert np.array_equal(told.updates, stats.updates[keep])
+
+
+@pytest.mark.parametrize("scheduler", [Uniform(6), PowerOfChoice(6), DivFL(6)])
+def test_absent_clients_are_never_selected_and_the_others_run_as_without_them(scheduler):
+    """Uniform probes nothing, PowerOfChoice losses, DivFL updates: each is told the clients are
+    gone. Before ``start`` they are selected like anyone (so the assertion after it can fail)."""
+    attack = Crafted(clients=(4, 9), absent=True, start=20).build(0, N)
+    run, hook = adversarial(scheduler, attack=attack)
+    selected = np.asarray(
+        simulate([RunSpec(run, 0, "x", aggregator=hook)], paper_like_data(), CONFIG)[0].selected
+    )
+    gone = np.isin(selected, [4, 9]).any(axis=1)
+    assert gone[:20].any() and not gone[20:].any()

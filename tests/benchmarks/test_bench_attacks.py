@@ -60,6 +60,10 @@ def test_bad_suites_are_refused(tmp_path: Path):
     path.write_text(text.replace("\n[suite]\n", "\n[suite]\nspeed = 3\n"))
     with pytest.raises(ConfigError, match=r"suite\.speed"):
         bench_attacks.load_suite(path)
+    for family in ("gone = { absent = true }", "absent = { factor = 10.0 }"):
+        path.write_text(text.replace("[suite.families]\n", f"[suite.families]\n{family}\n"))
+        with pytest.raises(ConfigError, match="the family named 'absent', and only they"):
+            bench_attacks.load_suite(path)
     assert bench_attacks.main(["--config", str(path)]) == 2
 
 
@@ -205,15 +209,18 @@ def test_the_any_interval_share_is_the_largest_over_every_interval():
 
 def test_the_families_report_is_computed_from_the_raw_files(tmp_path: Path):
     """Every number of the families' tables and goals (shares over any interval, the honest worst
-    change against the same defences' no-attack run, the bounds' no-attack cost) recomputed from
-    runs.csv and selections.npz."""
+    change against the same defences' no-attack run and against the run without the attackers,
+    the bounds' no-attack cost) recomputed from runs.csv and selections.npz."""
     from benchmarks.attack_families import interval_share
 
     config, suite = bench_attacks.load_suite(bench_attacks.DEFAULT_CONFIG)
     config = bench_attacks._with_rounds(config, 8, [0, 1])
     suite = dataclasses.replace(
         suite,
-        families=(("sleeper", {"cosine": 0.5, "factor": 10.0, "start": 2}),),
+        families=(
+            ("sleeper", {"cosine": 0.5, "factor": 10.0, "start": 2}),
+            ("absent", {"absent": True, "naive": False}),
+        ),
         family_k=(3,),
         bound=Defence(cap=1.5, window=3, any_interval=True),
     )
@@ -225,14 +232,23 @@ def test_the_families_report_is_computed_from_the_raw_files(tmp_path: Path):
     rows = {row["run_id"]: row for row in csv.DictReader((out / "runs.csv").open())}
     report = (out / "report.md").read_text()
     table = {
-        tuple(cell.strip() for cell in line.split("|")[1:5]): line.split("|")[6:12]
+        tuple(cell.strip() for cell in line.split("|")[1:5]): line.split("|")[6:13]
         for line in report.splitlines()
         if line.startswith("| sleeper |")
     }
+    absent = {
+        (row["method"], row["defence"], row["seed"]): row
+        for row in rows.values()
+        if row["block"] == "families" and row["attack"] == "absent"
+    }
+    assert len(absent) == 8  # 2 methods, off and bound, 2 seeds
     with np.load(out / "selections.npz") as selections:
+        for row in absent.values():  # the attackers are never selected
+            chosen = selections[f"selected/{row['run_id']}"]
+            assert not np.isin(chosen, json.loads(row["malicious"])).any()
         for (_family, k, mode, method), cols in table.items():
             runs = [row for row in rows.values() if row["block"] == "families"
-                    and row["method"] == method and row["k"] == k
+                    and row["attack"] == "sleeper" and row["method"] == method and row["k"] == k
                     and bench_attacks.attack_families._mode(_row_fields(row)) == mode]  # fmt: skip
             assert len(runs) == 2  # one per seed
             intervals = [
@@ -247,6 +263,12 @@ def test_the_families_report_is_computed_from_the_raw_files(tmp_path: Path):
                 float(r["honest_worst"]) - float(rows[r["baseline"]]["honest_worst"]) for r in runs
             ]
             assert float(cols[5]) == pytest.approx(100 * np.mean(changes), abs=0.05)
+            without = [
+                float(r["honest_worst"])
+                - float(absent[(method, r["defence"], r["seed"])]["honest_worst"])
+                for r in runs
+            ]
+            assert float(cols[6]) == pytest.approx(100 * np.mean(without), abs=0.05)
     variants = {row["method"] for row in rows.values()}
     assert {key[3] for key in table} == variants and len(variants) == 2  # the blind one too
     for variant in variants:
@@ -256,6 +278,8 @@ def test_the_families_report_is_computed_from_the_raw_files(tmp_path: Path):
         change = float(line.split("|")[5])
         assert change == pytest.approx(100 * np.mean(np.subtract(bound, off)), abs=0.05)
     assert "#### The goals with the bounds on" in report and "k ≤ 3: largest attacker" in report
+    assert "against the defended run without the attackers" in report
+    assert "(absent, k = " not in report  # the runs without the attackers are not an attack
 
 
 def _row_fields(row: dict[str, str]) -> Any:
@@ -337,6 +361,16 @@ def test_a_report_is_rewritten_from_its_files_and_seed_folders_merge(tmp_path: P
         np.load(parts[0] / "selections.npz") as first,
     ):
         np.testing.assert_array_equal(npz[key], first[key])
+    # a merged folder merged again: its parts stand in its place, its differing runs stay named
+    bench_attacks.merge_folders([tmp_path / "kept", parts[1]], tmp_path / "again", keep_first=True)
+    again = json.loads((tmp_path / "again" / "manifest.json").read_text())
+    plain = json.loads((parts[1] / "manifest.json").read_text())
+    assert again["parts"] == [
+        *kept["parts"],
+        {k: plain[k] for k in ("argv", "wall_s", "finished_at")},
+    ]
+    assert len(again["parts"]) == 3 and again["differing_duplicates"][0] == kept[
+        "differing_duplicates"][0]  # fmt: skip
 
 
 def test_families_none_leaves_the_no_attack_runs_of_the_families_block():

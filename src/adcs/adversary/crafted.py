@@ -117,6 +117,11 @@ class Crafted:
         after an emptied window (a cap counts no selection of a client that is never usable).
     loss : float or None
         ≥ 0: report this loss instead of × ``factor`` (0: the smother). None (default): × factor.
+    absent : bool
+        From ``start`` on the clients take no part at all: unavailable every round, so never
+        selected, probed or aggregated. Not an attack but the federation without them — the run
+        against which an attack's harm *through selection* is measured (what a selection-side
+        defence could at best undo), beside the no-attack run, where they train honestly.
     adaptive : bool
         Read the active defence (module docstring).
     seed : int
@@ -131,10 +136,11 @@ class Crafted:
     scale: float = 1.0
     factor: float = 1.0
     start: int = 0
-    written_when_set: ClassVar[frozenset[str]] = frozenset({"quiet", "loss"})
+    written_when_set: ClassVar[frozenset[str]] = frozenset({"quiet", "loss", "absent"})
     """Keys added after the first manifests: written back only when set (`KindTable.to_dict`)."""
     quiet: bool = False
     loss: float | None = None
+    absent: bool = False
     adaptive: bool = False
     seed: int = 0
 
@@ -155,6 +161,7 @@ class Crafted:
         check_bool("quiet", self.quiet)
         if self.loss is not None:
             check_number("loss", self.loss, 0.0)
+        check_bool("absent", self.absent)
         check_bool("adaptive", self.adaptive)
         check_int("seed", self.seed, minimum=0)
 
@@ -326,6 +333,8 @@ def craft(
     ``attack.start`` nothing changes.
     """
     none = np.zeros(0, dtype=np.intp)
+    if attack.absent:
+        return (_without(attack, stats) if round_idx >= attack.start else stats), none, None
     if round_idx < attack.start and attack.quiet and stats.n_probed:
         return _silenced(attack, stats), none, None
     if round_idx < attack.start or stats.n_probed == 0:
@@ -350,6 +359,18 @@ def craft(
     norms = row_norms(updates[rows]) * attack.scale
     updates[rows] = (directions * norms[:, None]).astype(np.float32)
     return ClientStats(stats.available, stats.clients, losses, updates), rows, directions
+
+
+def _without(attack: Crafted, stats: ClientStats) -> ClientStats:
+    """``stats`` with the malicious clients unavailable and their probed rows removed."""
+    available = np.asarray(stats.available) & ~attack.rows(np.arange(stats.n_clients))
+    keep = ~attack.rows(stats.clients)
+    return ClientStats(
+        available,
+        stats.clients[keep],
+        None if stats.losses is None else np.asarray(stats.losses)[keep],
+        None if stats.updates is None else np.asarray(stats.updates)[keep],
+    )
 
 
 def _silenced(attack: Crafted, stats: ClientStats) -> ClientStats:
