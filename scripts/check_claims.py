@@ -119,7 +119,7 @@ DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
         ("", ["peers_summary.py", "--baseline", "md", "--with", "results/peers/poc_a03",
               *(f"results/peers/{f}" for f in ("poc_a03", "poc_a03_logistic", "poc_a03_constant",
                                                 "poc_a2", "clustered_a03", "poc_authors_lr005",
-                                                "poc_authors_lr0005"))]),
+                                                "poc_authors_lr0005", "clustered_shards"))]),
     ],
 }  # fmt: skip
 """Script outputs that rebuild the partitions from the data set: regenerated when
