@@ -3,10 +3,10 @@
 # to the Fashion-MNIST folder; one process at a time (--workers 1), niced, on a shared 2-core machine
 # (about 1 h 15 min of wall time in all, most of it poc_a03; clustered_shards, run later on its
 # own, took about 2 h 30 min of one process beside other work, interrupted once and resumed with
-# --resume: its manifest's sessions).
+# --resume: its manifest's sessions; clustered_shards_adcs2 about 10 min).
 set -e
 for c in poc_a03 poc_a03_logistic poc_a03_constant poc_a2 clustered_a03 poc_authors_lr005 \
-    poc_authors_lr0005 clustered_shards; do
+    poc_authors_lr0005 clustered_shards clustered_shards_adcs2; do
     nice -n 10 adcs run "experiments/peers/$c.toml" --out "results/peers/$c" --workers 1
 done
 # global test accuracy (the papers' metric) and gains over MD paired by seed; clustered_a03 has no
