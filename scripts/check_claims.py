@@ -119,7 +119,16 @@ DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
         ("", ["peers_summary.py", "--baseline", "md", "--with", "results/peers/poc_a03",
               *(f"results/peers/{f}" for f in ("poc_a03", "poc_a03_logistic", "poc_a03_constant",
                                                 "poc_a2", "clustered_a03", "poc_authors_lr005",
-                                                "poc_authors_lr0005", "clustered_shards"))]),
+                                                "poc_authors_lr0005", "clustered_shards",
+                                                "clustered_dirichlet"))]),
+        ("", ["peers_summary.py", "--baseline", "md", "--with", "results/peers/clustered_shards",
+              "results/peers/clustered_shards_adcs2",
+              "results/peers/clustered_shards_adcs_variants",
+              "results/peers/clustered_shards_adcs2_raw",
+              "results/peers/clustered_shards_adcs2_raw_steps",
+              "results/peers/clustered_shards_adcs2_raw_kernel"]),
+        ("", ["peers_summary.py", "--baseline", "md", "--with", "results/peers/clustered_dirichlet",
+              "results/peers/clustered_dirichlet_adcs"]),
     ],
 }  # fmt: skip
 """Script outputs that rebuild the partitions from the data set: regenerated when

@@ -7,7 +7,9 @@ their mean weighted by test-set size (the partition is rebuilt from the configur
 them). For each folder and series this prints the global accuracy at the last evaluation,
 averaged over the final 10 % of evaluations (the reports' "final") and over every evaluation after
 round 0 (speed as well as level), means over seeds, each series' gains over a baseline series
-paired by seed, and the accuracy curve. Writes Markdown to stdout.
+paired by seed, the accuracy curve, and how many of the partition's groups (a client's group:
+its partition's own, else its majority label) a round's selection spans, block by block of the
+rounds (the selections from ``selections.npz``). Writes Markdown to stdout.
 
 Usage (with ADCS_DATA_DIR set)::
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 from pathlib import Path
 
@@ -26,10 +29,11 @@ import numpy as np
 
 from adcs.experiments.config import config_from_dict
 from adcs.experiments.run.workload import federate, load_data
+from adcs.sim import ClientData
 
 
-def test_sizes(folder: Path) -> np.ndarray:
-    """Each client's test-set size, from the folder's configuration (its partition rebuilt)."""
+def _clients(folder: Path) -> ClientData:
+    """The folder's clients, from its configuration (its partition rebuilt and checked)."""
     if not (folder / "manifest.json").is_file():
         raise SystemExit(f"error: {folder} is not an adcs results folder (no manifest.json)")
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
@@ -38,7 +42,12 @@ def test_sizes(folder: Path) -> np.ndarray:
     recorded = manifest["data"]["data_sizes"]["None"]
     if list(clients.data_sizes) != recorded:
         raise SystemExit(f"error: {folder}: the rebuilt partition is not the one the runs used")
-    return np.asarray(clients.test_sizes, dtype=np.float64)
+    return clients
+
+
+def test_sizes(folder: Path) -> np.ndarray:
+    """Each client's test-set size, from the folder's configuration (its partition rebuilt)."""
+    return np.asarray(_clients(folder).test_sizes, dtype=np.float64)
 
 
 def global_accuracy(folder: Path) -> dict[str, tuple[str, int, np.ndarray, np.ndarray]]:
@@ -131,6 +140,48 @@ def curves(folder: Path, every: int, baseline: str, extra: Path | None = None) -
     return [f"Global test accuracy (%) of {folder.name}, mean over seeds:", "", *lines, ""]
 
 
+def _block_table(title: str, per_series: dict[str, list[np.ndarray]], blocks: int) -> list[str]:
+    """One row per series: the per-round values, mean over seeds and over each block's rounds."""
+    rounds = len(next(iter(per_series.values()))[0])
+    edges = np.linspace(0, rounds, blocks + 1).round().astype(int)
+    head = " | ".join(f"{a}–{b - 1}" for a, b in itertools.pairwise(edges))
+    lines = [title, "", f"| series \\ rounds | {head} |", "|---" * (blocks + 1) + "|"]
+    for name, runs in per_series.items():
+        mean = np.mean(runs, axis=0)
+        cells = " | ".join(f"{mean[a:b].mean():.1f}" for a, b in itertools.pairwise(edges))
+        lines.append(f"| {name} | {cells} |")
+    return [*lines, ""]
+
+
+def group_spread(folder: Path, blocks: int) -> list[str]:
+    """How the selections spread over the partition's groups, block by block of ``blocks`` equal
+    blocks of the run, one row per series (mean over seeds and the block's rounds): the distinct
+    groups among a round's selected clients, and the selected clients of its largest group."""
+    groups = np.asarray(_clients(folder).groups)
+    spans: dict[str, list[np.ndarray]] = {}
+    largest: dict[str, list[np.ndarray]] = {}
+    with np.load(folder / "selections.npz") as sel:
+        for key in sorted(k for k in sel.files if k.startswith("selected/")):
+            series = key.removeprefix("selected/").rsplit("-seed=", 1)[0]
+            chosen = sel[key]  # (T, m), -1 where a slot went unfilled
+            labels = np.where(chosen >= 0, groups[np.maximum(chosen, 0)], -1)
+            # per round and group: the selected clients of that group (unfilled slots in none)
+            counts = (labels[:, :, None] == np.arange(int(groups.max()) + 1)).sum(axis=1)
+            spans.setdefault(series, []).append((counts > 0).sum(axis=1))
+            largest.setdefault(series, []).append(counts.max(axis=1))
+    return _block_table(
+        f"Groups spanned by a round's selection in {folder.name} (distinct groups among the "
+        "selected clients; mean over seeds and the block's rounds):",
+        spans,
+        blocks,
+    ) + _block_table(
+        f"The largest group's part of a round's selection in {folder.name} (selected clients of "
+        "the group with the most; mean over seeds and the block's rounds):",
+        largest,
+        blocks,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="md", help="series the gains are measured against")
@@ -141,6 +192,9 @@ def main() -> None:
         type=Path,
         help="where a folder has no baseline runs: take them here",
     )
+    parser.add_argument(
+        "--blocks", type=int, default=10, help="blocks of rounds in the groups-spanned table"
+    )
     parser.add_argument("folders", nargs="+", type=Path)
     args = parser.parse_args()
     for folder in args.folders:
@@ -148,6 +202,7 @@ def main() -> None:
             "\n".join(
                 table(folder, args.baseline, args.extra)
                 + curves(folder, args.every, args.baseline, args.extra)
+                + group_spread(folder, args.blocks)
             )
         )
 
