@@ -124,6 +124,7 @@ DATA_SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
         ("", ["peers_summary.py", "--baseline", "md", "--with", "results/peers/clustered_shards",
               "results/peers/clustered_shards_adcs2",
               "results/peers/clustered_shards_adcs_variants",
+              "results/peers/clustered_shards_adcs_theta",
               "results/peers/clustered_shards_adcs2_raw",
               "results/peers/clustered_shards_adcs2_raw_steps",
               "results/peers/clustered_shards_adcs2_raw_kernel"]),
