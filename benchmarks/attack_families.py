@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -299,56 +299,46 @@ def _goal(
                 f"{_f(top[2])}× its fair share ({key_i[0]}, k = {key_i[1]}, {key_i[2]}) — ≤ "
                 f"{GOAL_SHARE}: {'met' if ok else 'NOT met'}"
             )
-            changes: dict[tuple[str, int, str, str], list[float]] = defaultdict(list)
-            for key, g in small:
-                changes[key].append(g[4])
-            means = {key: 100 * _mean(v) for key, v in changes.items()}
-            missed = sorted((v, key) for key, v in means.items() if v < -GOAL_WORST_POINTS)
-            low_key = min(means, key=lambda key: means[key])
-            lines.append(
-                f"  - k ≤ {GOAL_K}: honest worst against the defended no-attack run at least "
-                f"{means[low_key]:+.1f} points ({low_key[0]}, k = {low_key[1]}, {low_key[2]}) — "
-                f"within {GOAL_WORST_POINTS:g}: "
-                + (
-                    "met"
-                    if not missed
-                    else f"NOT met in {len(missed)} of {len(means)}: "
-                    + ", ".join(
-                        f"{key[0]} k = {key[1]} {key[2].split(', ')[1]} {v:+.1f}"
-                        for v, key in missed
-                    )
-                )
-            )
-            lines += _without_line(small)
+            lines += _worst_line(small, 4, "the defended no-attack run")
+            lines += _worst_line(small, 6, f"the defended run without the attackers (`{ABSENT}`)")
         large = [(key, g) for key, g in got if key[1] > GOAL_K]
         if large:
-            damage: dict[tuple[str, int, str, str], list[float]] = defaultdict(list)
-            for key, g in large:
-                damage[key].append(g[4])
-            worst_key = min(damage, key=lambda key: _mean(damage[key]))
-            lines.append(
-                f"  - k > {GOAL_K} (reported): the largest loss of honest worst accuracy against "
-                f"the defended no-attack run {100 * _mean(damage[worst_key]):+.1f} points "
-                f"({worst_key[0]}, k = {worst_key[1]}, {worst_key[2]})"
-            )
+            damage = _key_means(large, 4)
+            if damage:
+                worst_key = min(damage, key=lambda key: damage[key])
+                lines.append(
+                    f"  - k > {GOAL_K} (reported): the largest loss of honest worst accuracy "
+                    f"against the defended no-attack run {damage[worst_key]:+.1f} points "
+                    f"({worst_key[0]}, k = {worst_key[1]}, {worst_key[2]})"
+                )
     return lines if len(lines) > 2 else []
 
 
-def _without_line(small: Sequence[tuple[tuple[str, int, str, str], Cell]]) -> list[str]:
-    """The goal line against the runs without the attackers, where the suite has them."""
-    changes: dict[tuple[str, int, str, str], list[float]] = defaultdict(list)
-    for key, g in small:
-        if not math.isnan(g[6]):
-            changes[key].append(g[6])
-    if not changes:
+def _key_means(
+    pairs: Iterable[tuple[tuple[str, int, str, str], Cell]], column: int
+) -> dict[tuple[str, int, str, str], float]:
+    """Per family row, the mean of one measure of its runs in points (rows where it is NaN in
+    every run left out: a suite without absent runs has no change against them)."""
+    values: dict[tuple[str, int, str, str], list[float]] = defaultdict(list)
+    for key, g in pairs:
+        values[key].append(g[column])
+    means = {key: 100 * _mean(v) for key, v in values.items()}
+    return {key: v for key, v in means.items() if not math.isnan(v)}
+
+
+def _worst_line(
+    small: Sequence[tuple[tuple[str, int, str, str], Cell]], column: int, against: str
+) -> list[str]:
+    """The goal line on the honest worst's change (``column`` of the cells) against a run."""
+    means = _key_means(small, column)
+    if not means:
         return []
-    means = {key: 100 * _mean(v) for key, v in changes.items()}
     missed = sorted((v, key) for key, v in means.items() if v < -GOAL_WORST_POINTS)
     low_key = min(means, key=lambda key: means[key])
     return [
-        f"  - k ≤ {GOAL_K}: honest worst against the defended run without the attackers "
-        f"(`{ABSENT}`) at least {means[low_key]:+.1f} points ({low_key[0]}, k = {low_key[1]}, "
-        f"{low_key[2]}) — within {GOAL_WORST_POINTS:g}: "
+        f"  - k ≤ {GOAL_K}: honest worst against {against} at least "
+        f"{means[low_key]:+.1f} points ({low_key[0]}, k = {low_key[1]}, {low_key[2]}) — "
+        f"within {GOAL_WORST_POINTS:g}: "
         + (
             "met"
             if not missed
@@ -428,16 +418,9 @@ def _goal_number(
     small = {key: got for key, got in bound.items() if key[1] <= GOAL_K}
     if column == "interval":
         return _f(_max([g[2] for got in small.values() for g in got]))
-    if column == "absent":
-        means = [100 * _mean([g[6] for g in got]) for got in small.values()]
-        finite = [v for v in means if not math.isnan(v)]
-        return _f(min(finite), 1, sign=True) if finite else "–"
-    if column in ("worst", "damage"):
-        chosen = (
-            small
-            if column == "worst"
-            else {key: got for key, got in bound.items() if key[1] > GOAL_K}
-        )
-        means = [100 * _mean([g[4] for g in got]) for got in chosen.values()]
-        return _f(min(means), 1, sign=True) if means else "–"
+    if column in ("worst", "absent", "damage"):
+        chosen = small if column != "damage" else {k: v for k, v in bound.items() if k[1] > GOAL_K}
+        pairs = [(key, g) for key, got in chosen.items() for g in got]
+        means = _key_means(pairs, 6 if column == "absent" else 4)
+        return _f(min(means.values()), 1, sign=True) if means else "–"
     raise ValueError(f"column {column!r}: the goal row has interval, worst, absent and damage")

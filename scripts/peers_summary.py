@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -32,8 +33,10 @@ from adcs.experiments.run.workload import federate, load_data
 from adcs.sim import ClientData
 
 
+@functools.cache
 def _clients(folder: Path) -> ClientData:
-    """The folder's clients, from its configuration (its partition rebuilt and checked)."""
+    """The folder's clients, from its configuration (its partition rebuilt and checked): once
+    per folder, though the accuracy table, the curves and the groups tables all read it."""
     if not (folder / "manifest.json").is_file():
         raise SystemExit(f"error: {folder} is not an adcs results folder (no manifest.json)")
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
