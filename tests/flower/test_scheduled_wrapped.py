@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,11 @@ def simulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
+        # N is inferred from the nodes connected when a strategy's first round starts, which
+        # begins once m are there: on a loaded machine the last SuperNode can still be starting
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(list(grid.get_node_ids())) < N and time.monotonic() < deadline:
+            time.sleep(0.1)
         for name in STRATEGIES:
             run(grid, name, name)
         resume = {"checkpoint_path": checkpoint, "checkpoint_every": 2}
