@@ -270,6 +270,38 @@ def test_the_overall_table_averages_ranks_and_counts_bests_and_ties() -> None:
     assert placings["w2"]["y"].best
 
 
+def test_an_entry_that_ran_on_fewer_workloads_is_listed_last_without_a_place() -> None:
+    from adcs.leaderboard.report import _rank_section
+
+    w1 = {"x": {0: 0.5, 1: 0.52}, "y": {0: 0.4, 1: 0.41}}
+    w2 = {"x": {0: 0.5, 1: 0.51}, "y": {0: 0.4, 1: 0.42}, "z": {0: 0.9, 1: 0.91}}
+    rows, _ = lb.rank_table({"w1": w1, "w2": w2})
+    assert [(r.entry, r.mean_rank) for r in rows] == [("x", 1.5), ("y", 2.5), ("z", 1.0)]
+    assert [r.entry for r in ranking.placed(rows)] == ["x", "y"]
+    text = "\n".join(_rank_section(["w1", "w2"], {m: rows for m in ranking.METRICS}))
+    assert "| 1 | x |" in text and "| 2 | y |" in text and "| — | z | 1.00 |" in text
+    assert "without a place: z (ran on 1 of 2)" in text
+
+
+def test_the_preamble_names_a_table_row_that_ran_on_some_workloads_only() -> None:
+    from types import SimpleNamespace
+
+    from adcs.leaderboard.report import _preamble
+
+    def score(method: str) -> Any:
+        return SimpleNamespace(method=method, label=method)
+
+    everyone = [score(name) for name in SCHEDULERS if name != "uniform"]
+    scores = {"w1": everyone, "w2": [*everyone, score("uniform")]}
+    context = {"seeds": [0, 1, 2], "is_subset": False}
+    text = " ".join(
+        _preamble(
+            ["w1", "w2"], scores, {"w1": context, "w2": context}, False, [], {}, "leaderboard"
+        )
+    )
+    assert "at its defaults; uniform only on w2, added to the table between their runs." in text
+
+
 # ---------------------------------------------------------------------------------------------
 # whole leaderboards
 

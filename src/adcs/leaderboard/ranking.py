@@ -40,6 +40,7 @@ __all__ = [
     "entry_labels",
     "is_random_baseline",
     "percentile_curve",
+    "placed",
     "rank_table",
     "rank_workload",
     "rankable_columns",
@@ -445,7 +446,9 @@ def rank_table(
     Returns
     -------
     rows : list of RankRow
-        Sorted by mean rank, then by more ties with the best, then by name.
+        The entries that ran on the most workloads first, each part sorted by mean rank, then
+        by more ties with the best, then by name: a mean rank over fewer workloads is not
+        comparable, so such an entry gets no place (`placed`).
     placings : dict of workload to (dict of entry to Placing)
     """
     placings = {w: rank_workload(entries, confidence) for w, entries in workloads.items()}
@@ -463,8 +466,15 @@ def rank_table(
                 ranks={w: p.rank for w, p in mine.items()},
             )
         )
-    rows.sort(key=lambda r: (r.mean_rank, -r.tied, r.entry))
+    rows.sort(key=lambda r: (-r.workloads, r.mean_rank, -r.tied, r.entry))
     return rows, placings
+
+
+def placed(rows: Sequence[RankRow]) -> list[RankRow]:
+    """The rows of `rank_table` that take a place: the entries that ran on the most workloads
+    (every entry, when all ran on every workload)."""
+    most = max((r.workloads for r in rows), default=0)
+    return [r for r in rows if r.workloads == most]
 
 
 def workload_scores(folder: Path, name: str) -> tuple[list[RunRecord], dict[str, NDArray[Any]]]:

@@ -44,6 +44,7 @@ from adcs.leaderboard.ranking import (
     baseline_label,
     check_metrics,
     entry_labels,
+    placed,
     rank_table,
     scores_of,
     workload_scores,
@@ -241,8 +242,8 @@ def _write_tables(
         ["metric", "place", "entry", "mean_rank", "workloads", "best", "best_or_tied",
          *(f"rank_{w}" for w in names)],
         (
-            [metric, i + 1, r.entry, r.mean_rank, r.workloads, r.best, r.tied,
-             *(r.ranks.get(w) for w in names)]
+            [metric, i + 1 if i < len(placed(tables[metric])) else None, r.entry, r.mean_rank,
+             r.workloads, r.best, r.tied, *(r.ranks.get(w) for w in names)]
             for metric in tables for i, r in enumerate(tables[metric])
         ),
     )  # fmt: skip
@@ -385,6 +386,12 @@ def _preamble(
         later = f" (except {join_words(missing)}, added to the table after this run)"
         what = f"every scheduler of adcs's name table at its defaults{later if missing else ''}"
         what += declared
+        where = {m: [w for w in names if any(s.method == m for s in scores[w])] for m in ran}
+        partly = [
+            f"{m} only on {join_words(ws)}" for m, ws in where.items() if len(ws) < len(names)
+        ]
+        if partly:  # added to the table between the workloads' runs
+            what += f"; {join_words(sorted(partly))}, added to the table between their runs"
     else:  # a sweep's entries are its configuration's: named as they ran
         what = join_words(entries)
     out = [
@@ -438,19 +445,29 @@ def _rank_section(names: Sequence[str], tables: Mapping[str, list[RankRow]]) -> 
         "| mean rank (avg) | " + " | ".join(names) + " |",
         "|---|---|---|---|---|---|---|" + "---|" * len(names),
     ]
-    return [*out, *_rank_lines(worst, other, names), ""]
+    out += [*_rank_lines(worst, other, names), ""]
+    unplaced = worst[len(placed(worst)) :]
+    if unplaced:
+        out += [
+            "Listed last, without a place: "
+            + join_words([f"{r.entry} (ran on {r.workloads} of {len(names)})" for r in unplaced])
+            + ". A mean rank over fewer workloads is not comparable with one over all of them.",
+            "",
+        ]
+    return out
 
 
 def _rank_lines(
     worst: Sequence[RankRow], other: Mapping[str, Mapping[str, RankRow]], names: Sequence[str]
 ) -> list[str]:
     lines = []
+    n_placed = len(placed(worst))
     for i, r in enumerate(worst):
         p10 = other["p10"].get(r.entry)
         avg = other["avg"].get(r.entry)
         cells = [rank_text(r.ranks[w]) if w in r.ranks else "—" for w in names]
         lines.append(
-            f"| {i + 1} | {r.entry} | {r.mean_rank:.2f} | {r.best} | {r.tied} "
+            f"| {i + 1 if i < n_placed else '—'} | {r.entry} | {r.mean_rank:.2f} | {r.best} | {r.tied} "
             f"| {'—' if p10 is None else f'{p10.mean_rank:.2f}'} "
             f"| {'—' if avg is None else f'{avg.mean_rank:.2f}'} | " + " | ".join(cells) + " |"
         )

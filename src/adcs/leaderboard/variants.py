@@ -19,7 +19,14 @@ from typing import Any
 
 from adcs.experiments.analysis.records import method_label
 from adcs.experiments.analysis.stats import paired_difference
-from adcs.leaderboard.ranking import METRIC_NAMES, Placing, RankRow, Score, variants_of
+from adcs.leaderboard.ranking import (
+    METRIC_NAMES,
+    Placing,
+    RankRow,
+    Score,
+    placed,
+    variants_of,
+)
 from adcs.leaderboard.wording import (
     finite_key,
     join_words,
@@ -374,6 +381,7 @@ def _other_metrics(ran: Sequence[str], placings: Placings, label: str) -> list[s
 
 
 def _overall_verdict(rows: Sequence[RankRow], label: str) -> list[str]:
+    rows = placed(rows)  # an entry that ran on fewer workloads has no comparable mean rank
     if not rows:
         return []
     top = rows[0]
