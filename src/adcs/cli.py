@@ -737,6 +737,40 @@ def export(
     _export(results, to.value, dest, resume=resume)
 
 
+@app.command()
+@_one_line_errors
+def merge(
+    parts: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="FOLDER...",
+            help="Finished results folders of one configuration but for its methods and seeds "
+            "(other seeds, or schedulers added later), no run in two of them.",
+        ),
+    ],
+    out: Annotated[
+        str,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="The joined results folder: new, or an earlier adcs results folder with --force.",
+        ),
+    ],
+    force: Force = False,
+) -> None:
+    """Join results folders of one configuration into the folder one run of them all writes.
+
+    Runs do not depend on the runs simulated beside them, so the joined data files are those
+    of a single run of every method and seed, byte for byte; the report, tables and figures are
+    written from them, and the manifest lists each part under merged_from.
+    """
+    from adcs.experiments.run.merge import merge_results
+
+    argv = shlex.join(["adcs", "merge", *map(str, parts), "--out", out, *(["--force"] * force)])
+    folder = merge_results(parts, _out(out, "merged", False, parts), force=force, command=argv)
+    console.print(f"Merged {len(parts)} folders: {folder}")
+
+
 @app.command(
     context_settings={
         "allow_extra_args": True,

@@ -21,7 +21,7 @@ from adcs.experiments.run.plan import PreparedRun
 from adcs.experiments.run.provenance import provenance
 from adcs.sim.engine import RunSpec
 
-__all__ = ["experiment_manifest", "report_context"]
+__all__ = ["context_of", "experiment_manifest", "report_context"]
 
 _LISTED_SIZES = 10_000
 """Clients whose sizes the manifest lists one by one; larger populations get a summary."""
@@ -47,17 +47,38 @@ def report_context(
 ) -> ReportContext:
     """What the report says of the run beside its records."""
     first = next(iter(ready.fed.values()))
-    dataset = ready.dataset
+    return context_of(
+        config, rounds=ready.sim_config.rounds, n_clients=first.n_clients,
+        data_source=ready.dataset.source, is_subset=ready.dataset.is_subset, quick=quick,
+        figures=figures, wall_s=time.perf_counter() - started, notes=notes, folder=tmp,
+    )  # fmt: skip
+
+
+def context_of(
+    config: ExperimentConfig,
+    *,
+    rounds: int,
+    n_clients: int,
+    data_source: str,
+    is_subset: bool,
+    quick: bool,
+    figures: Sequence[str],
+    wall_s: float,
+    notes: Sequence[str],
+    folder: Path,
+) -> ReportContext:
+    """The report's context from its pieces (`report_context` of a run; a merge's from its
+    parts' manifests)."""
     return ReportContext(
-        name=config.name, rounds=ready.sim_config.rounds, eval_every=config.sim.eval_every,
-        m=config.m, n_clients=first.n_clients, seeds=config.seeds,
-        data_source=dataset.source, is_subset=dataset.is_subset, quick=quick,
-        figures=tuple(figures), wall_s=time.perf_counter() - started,
+        name=config.name, rounds=rounds, eval_every=config.sim.eval_every,
+        m=config.m, n_clients=n_clients, seeds=config.seeds,
+        data_source=data_source, is_subset=is_subset, quick=quick,
+        figures=tuple(figures), wall_s=wall_s,
         description=config.description, model=config.model.describe(),
         dataset=DATASETS.resolve(config.data.dataset).title or config.data.dataset,
         notes=(*notes, *(
             f"See also [{p.parent.name}/report.md]({p.parent.name}/report.md)."
-            for p in sorted(tmp.glob("*/report.md"))
+            for p in sorted(folder.glob("*/report.md"))
         )),
     )  # fmt: skip
 

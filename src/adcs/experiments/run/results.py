@@ -50,6 +50,7 @@ __all__ = [
     "write_csv",
     "write_data_files",
     "write_json",
+    "write_run_files",
 ]
 
 _CLOCK_ARRAYS = ("round_time/", "busy_time/")
@@ -364,6 +365,22 @@ def _read_record(
     )
 
 
+def write_run_files(
+    folder: Path,
+    config: ExperimentConfig,
+    records: Sequence[RunRecord],
+    client_acc: Mapping[str, np.ndarray],
+    selections: Mapping[str, np.ndarray],
+) -> None:
+    """The data files every results folder has: ``runs.csv``, ``metrics.csv``,
+    ``group_share.csv``, ``client_acc.npz``, ``selections.npz`` and ``summary.json``, from the
+    records and the arrays (in the order given)."""
+    _write_tables(folder, records)
+    write_npz(folder / "client_acc.npz", client_acc)
+    write_npz(folder / "selections.npz", selections)
+    write_json(folder / "summary.json", _summary(records, config))
+
+
 def write_data_files(
     folder: Path,
     config: ExperimentConfig,
@@ -382,13 +399,10 @@ def write_data_files(
     # the clock's arrays travel with the selections but have a file of their own
     selections = dict(selections)
     clocks = {k: selections.pop(k) for k in list(selections) if k.startswith(_CLOCK_ARRAYS)}
-    _write_tables(folder, records)
     client_acc = dict(client_acc)
     if sim_config.eval_clients is not None:
         client_acc["eval_clients"] = _eval_subset(fed, sim_config)
-    write_npz(folder / "client_acc.npz", client_acc)
-    write_npz(folder / "selections.npz", selections)
-    write_json(folder / "summary.json", _summary(records, config))
+    write_run_files(folder, config, records, client_acc, selections)
     notes: list[str] = []
     if sim_config.system is not None:
         write_npz(folder / "clock.npz", clocks)
