@@ -479,6 +479,41 @@ def test_a_finished_workload_joins_a_leaderboard_which_keeps_its_own_and_reranks
         lb.join_leaderboard(small, [tmp_path / "nothing"])
 
 
+def test_an_entry_run_later_joins_a_workload_which_keeps_its_runs_and_reranks(
+    tmp_path: Path, board: Path, synthetic: FashionMNIST
+) -> None:
+    import shutil
+
+    from adcs.experiments.run.runner import run_experiment
+
+    copy = tmp_path / "copy"
+    shutil.copytree(board, copy)
+    doc = json.loads((copy / "alpha" / "manifest.json").read_text())["config"]
+    later = tmp_path / "later" / "alpha"  # named as the workload it joins
+    run_experiment(
+        config_from_dict({**doc, "methods": [{"name": SHIFTED}]}), later, dataset=synthetic
+    )
+    before = load_records(copy / "alpha")
+    assert lb.join_entries(copy, [later], command="join later") == ["alpha"]
+    after = {r.run_id: r for r in load_records(copy / "alpha")}
+    shifted = [r for r in load_records(later)]
+    assert list(after) == [*(r.run_id for r in before), *(r.run_id for r in shifted)]
+    for r in [*before, *shifted]:  # every run as it was computed
+        np.testing.assert_array_equal(after[r.run_id].worst_acc, r.worst_acc)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    assert manifest["configs"]["alpha"]["methods"][-1] == {"name": SHIFTED}
+    assert manifest["entries_joined"][0]["workload"] == "alpha"
+    ranks = {r["entry"]: r for r in _read_csv(copy / "ranks.csv") if r["metric"] == "worst"}
+    assert ranks["Shifted k=0"]["workloads"] == "1" and ranks["Shifted k=0"]["place"] == ""
+    assert f"{SHIFTED} only on alpha" in " ".join((copy / "report.md").read_text().split())
+    assert not list(copy.glob(".*"))  # no staging or old folder left
+    with pytest.raises(ConfigError, match="named as no workload"):
+        lb.join_entries(copy, [tmp_path / "later"])
+    with pytest.raises(ConfigError, match=r"is in .* and in"):  # the runs are there already
+        lb.join_entries(copy, [later])
+    assert [r.run_id for r in load_records(copy / "alpha")] == list(after)
+
+
 def test_resuming_with_other_workloads_is_refused_with_the_difference_named(
     tmp_path: Path, synthetic: FashionMNIST
 ) -> None:

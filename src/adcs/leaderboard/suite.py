@@ -107,6 +107,7 @@ __all__ = [
     "Placing",
     "RankRow",
     "Score",
+    "join_entries",
     "join_leaderboard",
     "leaderboard_methods",
     "load_workload",
@@ -602,11 +603,7 @@ def join_leaderboard(
     """
     folder = Path(folder)
     path = folder / MANIFEST
-    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    if doc.get("kind") != "leaderboard":
-        raise ConfigError(
-            f"{folder} is no finished leaderboard (no {MANIFEST} of kind leaderboard)"
-        )
+    doc = _finished_leaderboard(folder)
     names = list(doc.get("workloads", []))
     sources = [Path(w) for w in workloads]
     joined = []
@@ -618,9 +615,7 @@ def join_leaderboard(
         if source.name in names or (folder / source.name).exists():
             raise ConfigError(f"{folder} already holds a workload {source.name!r}")
         names.append(source.name)
-        config = {k: v for k, v in manifest["config"].items() if k != "description"}
-        config["data"] = {k: v for k, v in config.get("data", {}).items() if k != "path"}
-        doc.setdefault("configs", {})[source.name] = config  # as resume_identity records it
+        doc.setdefault("configs", {})[source.name] = _recorded(manifest["config"])
         joined.append({"workload": source.name, "from": str(source), "command": command,
                        "started_at": manifest.get("started_at"), "wall_s": manifest.get("wall_s")})  # fmt: skip
     for source in sources:
@@ -633,3 +628,83 @@ def join_leaderboard(
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
     summarize_leaderboard(folder, names, quick=bool(doc.get("quick")))
     return names
+
+
+def join_entries(
+    folder: str | Path, parts: Sequence[str | Path], *, command: str = ""
+) -> list[str]:
+    """Add entries run later to a finished leaderboard's workloads, keeping the runs there.
+
+    Each part is a finished results folder named as one of ``folder``'s workloads and running
+    that workload's configuration with other methods (its seeds all, or some with further parts
+    of the same workload): `adcs.experiments.run.merge.merge_results` joins the workload's folder
+    and its parts, the joined folder replaces the workload's (its report says that its seeds'
+    runs were computed in parts), the manifest records the joined configuration and the parts,
+    and the summary is rewritten over every workload (`summarize_leaderboard`).
+
+    Returns
+    -------
+    list of str
+        The workloads that gained entries.
+
+    Raises
+    ------
+    ConfigError
+        ``folder`` is no finished leaderboard, a part names no workload of it, or a merge
+        refuses (the part ran another configuration, or a run twice).
+    """
+    from adcs.experiments.run.merge import merge_results
+
+    folder = Path(folder)
+    path = folder / MANIFEST
+    doc = _finished_leaderboard(folder)
+    by_workload: dict[str, list[Path]] = {}
+    for part in map(Path, parts):
+        if part.name not in doc.get("workloads", []):
+            raise ConfigError(
+                f"{part} is named as no workload of {folder}: name it as its workload"
+            )
+        by_workload.setdefault(part.name, []).append(part)
+    staging = folder / ".joining-entries"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        joined = {
+            name: merge_results([folder / name, *more], staging / name, command=command)
+            for name, more in by_workload.items()
+        }  # every merge checked before any workload is replaced
+        for name, merged in joined.items():
+            old = folder / f".{name}.old"
+            (folder / name).rename(old)
+            merged.rename(folder / name)
+            shutil.rmtree(old)
+            manifest = json.loads((folder / name / MANIFEST).read_text(encoding="utf-8"))
+            doc["configs"][name] = _recorded(manifest["config"])
+        doc["entries_joined"] = [
+            *doc.get("entries_joined", []),
+            *({"workload": n, "from": [str(p) for p in ps], "command": command}
+              for n, ps in by_workload.items()),
+        ]  # fmt: skip
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    summarize_leaderboard(folder, doc["workloads"], quick=bool(doc.get("quick")))
+    return list(by_workload)
+
+
+def _finished_leaderboard(folder: Path) -> dict[str, Any]:
+    """A finished leaderboard's manifest (`join_leaderboard`, `join_entries`)."""
+    path = folder / MANIFEST
+    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if doc.get("kind") != "leaderboard":
+        raise ConfigError(
+            f"{folder} is no finished leaderboard (no {MANIFEST} of kind leaderboard)"
+        )
+    return doc
+
+
+def _recorded(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A workload's configuration as the leaderboard's manifest records it (`resume_identity`)."""
+    out = {k: v for k, v in config.items() if k != "description"}
+    out["data"] = {k: v for k, v in out.get("data", {}).items() if k != "path"}
+    return out
