@@ -65,6 +65,7 @@ from adcs.experiments.analysis.records import variant_labels
 from adcs.experiments.analysis.report import TIME_FIGURE, ReportContext, fmt, pm
 from adcs.experiments.analysis.timing import is_timed, time_summaries
 from adcs.experiments.config import config_from_dict
+from adcs.experiments.run.merge import merge_notes
 from adcs.experiments.run.results import load_records, privacy_note, system_note
 from adcs.leaderboard import ranking
 from adcs.leaderboard.suite import summarize_leaderboard
@@ -84,7 +85,7 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
     ],
     "successor/adaptive.md": [
         ("", ["successor_compare.py", "--committed", "results/leaderboard", "--new",
-              "results/successor/adaptive", "--entry", "adcs2_adaptive"]),
+              "results/leaderboard", "--entry", "adcs2_adaptive"]),
         *(("### cnn: adcs2_adaptive against " + b + " (paired by seed, no adjustment)",
            ["successor_paired.py", "--a", "adcs2_adaptive", "--b", b, "results/cnn",
             "results/successor/cnn", "results/successor/seeds34/cnn",
@@ -188,6 +189,7 @@ def _runner_report(folder: Path, out: Path) -> None:
         notes.append(system_note(rows))
     if any(r.extra.get("epsilon") is not None for r in records):
         notes.append(privacy_note(records))
+    notes += merge_notes(manifest)
     context = ReportContext(
         name=config.name, rounds=config.sim.rounds, eval_every=config.sim.eval_every, m=config.m,
         n_clients=manifest["data"]["n_clients"], seeds=config.seeds,

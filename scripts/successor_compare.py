@@ -1,7 +1,8 @@
 """Compare new entries with a committed leaderboard, workload by workload (issue 23, part 3).
 
 For each workload, the new folder's runs of ``--entry`` methods join the committed leaderboard's
-entries (same workload configuration and seeds; the simulator's streams are counter-based, so a
+entries (runs it holds already, an entry joined to it, are not added twice; ``--new`` may be the
+leaderboard itself) (same workload configuration and seeds; the simulator's streams are counter-based, so a
 run does not depend on the other runs of its folder) and are ranked with the leaderboard's own
 rules (:func:`adcs.leaderboard.suite.rank_workload`: the paired t-test at 5 % for ties).
 Every run the committed folder also holds is checked against it: selections in every round,
@@ -84,8 +85,12 @@ def workload_rows(committed: Path, new: Path, name: str, entries: list[str]) -> 
     new_name = new_name or old_name
     old_records, old_acc = lb.workload_scores(committed, old_name)
     new_records, new_acc = lb.workload_scores(new, new_name)
-    check = reproduced(new / new_name, new_records, committed / old_name, old_records)
-    added = [r for r in new_records if r.method in entries]
+    same = (new / new_name).resolve() == (committed / old_name).resolve()
+    check = (
+        "" if same else reproduced(new / new_name, new_records, committed / old_name, old_records)
+    )
+    known = {r.run_id for r in old_records}  # an entry joined to the leaderboard is there already
+    added = [r for r in new_records if r.method in entries and r.run_id not in known]
     records = old_records + added
     scores, _ = lb.scores_of(name, records, {**old_acc, **new_acc})
     by_label = {s.label: s for s in scores}

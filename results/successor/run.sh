@@ -25,6 +25,14 @@ for w in paper bernoulli clients100 dirichlet m6 soft_skew; do
     adcs run experiments/successor/adaptive/$w.toml --out results/successor/adaptive/$w --workers 1
 done
 adcs run experiments/successor/adaptive/cnn.toml --out results/successor/adaptive/cnn --workers 1
+#    then the leaderboard's three workloads with another server optimizer, at its three seeds
+#    (configs: scripts/successor_configs.py experiments/successor/adaptive --seeds 0,1,2
+#    --method adcs2_adaptive --workloads paper_fedadam,dirichlet_fedprox,dirichlet_e3), and all
+#    nine joined to the leaderboard as an entry (the runs there kept; adcs merge's rules)
+for w in paper_fedadam dirichlet_fedprox dirichlet_e3; do
+    adcs run experiments/successor/adaptive/$w.toml --out results/successor/adaptive/$w --workers 1
+done
+python -c 'from adcs.leaderboard.suite import join_entries; join_entries("results/leaderboard", ["results/successor/adaptive/" + w for w in ["paper", "bernoulli", "m6", "soft_skew", "clients100", "dirichlet", "paper_fedadam", "dirichlet_fedprox", "dirichlet_e3"]])'
 python scripts/check_claims.py --write   # adaptive.md: the six workloads' ranking and the CNN pairs
 # seeds34.md: successor_paired.py's table for cnn under a heading
 # (scripts/check_claims.py's SCRIPT_OUTPUTS has the exact commands)

@@ -167,3 +167,32 @@ def test_the_command_line_merges_and_says_what_is_wrong_in_one_line(
     inside = CliRunner().invoke(app, ["merge", *parts, "--out", parts[0], "--force"])
     assert inside.exit_code != 0 and "is or holds" in inside.output
     assert (runs["first"] / "runs.csv").is_file()  # the part is untouched
+
+
+def test_a_run_recorded_before_its_scheduler_gained_a_parameter_joins_as_recorded(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    def edited(name: str, edit: Any) -> Path:
+        part = tmp_path / name / "later2"
+        shutil.copytree(runs["later2"], part)
+        rows = _rows(part / "runs.csv")
+        params = json.loads(rows[0]["params"])
+        edit(params)
+        rows[0]["params"] = json.dumps(params, sort_keys=True)
+        with (part / "runs.csv").open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+        return part
+
+    older = edited("older", lambda p: p.pop("gamma"))  # as if gamma came later, at its default
+    out = merge_results([runs["first"], runs["later01"], older], tmp_path / "joined")
+    params = {r["run_id"]: json.loads(r["params"]) for r in _rows(out / "runs.csv")}
+    assert "gamma" not in params["adcs-theta=0.8-refresh_every=2-seed=2"]
+    assert params["adcs-theta=0.8-refresh_every=2-seed=1"]["gamma"] == 0.0
+    other = edited("other", lambda p: p.update(theta=0.9))
+    with pytest.raises(ConfigError, match="ran with other parameters"):
+        merge_results([runs["first"], runs["later01"], other], tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()

@@ -49,7 +49,7 @@ from adcs.experiments.run.provenance import source_checkout
 from adcs.experiments.run.resultfiles import read_arrays, read_manifest
 from adcs.experiments.run.results import load_records, write_json, write_run_files
 
-__all__ = ["MERGED_KEYS", "SPLIT_SEED_NOTE", "merge_results"]
+__all__ = ["MERGED_KEYS", "SPLIT_JOINED", "SPLIT_SEED_NOTE", "merge_notes", "merge_results"]
 
 MERGED_KEYS = ("methods", "seeds")
 """The configuration's keys in which parts may differ (joined); every other key must be equal."""
@@ -61,6 +61,8 @@ SPLIT_SEED_NOTE = (
     "selection turns on those bits, in its selections from some round on."
 )
 """The report's note when a seed's runs come from several parts (module notes)."""
+SPLIT_JOINED = "one seed's runs from several parts"
+"""The manifest's ``joined`` then (else ``"seeds"``)."""
 _SAME_DATA = ("dataset", "partition", "resample_per_seed", "checksums", "n_clients", "n_groups",
               "is_subset")  # fmt: skip
 _SHARED_ARRAYS = ("n_available/", "available/")  # a seed's, the same in every part with that seed
@@ -127,12 +129,12 @@ def merge_results(
         write_study_tables(tmp, config.outputs, records, own)
         figures = write_figures(tmp, records, config.outputs, figures_by_name())
         manifest = _manifest(folders, manifests, config, plan, differs, command)
-        manifest["joined"] = "one seed's runs from several parts" if split else "seeds"
+        manifest["joined"] = SPLIT_JOINED if split else "seeds"
         context = context_of(
             config, rounds=config.sim.rounds, n_clients=manifest["data"]["n_clients"],
             data_source=manifest["data"]["source"], is_subset=manifest["data"]["is_subset"],
             quick=manifest["quick"], figures=figures, wall_s=manifest["wall_s"],
-            notes=[SPLIT_SEED_NOTE] if split else [],
+            notes=merge_notes(manifest),
             folder=tmp,
         )  # fmt: skip
         write_study_report(tmp / "report.md", records, context, own)
@@ -144,6 +146,11 @@ def merge_results(
     finally:
         target.release()
     return target.out
+
+
+def merge_notes(manifest: Mapping[str, Any]) -> list[str]:
+    """The notes a merged folder's report carries, from its manifest (none for a plain run)."""
+    return [SPLIT_SEED_NOTE] if manifest.get("joined") == SPLIT_JOINED else []
 
 
 def _finished(folder: Path) -> dict[str, Any]:
@@ -184,12 +191,18 @@ def _joined_config(folders: Sequence[Path], manifests: Sequence[Mapping[str, Any
 
 
 def _as_planned(record: RunRecord, params: Mapping[str, Any]) -> RunRecord:
-    """The record with its parameters in the scheduler's order (``runs.csv`` sorts them)."""
-    as_read = json.loads(json.dumps(dict(params), sort_keys=True, default=canonical_value))
-    if as_read != record.params:
+    """The record with its parameters in the scheduler's order (``runs.csv`` sorts them).
+
+    A run recorded before its scheduler gained a parameter lacks that key: it is kept as recorded
+    when every key it has agrees with the configuration (a parameter is added at the default that
+    keeps the earlier behaviour); a value that disagrees is refused.
+    """
+    planned = json.loads(json.dumps(dict(params), sort_keys=True, default=canonical_value))
+    if any(k not in planned or planned[k] != v for k, v in record.params.items()):
         raise ConfigError(f"run {record.run_id} ran with other parameters than its configuration "
-                          f"gives: {record.params} against {as_read}")  # fmt: skip
-    return dataclasses.replace(record, params=dict(params))
+                          f"gives: {record.params} against {planned}")  # fmt: skip
+    return dataclasses.replace(record, params={k: v for k, v in params.items()
+                                               if k in record.params})  # fmt: skip
 
 
 def _owners(
