@@ -758,11 +758,13 @@ def merge(
     ],
     force: Force = False,
 ) -> None:
-    """Join results folders of one configuration into the folder one run of them all writes.
+    """Join results folders of one configuration into one: its seeds, or schedulers, run apart.
 
-    Runs do not depend on the runs simulated beside them, so the joined data files are those
-    of a single run of every method and seed, byte for byte; the report, tables and figures are
-    written from them, and the manifest lists each part under merged_from.
+    Split by seeds, the joined data files are those of one run of every seed, byte for byte.
+    Split within a seed (a scheduler run later), each run is as its part computed it, which can
+    differ from a run beside all of them in its last bits (the report says so). The report,
+    tables and figures are written from the joined files; the manifest lists each part under
+    merged_from.
     """
     from adcs.experiments.run.merge import merge_results
 
