@@ -45,6 +45,21 @@ from adcs.cli_display import (
     console,
     fail,
 )
+from adcs.cli_options import (
+    CheckpointEvery,
+    DataDir,
+    Force,
+    Out,
+    RayAddress,
+    Resume,
+    Rounds,
+    Seeds,
+    Sets,
+    Track,
+    TrackDest,
+    TrackTo,
+    Workers,
+)
 from adcs.cli_runs import (
     _export,
     _reproduce_theory,
@@ -124,13 +139,6 @@ class Target(str, enum.Enum):
     table1 = "table1"
     theory = "theory"
     all = "all"
-
-
-class TrackTo(str, enum.Enum):
-    """The tracking backends (``--track``, ``adcs export --to``)."""
-
-    tensorboard = "tensorboard"
-    mlflow = "mlflow"
 
 
 class Bench(str, enum.Enum):
@@ -348,117 +356,6 @@ def _reproduce_config(target: Target) -> ExperimentConfig | None:
 
 # ---------------------------------------------------------------------------------------------
 # commands
-
-
-Seeds = Annotated[
-    int | None,
-    typer.Option(
-        "--seeds", metavar="N", min=1, help="Use seeds 0..N-1 (default: the configuration's)."
-    ),
-]
-Rounds = Annotated[
-    int | None,
-    typer.Option(
-        "--rounds", metavar="T", min=1, help="Rounds T per run (default: the configuration's)."
-    ),
-]
-Out = Annotated[
-    str | None,
-    typer.Option(
-        "--out",
-        metavar="DIR",
-        help="Results folder (default results/NAME-TIME). Must be new, empty, or an earlier "
-        "adcs results folder with --force; never the current folder, a parent of it, or inside "
-        "the data.",
-    ),
-]
-DataDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--data",
-        metavar="DIR",
-        help="The data's folder (or file), in place of data.path (Fashion-MNIST's default: "
-        "$ADCS_DATA_DIR, then the lookup; see Data).",
-    ),
-]
-Force = Annotated[
-    bool,
-    typer.Option(
-        "--force",
-        help="Replace an earlier adcs results folder at --out (one with a manifest.json; never "
-        "any other folder) and remove stale partial folders of dead runs on it.",
-    ),
-]
-Resume = Annotated[
-    bool,
-    typer.Option(
-        "--resume",
-        help="Continue the interrupted run at --out from its checkpoint (same configuration and "
-        "overrides); the results files are byte-identical to an uninterrupted run's.",
-    ),
-]
-CheckpointEvery = Annotated[
-    int | None,
-    typer.Option(
-        "--checkpoint-every",
-        min=0,
-        metavar="ROUNDS",
-        help="Checkpoint every ROUNDS rounds (default: about every 30 s of simulation; 0: never).",
-    ),
-]
-Workers = Annotated[
-    int | None,
-    typer.Option(
-        "--workers",
-        metavar="N",
-        min=1,
-        help="Processes advancing different seeds at once; results do not depend on it "
-        "(default: half the CPUs this process may use, at most 4; on --resume, the interrupted "
-        "run's).",
-    ),
-]
-
-
-RayAddress = Annotated[
-    str | None,
-    typer.Option(
-        "--ray-address",
-        metavar="ADDR",
-        help="Run the shards (the runs of one seed) as tasks on the existing Ray cluster at ADDR "
-        "(ray.init's address: HOST:PORT from a node of the cluster, ray://HOST:10001 from "
-        "elsewhere) and gather them here; the results files are byte-identical to a local "
-        "run's. Needs Ray (the ray extra) and the same adcs on every node; --workers then does "
-        "not apply.",
-    ),
-]
-
-Track = Annotated[
-    TrackTo | None,
-    typer.Option(
-        "--track",
-        help="Log each evaluation while the run goes: TensorBoard event files (runs/NAME/) or an "
-        "MLflow store (mlruns/), each in its extra; the results files do not change.",
-    ),
-]
-TrackDest = Annotated[
-    str | None,
-    typer.Option(
-        "--track-to",
-        metavar="DIR|URI",
-        help="Where --track writes: a log folder, or an MLflow tracking URI.",
-    ),
-]
-Sets = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--set",
-        metavar="KEY=VALUE",
-        help="Change one key of the configuration (repeatable; a later one wins): a dotted key "
-        'and a TOML value, e.g. data.partition.alpha=0.1, \'sim.availability={kind="bernoulli", '
-        "p=0.5}', methods.adcs.theta=0.9 (a method by scheduler name or position). Checked like "
-        "the file; recorded in manifest.json and compared by --resume.",
-    ),
-]
 
 
 @app.command()
