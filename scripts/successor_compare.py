@@ -1,10 +1,9 @@
 """Compare new entries with a committed leaderboard, workload by workload (issue 23, part 3).
 
 For each workload, the new folder's runs of ``--entry`` methods join the committed leaderboard's
-entries (runs it holds already, an entry joined to it, are not added twice; ``--new`` may be the
-leaderboard itself) (same workload configuration and seeds; the simulator's streams are counter-based, so a
-run does not depend on the other runs of its folder) and are ranked with the leaderboard's own
-rules (:func:`adcs.leaderboard.suite.rank_workload`: the paired t-test at 5 % for ties).
+entries (same workload configuration and seeds; runs the leaderboard holds already, an entry
+joined to it, are not added twice, so ``--new`` may be the leaderboard itself) and are ranked
+with the leaderboard's own rules (:func:`adcs.leaderboard.suite.rank_workload`: the paired t-test at 5 % for ties).
 Every run the committed folder also holds is checked against it: selections in every round,
 worst and average accuracy at every evaluation, client computations. Writes Markdown to stdout.
 

@@ -41,6 +41,7 @@ __all__ = [
     "is_random_baseline",
     "percentile_curve",
     "placed",
+    "places",
     "rank_table",
     "rank_workload",
     "rankable_columns",
@@ -475,6 +476,12 @@ def placed(rows: Sequence[RankRow]) -> list[RankRow]:
     (every entry, when all ran on every workload)."""
     most = max((r.workloads for r in rows), default=0)
     return [r for r in rows if r.workloads == most]
+
+
+def places(rows: Sequence[RankRow]) -> list[int | None]:
+    """Each row's place in the overall table: 1, 2, ... for the `placed` rows, None after."""
+    n = len(placed(rows))
+    return [i + 1 if i < n else None for i in range(len(rows))]
 
 
 def workload_scores(folder: Path, name: str) -> tuple[list[RunRecord], dict[str, NDArray[Any]]]:

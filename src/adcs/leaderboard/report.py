@@ -45,6 +45,7 @@ from adcs.leaderboard.ranking import (
     check_metrics,
     entry_labels,
     placed,
+    places,
     rank_table,
     scores_of,
     workload_scores,
@@ -242,9 +243,10 @@ def _write_tables(
         ["metric", "place", "entry", "mean_rank", "workloads", "best", "best_or_tied",
          *(f"rank_{w}" for w in names)],
         (
-            [metric, i + 1 if i < len(placed(tables[metric])) else None, r.entry, r.mean_rank,
-             r.workloads, r.best, r.tied, *(r.ranks.get(w) for w in names)]
-            for metric in tables for i, r in enumerate(tables[metric])
+            [metric, place, r.entry, r.mean_rank, r.workloads, r.best, r.tied,
+             *(r.ranks.get(w) for w in names)]
+            for metric in tables
+            for place, r in zip(places(tables[metric]), tables[metric], strict=True)
         ),
     )  # fmt: skip
     write_json(
@@ -461,13 +463,12 @@ def _rank_lines(
     worst: Sequence[RankRow], other: Mapping[str, Mapping[str, RankRow]], names: Sequence[str]
 ) -> list[str]:
     lines = []
-    n_placed = len(placed(worst))
-    for i, r in enumerate(worst):
+    for place, r in zip(places(worst), worst, strict=True):
         p10 = other["p10"].get(r.entry)
         avg = other["avg"].get(r.entry)
         cells = [rank_text(r.ranks[w]) if w in r.ranks else "—" for w in names]
         lines.append(
-            f"| {i + 1 if i < n_placed else '—'} | {r.entry} | {r.mean_rank:.2f} | {r.best} | {r.tied} "
+            f"| {'—' if place is None else place} | {r.entry} | {r.mean_rank:.2f} | {r.best} | {r.tied} "
             f"| {'—' if p10 is None else f'{p10.mean_rank:.2f}'} "
             f"| {'—' if avg is None else f'{avg.mean_rank:.2f}'} | " + " | ".join(cells) + " |"
         )

@@ -74,6 +74,7 @@ from adcs.experiments.run.folder import (
     note_kept,
     os_error,
 )
+from adcs.experiments.run.identity import document_identity
 from adcs.experiments.run.provenance import provenance, source_checkout
 from adcs.experiments.run.runner import (
     ProgressFn,
@@ -615,7 +616,7 @@ def join_leaderboard(
         if source.name in names or (folder / source.name).exists():
             raise ConfigError(f"{folder} already holds a workload {source.name!r}")
         names.append(source.name)
-        doc.setdefault("configs", {})[source.name] = _recorded(manifest["config"])
+        doc.setdefault("configs", {})[source.name] = document_identity(manifest["config"])
         joined.append({"workload": source.name, "from": str(source), "command": command,
                        "started_at": manifest.get("started_at"), "wall_s": manifest.get("wall_s")})  # fmt: skip
     for source in sources:
@@ -679,7 +680,7 @@ def join_entries(
             merged.rename(folder / name)
             shutil.rmtree(old)
             manifest = json.loads((folder / name / MANIFEST).read_text(encoding="utf-8"))
-            doc["configs"][name] = _recorded(manifest["config"])
+            doc["configs"][name] = document_identity(manifest["config"])
         doc["entries_joined"] = [
             *doc.get("entries_joined", []),
             *({"workload": n, "from": [str(p) for p in ps], "command": command}
@@ -701,10 +702,3 @@ def _finished_leaderboard(folder: Path) -> dict[str, Any]:
             f"{folder} is no finished leaderboard (no {MANIFEST} of kind leaderboard)"
         )
     return doc
-
-
-def _recorded(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A workload's configuration as the leaderboard's manifest records it (`resume_identity`)."""
-    out = {k: v for k, v in config.items() if k != "description"}
-    out["data"] = {k: v for k, v in out.get("data", {}).items() if k != "path"}
-    return out

@@ -12,15 +12,19 @@ from adcs.experiments.config import ExperimentConfig
 from adcs.experiments.run.workload import DataSource
 from adcs.sim.engine import RunSpec
 
-__all__ = ["checkpoint_identity", "config_differences", "resume_identity"]
+__all__ = ["checkpoint_identity", "config_differences", "document_identity", "resume_identity"]
 
 
 def resume_identity(config: ExperimentConfig) -> dict[str, Any]:
     """The configuration as a resume compares it: without the data's path and the description."""
-    doc = config.document
-    doc["data"].pop("path", None)
-    doc.pop("description", None)
-    return doc
+    return document_identity(config.document)
+
+
+def document_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """`resume_identity` of a configuration's document (as a manifest records it)."""
+    out = {k: v for k, v in doc.items() if k != "description"}
+    out["data"] = {k: v for k, v in out.get("data", {}).items() if k != "path"}
+    return out
 
 
 def checkpoint_identity(

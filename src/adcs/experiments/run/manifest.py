@@ -21,7 +21,7 @@ from adcs.experiments.run.plan import PreparedRun
 from adcs.experiments.run.provenance import provenance
 from adcs.sim.engine import RunSpec
 
-__all__ = ["context_of", "experiment_manifest", "report_context"]
+__all__ = ["context_of", "experiment_manifest", "report_context", "setting_keys"]
 
 _LISTED_SIZES = 10_000
 """Clients whose sizes the manifest lists one by one; larger populations get a summary."""
@@ -100,6 +100,16 @@ def _privacy_manifest(plan: list[RunSpec], records: Sequence[RunRecord]) -> dict
     return out
 
 
+def setting_keys(differs: Mapping[str, list[str]]) -> dict[str, Any]:
+    """The manifest's ``NAME_setting`` and ``differences_from_NAME`` of each study a
+    configuration is compared with (`adcs.experiments.analysis.outputs.study_of`)."""
+    return {
+        k: v
+        for name, d in differs.items()
+        for k, v in ((f"{name}_setting", not d), (f"differences_from_{name}", d))
+    }
+
+
 def experiment_manifest(
     config: ExperimentConfig,
     plan: list[RunSpec],
@@ -120,11 +130,7 @@ def experiment_manifest(
         "config_source": config.source,
         "seeds": list(config.seeds),
         "quick": quick,
-        **{
-            k: v
-            for name, d in differs.items()
-            for k, v in ((f"{name}_setting", not d), (f"differences_from_{name}", d))
-        },
+        **setting_keys(differs),
         "runs": [r.run_id for r in plan],
         "data": {
             "source": dataset.source,

@@ -41,9 +41,9 @@ from adcs.experiments.analysis.figures import write_figures
 from adcs.experiments.analysis.outputs import figures_by_name, study_of, write_study_report
 from adcs.experiments.analysis.outputs import write_tables as write_study_tables
 from adcs.experiments.analysis.records import RunRecord
-from adcs.experiments.config import ConfigError, config_from_dict
+from adcs.experiments.config import ConfigError, ExperimentConfig, config_from_dict
 from adcs.experiments.run.folder import ResultsFolder
-from adcs.experiments.run.manifest import context_of
+from adcs.experiments.run.manifest import context_of, setting_keys
 from adcs.experiments.run.plan import canonical_value, expand_runs
 from adcs.experiments.run.provenance import source_checkout
 from adcs.experiments.run.resultfiles import read_arrays, read_manifest
@@ -168,7 +168,9 @@ def _finished(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def _joined_config(folders: Sequence[Path], manifests: Sequence[Mapping[str, Any]]) -> Any:
+def _joined_config(
+    folders: Sequence[Path], manifests: Sequence[Mapping[str, Any]]
+) -> ExperimentConfig:
     """The configuration of every part's methods and seeds, once the rest is checked equal."""
     first, data = manifests[0]["config"], manifests[0]["data"]
     for p, m in zip(folders[1:], manifests[1:], strict=True):
@@ -235,8 +237,10 @@ def _arrays(
     selections: dict[str, np.ndarray] = {}
     shared: dict[str, tuple[Path, np.ndarray]] = {}
     for p in folders:
-        acc.update({k: v for k, v in read_arrays(p / "client_acc.npz").items()
-                    if owner.get(k) == p})  # fmt: skip
+        arrays = read_arrays(p / "client_acc.npz")
+        acc.update({k: v for k, v in arrays.items() if owner.get(k) == p})
+        if "eval_clients" in arrays:
+            shared.setdefault("eval_clients", (p, arrays["eval_clients"]))
         for key, value in read_arrays(p / "selections.npz").items():
             if not key.startswith(_SHARED_ARRAYS):
                 selections[key] = value
@@ -245,9 +249,6 @@ def _arrays(
                                   "seed's streams")  # fmt: skip
             else:
                 shared.setdefault(key, (p, value))
-        evaluated = read_arrays(p / "client_acc.npz", keep=lambda k: k == "eval_clients")
-        if "eval_clients" in evaluated:
-            shared.setdefault("eval_clients", (p, evaluated["eval_clients"]))
     ordered = {run: acc[run] for run in plan}
     if "eval_clients" in shared:  # the engine's one draw, written after the runs
         ordered["eval_clients"] = shared.pop("eval_clients")[1]
@@ -258,7 +259,7 @@ def _arrays(
 def _manifest(
     folders: Sequence[Path],
     manifests: Sequence[Mapping[str, Any]],
-    config: Any,
+    config: ExperimentConfig,
     plan: Sequence[str],
     differs: Mapping[str, list[str]],
     command: str,
@@ -277,11 +278,7 @@ def _manifest(
         **first,
         "config": config.document,
         "seeds": list(config.seeds),
-        **{
-            k: v
-            for name, d in differs.items()
-            for k, v in ((f"{name}_setting", not d), (f"differences_from_{name}", d))
-        },
+        **setting_keys(differs),
         "runs": list(plan),
         "data": {**first["data"], "data_sizes": dict(sorted(sizes.items()))},
         "malicious": {run: malicious[run] for run in plan if run in malicious},
