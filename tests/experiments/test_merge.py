@@ -49,10 +49,10 @@ DOC: dict[str, Any] = {
 }
 
 
-def _run(folder: Path, data: FashionMNIST, **edit: Any) -> Path:
+def _run(folder: Path, dataset: FashionMNIST, **edit: Any) -> Path:
     doc = copy.deepcopy(DOC)
     doc.update(edit)
-    run_experiment(config_from_dict(doc), folder, dataset=data)
+    run_experiment(config_from_dict(doc), folder, dataset=dataset)
     return folder
 
 
@@ -196,3 +196,19 @@ def test_a_run_recorded_before_its_scheduler_gained_a_parameter_joins_as_recorde
     with pytest.raises(ConfigError, match="ran with other parameters"):
         merge_results([runs["first"], runs["later01"], other], tmp_path / "refused")
     assert not (tmp_path / "refused").exists()
+
+
+def test_seeds_partitioned_apart_join_in_the_configurations_seed_order(
+    tmp_path: Path, synthetic: FashionMNIST
+) -> None:
+    data = {**DOC["data"], "resample_per_seed": True}  # a partition per seed, keyed by seed
+    whole = _run(tmp_path / "whole", synthetic, seeds=[2, 10], data=data)
+    ten = _run(tmp_path / "ten", synthetic, seeds=[10], data=data)
+    two = _run(tmp_path / "two", synthetic, seeds=[2], data=data)
+    out = merge_results([ten, two], tmp_path / "joined")
+    for name in DATA_FILES:
+        assert (out / name).read_bytes() == (whole / name).read_bytes(), name
+    sizes = [
+        json.loads((f / "manifest.json").read_text())["data"]["data_sizes"] for f in (out, whole)
+    ]
+    assert list(sizes[0].items()) == list(sizes[1].items())

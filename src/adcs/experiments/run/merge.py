@@ -280,7 +280,7 @@ def _manifest(
         "seeds": list(config.seeds),
         **setting_keys(differs),
         "runs": list(plan),
-        "data": {**first["data"], "data_sizes": dict(sorted(sizes.items()))},
+        "data": {**first["data"], "data_sizes": _in_seed_order(sizes, config.seeds)},
         "malicious": {run: malicious[run] for run in plan if run in malicious},
         "argv": list(sys.argv),
         "started_at": min(str(m.get("started_at", "")) for m in manifests),
@@ -302,3 +302,10 @@ def _manifest(
             for p, m in zip(folders, manifests, strict=True)
         ],
     }
+
+
+def _in_seed_order(sizes: Mapping[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
+    """``data_sizes`` keyed as a run keys it: one partition (``"None"``), or one per seed in the
+    configuration's order (``"10"`` after ``"2"``)."""
+    keys = [str(s) for s in seeds if str(s) in sizes]
+    return {k: sizes[k] for k in [*keys, *(k for k in sizes if k not in keys)]}
