@@ -588,8 +588,19 @@ def _attack(folder: Path, column: str, row: str, method: str) -> str:
         raise ClaimError(str(exc)) from None
 
 
+def _wall(folder: Path) -> str:
+    """A finished folder's wall time, its manifest's ``wall_s``, in whole minutes."""
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    wall = manifest.get("wall_s")
+    if not isinstance(wall, int | float):
+        raise ClaimError(f"{folder.name}: no finished folder (no wall_s in its manifest.json)")
+    return f"{wall / 60:.0f} min"
+
+
 KINDS: dict[str, tuple[int, Callable[..., str]]] = {
     "attack": (3, _attack),
+    "wall": (0, _wall),
     "ratio": (2, _ratio),
     "mean": (2, _mean),
     "diff": (3, _diff),
@@ -615,6 +626,8 @@ KINDS: dict[str, tuple[int, Callable[..., str]]] = {
   Holm-adjusted over the folder's comparisons with the best);
 - ``rank F METRIC E``: E's place among the folder's entries, "2 of 7";
 - ``seeds F E``: the seeds E ran on;
+- ``wall F``: how long the run that wrote F took (its ``manifest.json``'s ``wall_s``), in
+  minutes;
 - ``attack F COLUMN ROW METHOD``: a number of an attack suite's families report (``adcs bench
   attacks``), as the report prints it: ROW ``none`` (COLUMN ``change``: the bounds' no-attack
   cost in points; ``worst``: the defended no-attack honest worst, %) or ``FAMILY:K:MODE`` (MODE
@@ -644,6 +657,8 @@ def evaluate(spec: str, base: Path, cache: dict[str, dict[str, ranking.Score]]) 
         return _ratio(base / words[1], *words[2:])
     if words[0] == "attack":
         return _attack(base / words[1], *words[2:])
+    if words[0] == "wall":
+        return _wall(base / words[1])
     key = str(base / words[1])
     if key not in cache:
         cache[key] = _scores(base, words[1])

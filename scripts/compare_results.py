@@ -13,7 +13,7 @@ and its sub-folders holding a ``selections.npz``), it prints
 
 Usage::
 
-    python scripts/compare_results.py OLD NEW
+    python scripts/compare_results.py [--markdown] OLD NEW
 
 Exits 0 (a measurement, not a check); 2 when a folder has no results.
 """
@@ -106,11 +106,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old", type=Path, help="a results folder")
     parser.add_argument("new", type=Path, help="the results folder to compare with it")
+    parser.add_argument(
+        "--markdown", action="store_true", help="a Markdown page: a title, the lines fenced"
+    )
     args = parser.parse_args(argv)
     if not result_folders(args.old):
         print(f"error: {args.old} holds no selections.npz", file=sys.stderr)
         return 2
-    for line in report(args.old, args.new):
+    lines = report(args.old, args.new)
+    if args.markdown:
+        title = f"# How far `{args.new}` is from `{args.old}` (scripts/compare_results.py)"
+        lines = [title, "", "```text", *lines, "```"]
+    for line in lines:
         print(line)
     return 0
 

@@ -186,6 +186,17 @@ def test_a_malformed_marker_is_named(tmp_path: Path) -> None:
         evaluate("mean nowhere worst a", tmp_path, {})
 
 
+def test_wall_reads_the_manifests_wall_time(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "manifest.json").write_text('{"wall_s": 5095.4}', encoding="utf-8")
+
+    assert evaluate("wall w", tmp_path, {}) == "85 min"
+    with pytest.raises(ClaimError, match="no wall_s"):
+        evaluate("wall nowhere", tmp_path, {})
+    with pytest.raises(ClaimError, match="wall takes a folder and 0 argument"):
+        evaluate("wall w extra", tmp_path, {})
+
+
 def test_variants_the_leaderboard_names_alike_are_kept_apart() -> None:
     # results/systems runs ADCS at three γ, which the leaderboard's entry names tell apart
     systems = SOURCE.parents[2] / "systems"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from scripts.compare_results import report
+from scripts.compare_results import main, report
 
 
 def _results(folder: Path, selected: np.ndarray, acc: float) -> None:
@@ -32,3 +33,19 @@ def test_selections_and_accuracies_apart_are_measured(tmp_path: Path) -> None:
     assert "  metrics.csv worst_acc: largest |difference| 0.05 at a/10" in lines
     assert "  runs.csv final_worst_acc: largest |difference| 0.05 at a" in lines
     assert not any("client_updates" in line for line in lines)
+
+
+def test_markdown_fences_the_lines_under_a_title(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sel = np.array([[1, 2], [3, 4]])
+    _results(tmp_path / "old", sel, 0.75)
+    _results(tmp_path / "new", sel, 0.75)
+
+    assert main(["--markdown", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
+
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# How far `") and out[2] == "```text" and out[-1] == "```"
+    assert (
+        out[3] == ".: selections identical in 100.0000% in order, 100.0000% as sets of 2 run-rounds"
+    )

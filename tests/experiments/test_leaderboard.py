@@ -266,6 +266,7 @@ def test_the_overall_table_averages_ranks_and_counts_bests_and_ties() -> None:
     assert by["x"].mean_rank == 1.5 and by["y"].mean_rank == 1.5 and by["z"].mean_rank == 3
     assert by["x"].best == 1 and by["y"].best == 1 and by["z"].workloads == 1
     assert by["x"].ranks == {"w1": 1.0, "w2": 2.0}
+    assert by["x"].marks["w1"] == "★" and by["y"].marks["w2"] == "★"
     assert [r.entry for r in rows] == ["x", "y", "z"]  # equal mean ranks: by ties, then name
     assert placings["w2"]["y"].best
 
@@ -280,6 +281,8 @@ def test_an_entry_that_ran_on_fewer_workloads_is_listed_last_without_a_place() -
     assert [r.entry for r in ranking.placed(rows)] == ["x", "y"]
     text = "\n".join(_rank_section(["w1", "w2"], {m: rows for m in ranking.METRICS}))
     assert "| 1 | x |" in text and "| 2 | y |" in text and "| — | z | 1.00 |" in text
+    assert text.splitlines()[4].endswith("| 1 ★ | 2 |")  # x: the best on w1, its place on w2
+    assert text.splitlines()[6].endswith("| — | 1 ★ |")  # z: did not run on w1
     assert "without a place: z (ran on 1 of 2)" in text
 
 

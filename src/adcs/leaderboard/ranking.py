@@ -425,6 +425,9 @@ class RankRow:
         On how many it was the best, and the best or tied with the best.
     ranks : dict of str to float
         Its rank on each workload.
+    marks : dict of str to str
+        On each workload, ``"★"`` where it is the best, ``"="`` where tied with the best, else
+        ``""``.
     """
 
     entry: str
@@ -433,6 +436,7 @@ class RankRow:
     best: int
     tied: int
     ranks: dict[str, float] = field(default_factory=dict)
+    marks: dict[str, str] = field(default_factory=dict)
 
 
 def rank_table(
@@ -465,6 +469,7 @@ def rank_table(
                 best=sum(p.best for p in mine.values()),
                 tied=sum(p.tied for p in mine.values()),
                 ranks={w: p.rank for w, p in mine.items()},
+                marks={w: "★" if p.best else "=" if p.tied else "" for w, p in mine.items()},
             )
         )
     rows.sort(key=lambda r: (-r.workloads, r.mean_rank, -r.tied, r.entry))

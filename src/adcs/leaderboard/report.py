@@ -466,7 +466,9 @@ def _rank_lines(
     for place, r in zip(places(worst), worst, strict=True):
         p10 = other["p10"].get(r.entry)
         avg = other["avg"].get(r.entry)
-        cells = [rank_text(r.ranks[w]) if w in r.ranks else "—" for w in names]
+        cells = [
+            f"{rank_text(r.ranks[w])} {r.marks[w]}".rstrip() if w in r.ranks else "—" for w in names
+        ]
         lines.append(
             f"| {'—' if place is None else place} | {r.entry} | {r.mean_rank:.2f} | {r.best} | {r.tied} "
             f"| {'—' if p10 is None else f'{p10.mean_rank:.2f}'} "

@@ -7,7 +7,9 @@ configuration may run in different folders: on different machines, in different 
 together, every run of that configuration must be in exactly one part, and when the parts split
 the seeds (each seed's runs all in one part) the data files (``runs.csv``, ``metrics.csv``,
 ``group_share.csv``, ``summary.json``, ``client_acc.npz``, ``selections.npz``) are those one run
-of the joined configuration writes, byte for byte. The tables, figures and report are written
+of the joined configuration writes, byte for byte, when that run keeps each seed's runs in one
+batch (a memory-bounded cut through a seed, `adcs.experiments.run.plan._batches`, makes that
+seed's runs two streams). The tables, figures and report are written
 from them as a run writes its own. The manifest keeps the first part's provenance and lists every
 part (its folder, command, commit and versions) under ``merged_from``; wall times are the parts'
 sums.
