@@ -91,6 +91,14 @@ SCRIPT_OUTPUTS: dict[str, list[tuple[str, list[str]]]] = {
             "results/successor/cnn", "results/successor/seeds34/cnn",
             "results/successor/adaptive/cnn"]) for b in ("powerofchoice", "adcs2")),
     ],
+    "successor/verdicts.md": [
+        ("", ["successor_compare.py", "--committed", "results/leaderboard", "--new",
+              "results/leaderboard", "--entry", "adcs2", "--entry", "adcs2_adaptive",
+              "--workloads", "paper,bernoulli,clients100,dirichlet,m6,soft_skew,cnn"]),
+    ],
+    "leaderboard/cnn_reproduction.md": [
+        ("", ["compare_results.py", "--markdown", "results/cnn", "results/leaderboard/cnn"]),
+    ],
     "successor/tuning/choice.md": [
         ("", ["tuning_protocol.py", "choose", "results/successor/tuning/dev",
               "experiments/successor/tuning"]),
